@@ -1,0 +1,32 @@
+# Two entry points for a fresh machine: `make demo` and `make test`. Everything else hangs off them.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: demo test test-faults bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	rm -rf build/demo
+	$(BIN)/lcm-etl inspect --src fixtures/lossless-claw/basic-0.15.3.db
+	$(BIN)/lcm-etl migrate --src fixtures/lossless-claw/basic-0.15.3.db --dest build/demo/lcm.sqlite
+	@echo "--- a second run finds everything already present:"
+	$(BIN)/lcm-etl migrate --src fixtures/lossless-claw/basic-0.15.3.db --dest build/demo/lcm.sqlite
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+test-faults: $(STAMP)
+	$(BIN)/python -m pytest -m slow tests/faults
+
+bench: $(STAMP)
+	$(BIN)/python bench/run.py
+
+clean:
+	rm -rf $(VENV) build .pytest_cache
