@@ -1,0 +1,142 @@
+"""The `lcm-etl` command line: a thin click layer over the library.
+
+Shared options are declared once (stacked decorators) so every command spells them the same. All
+errors leave through `main()`, which prints one line on stderr and exits with the error's code.
+"""
+from __future__ import annotations
+
+import functools
+import sys
+import traceback
+
+import click
+import orjson
+
+from . import __version__
+from .errors import EXIT_FAILURE, LcmEtlError
+from .sources import default_source, expand
+
+
+def source_option(required_default: bool = True):
+    def deco(f):
+        return click.option("--src", "src", metavar="PATH",
+                            help="lossless-claw database (default $OPENCLAW_STATE_DIR/lcm.db, else ~/.openclaw/lcm.db)")(f)
+    return deco
+
+
+def target_options(f):
+    f = click.option("--memory-dir", metavar="DIR", help="Remnic memory dir; the target is DIR/state/lcm.sqlite")(f)
+    f = click.option("--dest", metavar="PATH", help="Remnic LCM database (lcm.sqlite) to write")(f)
+    return f
+
+
+def run_options(f):
+    f = click.option("--debug", is_flag=True, help="show a traceback on errors")(f)
+    f = click.option("--quiet", "-q", is_flag=True, help="print nothing but errors")(f)
+    f = click.option("--json", "as_json", is_flag=True, help="print the report as one JSON object")(f)
+    f = click.option("--key-by", type=click.Choice(["session-id", "session-key"]), default="session-id",
+                     show_default=True, help="what Remnic session ids are made of")(f)
+    f = click.option("--session-filter", multiple=True, metavar="ID",
+                     help="only this resolved session id (repeatable)")(f)
+    f = click.option("--dry-run", is_flag=True, help="write nothing; report what a real run would do")(f)
+    return f
+
+
+def write_options(f):
+    f = click.option("--lock-timeout", type=float, default=10.0, show_default=True, metavar="SECONDS",
+                     help="how long to wait for a target locked by another writer")(f)
+    f = click.option("--batch-rows", type=click.IntRange(min=100), default=50_000, show_default=True,
+                     help="rows per write transaction on an existing target (keeps a live Remnic unblocked)")(f)
+    return f
+
+
+def handled(f):
+    """Map domain errors to exit codes; anything unexpected becomes one line (traceback under --debug)."""
+    @functools.wraps(f)
+    def wrapper(*args, **kwargs):
+        debug = kwargs.get("debug", False)
+        try:
+            code = f(*args, **kwargs)
+        except LcmEtlError as exc:
+            if debug:
+                traceback.print_exc()
+            click.echo(f"lcm-etl: error: {exc}", err=True)
+            sys.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            click.echo("lcm-etl: interrupted; every session written so far is complete, re-run to finish", err=True)
+            sys.exit(130)
+        except Exception as exc:  # a bug: still one line unless asked
+            if debug:
+                traceback.print_exc()
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            click.echo(f"lcm-etl: internal error: {type(exc).__name__}: {first} (re-run with --debug "
+                       "and report it)", err=True)
+            sys.exit(EXIT_FAILURE)
+        sys.exit(code or 0)
+    return wrapper
+
+
+def emit(report, as_json: bool, quiet: bool) -> None:
+    if as_json:
+        click.echo(orjson.dumps(report.as_dict(), option=orjson.OPT_NON_STR_KEYS).decode())
+    elif not quiet:
+        click.echo(report.as_text())
+
+
+def progress_wanted(as_json: bool, quiet: bool) -> bool:
+    return not as_json and not quiet and sys.stderr.isatty()
+
+
+def resolve_src(src: str | None):
+    return expand(src) if src else default_source()
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="lcm-etl")
+def cli():
+    """Migrate OpenClaw conversation memory (lossless-claw lcm.db, JSONL transcripts) into Remnic's LCM store."""
+
+
+@cli.command()
+@source_option()
+@target_options
+@run_options
+@write_options
+@handled
+def migrate(src, dest, memory_dir, dry_run, session_filter, key_by, as_json, quiet, debug, lock_timeout, batch_rows):
+    """Copy a lossless-claw lcm.db into a Remnic LCM database (idempotent)."""
+    from .migrate import MigrateOptions, migrate as run
+    from .target import resolve_target
+
+    opts = MigrateOptions(src=resolve_src(src), target=resolve_target(dest, memory_dir), dry_run=dry_run,
+                          session_filter=list(session_filter), key_by=key_by, lock_timeout=lock_timeout,
+                          batch_rows=batch_rows, progress=progress_wanted(as_json, quiet))
+    report = run(opts)
+    emit(report, as_json, quiet)
+    return 0
+
+
+@cli.command()
+@source_option()
+@click.option("--key-by", type=click.Choice(["session-id", "session-key"]), default="session-id", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="print the description as one JSON object")
+@click.option("--debug", is_flag=True)
+@handled
+def inspect(src, key_by, as_json, debug):
+    """Describe a source: schema generation, sessions with counts and token sums, DAG shape."""
+    from .inspect import describe
+
+    info = describe(resolve_src(src), key_by)
+    if as_json:
+        click.echo(orjson.dumps(info.as_dict()).decode())
+    else:
+        click.echo(info.as_text())
+    return 0
+
+
+def main() -> None:
+    cli(prog_name="lcm-etl")
+
+
+if __name__ == "__main__":
+    main()

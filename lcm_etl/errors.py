@@ -1,0 +1,38 @@
+"""Domain errors and the one place that maps them to exit codes (SPEC §1).
+
+Every failure a user can cause or meet is one of these; the CLI prints `str(error)` as a single line on
+stderr and exits with `error.exit_code`. Anything else is a bug and is shown as a one-line internal error
+(with the traceback only under --debug).
+"""
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_FAILURE = 1      # runtime failure; nothing partial is left behind
+EXIT_BAD_INPUT = 2    # bad usage or bad input
+EXIT_PENDING = 3      # audit found pending work or differences
+
+
+class LcmEtlError(Exception):
+    exit_code = EXIT_FAILURE
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:  # always one line, whatever the cause carried
+        return " ".join(self.message.split("\n"))
+
+
+class BadInput(LcmEtlError):
+    """The user pointed us at something we cannot use; nothing was written."""
+    exit_code = EXIT_BAD_INPUT
+
+
+class RunFailed(LcmEtlError):
+    """The run could not complete (locked target, disk full...); the target is as it was."""
+    exit_code = EXIT_FAILURE
+
+
+class PendingWork(LcmEtlError):
+    """audit: the target lacks or contradicts something the sources hold."""
+    exit_code = EXIT_PENDING

@@ -1,0 +1,102 @@
+"""`migrate`: lossless-claw lcm.db → Remnic LCM. Snapshot, plan in DuckDB, stage, write in SQLite."""
+from __future__ import annotations
+
+import datetime as dt
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+
+from . import __version__, plan, target as tgt
+from .errors import BadInput, RunFailed
+from .report import RunReport
+from .sources import detect_schema, take_snapshot
+from .write import WriteJob, new_run_id, write
+
+
+@dataclass
+class MigrateOptions:
+    src: Path
+    target: Path
+    dry_run: bool = False
+    session_filter: list[str] = field(default_factory=list)
+    key_by: str = "session-id"
+    lock_timeout: float = 10.0
+    batch_rows: int = 50_000
+    progress: bool = False
+    tmp_dir: str | None = None
+
+
+def now_iso() -> str:
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def migrate(opts: MigrateOptions) -> RunReport:
+    started, t0 = now_iso(), time.monotonic()
+    report = RunReport(command="migrate", dry_run=opts.dry_run, source=str(opts.src), target=str(opts.target))
+    existed = tgt.check_target(opts.target)
+    snap = take_snapshot(opts.src, "source", opts.tmp_dir)
+    target_view = None
+    try:
+        schema = detect_schema(snap.path, opts.src)
+        report.source_schema = schema.generation
+        con = plan.open_source(snap.path, schema)
+        try:
+            if existed:
+                # a dry run must not even create -wal/-shm beside the target: read a private copy
+                target_view = take_snapshot(opts.target, "target", opts.tmp_dir) if opts.dry_run else None
+                plan.load_target_state(con, target_view.path if target_view else opts.target)
+            else:
+                plan.load_target_state(con, None)
+            planned = plan.build(con, opts.key_by, opts.session_filter, opts.batch_rows, report, str(opts.src))
+            if opts.dry_run:
+                report.elapsed_s = time.monotonic() - t0
+                return report
+            stage_path = snap.folder / "stage.sqlite"
+            plan.stage(con, stage_path)
+        except duckdb.Error as exc:
+            raise BadInput(f"source could not be read as lossless-claw data: {opts.src}: "
+                           f"{str(exc).splitlines()[0]}") from None
+        finally:
+            con.close()
+        run_id = new_run_id()
+        job = WriteJob(target=opts.target, target_existed=existed, snapshot=snap.path, stage=stage_path,
+                       schema=schema, batches=planned.batches, fired_at=started, source_path=str(opts.src),
+                       lock_timeout=opts.lock_timeout, progress=opts.progress)
+        job.ledger = {
+            "run_id": run_id, "tool_version": __version__, "command": "migrate", "started_at": started,
+            "finished_at": None, "status": "complete", "source_path": str(opts.src), "source_size": snap.size,
+            "source_sha256": snap.sha256,
+            "options": _options_json(opts),
+        }
+        counts = write(job, now_iso)
+        _check_counts(report, counts)
+        report.run_id = run_id
+        report.elapsed_s = time.monotonic() - t0
+        return report
+    finally:
+        snap.close()
+        if target_view:
+            target_view.close()
+
+
+def _options_json(opts: MigrateOptions) -> str:
+    import orjson
+
+    return orjson.dumps({"dry_run": opts.dry_run, "session_filter": opts.session_filter, "key_by": opts.key_by,
+                         "batch_rows": opts.batch_rows, "target": str(opts.target)}).decode()
+
+
+def _check_counts(report: RunReport, counts: dict) -> None:
+    """The plan said what would be written; SQLite says what was. They must agree."""
+    planned = {"messages_inserted": report.messages.inserted, "parts_inserted": report.parts.inserted,
+               "summaries_inserted": report.summaries.inserted, "boundary_events": report.boundary_events}
+    for key, want in planned.items():
+        got = counts.get(key, 0)
+        if got != want:
+            report.warnings.append(f"{key}: planned {want}, written {got} (the target changed during the run?)")
+    report.messages.inserted = counts.get("messages_inserted", 0)
+    report.parts.inserted = counts.get("parts_inserted", 0)
+    report.summaries.inserted = counts.get("summaries_inserted", 0)
+    report.boundary_events = counts.get("boundary_events", 0)

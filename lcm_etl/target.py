@@ -1,0 +1,169 @@
+"""The Remnic LCM target: its schema, opening it safely, and the lcm-etl tables beside Remnic's.
+
+The schema is Remnic's LCM schema version 2 as `applySchema` creates it (reference/remnic-lcm-target.md
+§A): created when lcm_meta is absent, the idempotent batch re-run when schema_version < 2, nothing when
+it is 2. lcm-etl adds its own `lcm_etl_*` tables (ledger and provenance); Remnic ignores them.
+"""
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+from .errors import BadInput, RunFailed
+from .sources import SQLITE_HEADER
+
+REMNIC_SCHEMA = """
+CREATE TABLE IF NOT EXISTS lcm_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS lcm_messages (id INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL,
+  turn_index INTEGER NOT NULL, role TEXT NOT NULL, content TEXT NOT NULL, token_count INTEGER NOT NULL,
+  created_at TEXT NOT NULL, metadata TEXT);
+CREATE INDEX IF NOT EXISTS idx_lcm_messages_session ON lcm_messages(session_id, turn_index);
+CREATE TABLE IF NOT EXISTS lcm_message_parts (id INTEGER PRIMARY KEY AUTOINCREMENT,
+  message_id INTEGER NOT NULL REFERENCES lcm_messages(id) ON DELETE CASCADE, ordinal INTEGER NOT NULL,
+  kind TEXT NOT NULL, payload TEXT NOT NULL, tool_name TEXT, file_path TEXT, created_at TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS idx_lcm_message_parts_msg ON lcm_message_parts(message_id, ordinal);
+CREATE INDEX IF NOT EXISTS idx_lcm_message_parts_tool ON lcm_message_parts(tool_name);
+CREATE INDEX IF NOT EXISTS idx_lcm_message_parts_file ON lcm_message_parts(file_path);
+CREATE TABLE IF NOT EXISTS lcm_summary_nodes (id TEXT PRIMARY KEY, session_id TEXT NOT NULL,
+  depth INTEGER NOT NULL, parent_id TEXT, summary_text TEXT NOT NULL, token_count INTEGER NOT NULL,
+  msg_start INTEGER NOT NULL, msg_end INTEGER NOT NULL, escalation INTEGER NOT NULL DEFAULT 0,
+  created_at TEXT NOT NULL, FOREIGN KEY (parent_id) REFERENCES lcm_summary_nodes(id));
+CREATE INDEX IF NOT EXISTS idx_lcm_summary_session ON lcm_summary_nodes(session_id, depth);
+CREATE INDEX IF NOT EXISTS idx_lcm_summary_range ON lcm_summary_nodes(session_id, msg_start, msg_end);
+CREATE TABLE IF NOT EXISTS lcm_compaction_events (id INTEGER PRIMARY KEY AUTOINCREMENT,
+  session_id TEXT NOT NULL, fired_at TEXT NOT NULL, msg_before INTEGER NOT NULL,
+  tokens_before INTEGER NOT NULL, tokens_after INTEGER NOT NULL);
+"""
+REMNIC_FTS = {
+    "lcm_messages_fts": "CREATE VIRTUAL TABLE lcm_messages_fts USING fts5(content, content=lcm_messages, content_rowid=id)",
+    "lcm_summaries_fts": "CREATE VIRTUAL TABLE lcm_summaries_fts USING fts5(summary_text, content=lcm_summary_nodes, content_rowid=rowid)",
+}
+
+# lcm-etl's own tables: the run ledger and provenance for source facts Remnic has no column for.
+LEDGER_SCHEMA = """
+CREATE TABLE IF NOT EXISTS lcm_etl_runs (run_id TEXT PRIMARY KEY, tool_version TEXT NOT NULL,
+  command TEXT NOT NULL, started_at TEXT NOT NULL, finished_at TEXT NOT NULL, status TEXT NOT NULL,
+  source_path TEXT, source_size INTEGER, source_sha256 TEXT, options TEXT NOT NULL, counts TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS lcm_etl_summaries (summary_id TEXT PRIMARY KEY, session_id TEXT NOT NULL,
+  source_conversation_id, kind TEXT, depth INTEGER, earliest_at TEXT, latest_at TEXT, descendant_count INTEGER,
+  descendant_token_count INTEGER, source_message_token_count INTEGER, model TEXT, file_ids TEXT,
+  source_created_at TEXT, parent_candidates INTEGER);
+CREATE TABLE IF NOT EXISTS lcm_etl_summary_edges (summary_id TEXT NOT NULL, covering_summary_id TEXT NOT NULL,
+  ordinal INTEGER, kept INTEGER NOT NULL, reason TEXT, PRIMARY KEY (summary_id, covering_summary_id));
+CREATE TABLE IF NOT EXISTS lcm_etl_skipped (source_path TEXT NOT NULL, kind TEXT NOT NULL, source_id TEXT NOT NULL,
+  session_id TEXT, reason TEXT NOT NULL, detail TEXT, PRIMARY KEY (source_path, kind, source_id));
+CREATE TABLE IF NOT EXISTS lcm_etl_conversations (source_path TEXT NOT NULL, conversation_id NOT NULL,
+  session_id TEXT NOT NULL, source_session_id TEXT, session_key TEXT, title TEXT, active INTEGER,
+  archived_at TEXT, archive_cause TEXT, bootstrapped_at TEXT, created_at TEXT, updated_at TEXT,
+  PRIMARY KEY (source_path, conversation_id));
+CREATE TABLE IF NOT EXISTS lcm_etl_large_files (source_path TEXT NOT NULL, file_id TEXT NOT NULL,
+  conversation_id, file_name TEXT, mime_type TEXT, byte_size INTEGER, line_count INTEGER, storage_uri TEXT,
+  exploration_summary TEXT, created_at TEXT, PRIMARY KEY (source_path, file_id));
+"""
+REMNIC_TABLES = ("lcm_meta", "lcm_messages", "lcm_message_parts", "lcm_summary_nodes", "lcm_compaction_events")
+
+
+def resolve_target(dest: str | None, memory_dir: str | None) -> Path:
+    from .sources import expand
+
+    if dest and memory_dir:
+        raise BadInput("give either --dest or --memory-dir, not both")
+    if memory_dir:
+        return expand(memory_dir) / "state" / "lcm.sqlite"
+    if dest:
+        return expand(dest)
+    raise BadInput("no target: pass --dest PATH (a Remnic lcm.sqlite) or --memory-dir DIR")
+
+
+def check_target(path: Path) -> bool:
+    """Validate a target before anything is read or written. Returns True when it already exists."""
+    if path.is_dir():
+        raise BadInput(f"target is a directory: {path} (pass the lcm.sqlite file path, or use --memory-dir)")
+    if path.exists():
+        try:
+            with open(path, "rb") as fh:
+                head = fh.read(16)
+        except OSError as exc:
+            raise BadInput(f"target cannot be read: {path}: {exc.strerror}") from None
+        if head and head != SQLITE_HEADER:
+            raise BadInput(f"target exists but is not a SQLite database: {path} (choose another --dest)")
+        if head:
+            _check_remnic(path)
+        return True
+    folder = path.parent
+    probe = folder
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir():
+        raise BadInput(f"target folder cannot be created: {probe} is not a directory")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise BadInput(f"target folder is not writable: {probe} (choose a --dest you can write to)")
+    return False
+
+
+def _check_remnic(path: Path) -> None:
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            version = None
+            if "lcm_meta" in names:
+                row = con.execute("SELECT value FROM lcm_meta WHERE key='schema_version'").fetchone()
+                version = row[0] if row else None
+        finally:
+            con.close()
+    except sqlite3.DatabaseError as exc:
+        raise BadInput(f"target is not a readable SQLite database: {path} ({exc})") from None
+    if names and "lcm_meta" not in names and "lcm_messages" not in names:
+        raise BadInput(f"target exists but is not a Remnic LCM database: {path} (no lcm_meta/lcm_messages; "
+                       "choose another --dest)")
+    if version is not None and str(version).isdigit() and int(version) > 2:
+        raise BadInput(f"target has Remnic LCM schema version {version}, newer than the 2 this lcm-etl writes: {path}")
+
+
+def connect(path: Path, lock_timeout: float) -> sqlite3.Connection:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        con = sqlite3.connect(path, isolation_level=None, timeout=lock_timeout)
+    except (OSError, sqlite3.Error) as exc:
+        raise BadInput(f"target cannot be opened: {path}: {exc}") from None
+    con.execute(f"PRAGMA busy_timeout={int(lock_timeout * 1000)}")
+    con.execute("PRAGMA foreign_keys=ON")
+    return con
+
+
+def apply_schema(con: sqlite3.Connection) -> None:
+    """Remnic's applySchema, then lcm-etl's own tables. Caller holds a write transaction."""
+    names = {r[0] for r in con.execute("SELECT name FROM sqlite_master")}
+    version = 0
+    if "lcm_meta" in names:
+        row = con.execute("SELECT value FROM lcm_meta WHERE key='schema_version'").fetchone()
+        version = int(row[0]) if row and str(row[0]).isdigit() else 0
+    if version < 2:
+        for stmt in REMNIC_SCHEMA.split(";"):
+            if stmt.strip():
+                con.execute(stmt)
+        for name, ddl in REMNIC_FTS.items():
+            if name not in names:
+                con.execute(ddl)
+        con.execute("INSERT INTO lcm_meta (key, value) VALUES ('schema_version', '2') "
+                    "ON CONFLICT(key) DO UPDATE SET value = excluded.value")
+    for stmt in LEDGER_SCHEMA.split(";"):
+        if stmt.strip():
+            con.execute(stmt)
+
+
+def begin_immediate(con: sqlite3.Connection, path: Path, lock_timeout: float) -> None:
+    try:
+        con.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as exc:
+        if "locked" in str(exc) or "busy" in str(exc):
+            raise RunFailed(f"target is locked by another writer: {path} (waited {lock_timeout:g} s; stop the "
+                            "other writer or raise --lock-timeout); nothing was written") from None
+        raise
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return "disk is full" in text or "no space" in text or getattr(exc, "errno", None) == 28

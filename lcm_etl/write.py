@@ -1,0 +1,193 @@
+"""The writer: Python's sqlite3 runs the write steps of `transforms/` against the target, batch by batch.
+
+Two ways to land a plan:
+- the target exists: one `BEGIN IMMEDIATE` transaction per batch (the plan sized them to keep the
+  lock short for a live Remnic), each with its FTS rows, summaries and boundary events; foreign keys
+  are deferred to commit. A kill between batches leaves whole sessions or turn-order prefixes.
+- the target does not exist: the whole database is built in a private file beside the final path,
+  without a journal (a crash just leaves a file the next run deletes), then switched to WAL and
+  hard-linked into place, so the target appears complete or not at all.
+"""
+from __future__ import annotations
+
+import os
+import sqlite3
+import uuid
+from contextlib import closing
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tqdm import tqdm
+
+from . import target as tgt
+from .errors import RunFailed
+from .sources import SourceSchema, normalized_views
+from .steps import load_steps, run_step, step_named
+
+_WORK_TABLES = """
+CREATE TEMP TABLE _new (src_message_id, session_id, turn, id, created_iso, created_raw);
+CREATE TEMP TABLE _map (src_message_id PRIMARY KEY, tid, turn, created_iso);
+"""
+
+
+@dataclass
+class WriteJob:
+    target: Path
+    target_existed: bool
+    snapshot: Path
+    stage: Path
+    schema: SourceSchema
+    batches: list[int]
+    fired_at: str
+    source_path: str
+    lock_timeout: float
+    progress: bool
+    ledger: dict = field(default_factory=dict)   # lcm_etl_runs row, counts filled by the caller's report
+
+
+def building_path(target: Path) -> Path:
+    return target.with_name(f".{target.name}.lcm-etl-building")
+
+
+def _prepare(con: sqlite3.Connection, job: WriteJob) -> None:
+    con.execute(f"ATTACH '{_q(job.snapshot)}' AS src")
+    con.execute(f"ATTACH '{_q(job.stage)}' AS plan")
+    for name, sql in normalized_views(job.schema, "sqlite").items():
+        con.execute(f"CREATE TEMP VIEW {name} AS {sql}")
+    for stmt in _WORK_TABLES.split(";"):
+        if stmt.strip():
+            con.execute(stmt)
+    con.execute("CREATE INDEX plan.plan_messages_batch ON plan_messages(batch)")
+    con.execute("INSERT INTO _map SELECT p.message_id, p.tid_present, p.turn_present, NULL FROM plan.plan_present p")
+
+
+def _q(path: Path) -> str:
+    return str(path).replace("'", "''")
+
+
+def _run_batch(con: sqlite3.Connection, lo: int, hi: int, fired_at: str) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for step in load_steps("write"):
+        if step.name.startswith("95_"):
+            continue
+        for k, v in run_step(step, con, {"lo": lo, "hi": hi, "fired_at": fired_at}).items():
+            counts[k] = counts.get(k, 0) + v
+    return counts
+
+
+def _finish(con: sqlite3.Connection, job: WriteJob, counts: dict) -> None:
+    run_step(step_named("95_"), con, {"source_path": job.source_path})
+    import orjson
+
+    row = dict(job.ledger)
+    row["counts"] = orjson.dumps(counts).decode()
+    cols = ", ".join(row)
+    con.execute(f"INSERT INTO lcm_etl_runs ({cols}) VALUES ({', '.join('?' * len(row))})", list(row.values()))
+
+
+def _add(total: dict, part: dict) -> None:
+    for k, v in part.items():
+        total[k] = total.get(k, 0) + v
+
+
+def write(job: WriteJob, finished_at) -> dict[str, int]:
+    """Land the staged plan. Returns the row counts SQLite reported. `finished_at()` stamps the ledger."""
+    try:
+        if job.target_existed:
+            return _write_existing(job, finished_at)
+        return _write_fresh(job, finished_at)
+    except sqlite3.Error as exc:
+        if tgt.is_disk_full(exc):
+            raise RunFailed(f"disk full while writing {job.target}; the target is unchanged - free space and re-run") from None
+        raise RunFailed(f"writing {job.target} failed: {exc}; the target is unchanged") from None
+    except OSError as exc:
+        if tgt.is_disk_full(exc):
+            raise RunFailed(f"disk full while writing {job.target}; the target is unchanged - free space and re-run") from None
+        raise RunFailed(f"writing {job.target} failed: {exc}") from None
+
+
+def _write_existing(job: WriteJob, finished_at) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    with closing(tgt.connect(job.target, job.lock_timeout)) as con:
+        con.execute("PRAGMA journal_mode=WAL")
+        con.execute("PRAGMA synchronous=NORMAL")
+        tgt.begin_immediate(con, job.target, job.lock_timeout)
+        try:
+            tgt.apply_schema(con)
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        _prepare(con, job)
+        bar = tqdm(job.batches, desc="writing", unit="batch", disable=not job.progress, leave=False)
+        for b in bar:
+            tgt.begin_immediate(con, job.target, job.lock_timeout)
+            try:
+                con.execute("PRAGMA defer_foreign_keys=ON")
+                _add(counts, _run_batch(con, b, b, job.fired_at))
+                con.execute("COMMIT")
+            except BaseException:
+                if con.in_transaction:
+                    con.execute("ROLLBACK")
+                raise
+        tgt.begin_immediate(con, job.target, job.lock_timeout)
+        try:
+            job.ledger["finished_at"] = finished_at()
+            _finish(con, job, counts)
+            con.execute("COMMIT")
+        except BaseException:
+            if con.in_transaction:
+                con.execute("ROLLBACK")
+            raise
+    return counts
+
+
+def _write_fresh(job: WriteJob, finished_at) -> dict[str, int]:
+    building = building_path(job.target)
+    building.unlink(missing_ok=True)   # left by a run that was killed while building
+    counts: dict[str, int] = {}
+    try:
+        with closing(tgt.connect(building, job.lock_timeout)) as con:
+            con.execute("PRAGMA journal_mode=OFF")
+            con.execute("PRAGMA synchronous=OFF")
+            con.execute("PRAGMA cache_size=-65536")
+            con.execute("BEGIN")
+            tgt.apply_schema(con)
+            _prepare(con, job)
+            if job.batches:
+                with tqdm(total=1, desc="writing", disable=not job.progress, leave=False) as bar:
+                    _add(counts, _run_batch(con, min(job.batches), max(job.batches), job.fired_at))
+                    bar.update(1)
+            job.ledger["finished_at"] = finished_at()
+            _finish(con, job, counts)
+            con.execute("COMMIT")
+            problems = con.execute("PRAGMA foreign_key_check").fetchall()
+            if problems:
+                raise RunFailed(f"internal error: {len(problems)} foreign key violations in the built target")
+            con.execute("DETACH src")
+            con.execute("DETACH plan")
+            con.execute("PRAGMA journal_mode=WAL")
+        with open(building, "rb") as fh:
+            os.fsync(fh.fileno())
+        try:
+            os.link(building, job.target)   # never clobbers a target that appeared meanwhile
+        except FileExistsError:
+            raise RunFailed(f"target appeared while it was being built: {job.target}; re-run to append to it") from None
+        _fsync_dir(job.target.parent)
+    finally:
+        building.unlink(missing_ok=True)
+        for side in ("-wal", "-shm", "-journal"):
+            Path(str(building) + side).unlink(missing_ok=True)
+    return counts
+
+
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def new_run_id() -> str:
+    return uuid.uuid4().hex

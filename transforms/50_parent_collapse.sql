@@ -1,0 +1,40 @@
+-- step: parent_collapse
+-- engine: duckdb (plan)
+-- reads: src_summary_parents, sum_plan
+-- produces: sum_edges(cover_id, source_id, ordinal, kept, reason) — every summary_parents row with its fate
+--           sum_parent(source_id, parent_id, candidates)           — the one parent each summary gets
+-- key: (cover_id, source_id)
+-- why: lossless-claw's row (summary_id=C, parent_summary_id=S) means S was condensed into C; Remnic's
+--      parent_id points up from S to the node covering it, and holds one value (SPEC §3.6). The parent
+--      is the C of the lowest ordinal among edges naming S whose C is importable in S's session, ties to
+--      the smallest C id. The other candidates are "collapsed" edges, kept in provenance.
+CREATE OR REPLACE TEMP TABLE sum_edges AS
+WITH e AS (
+  SELECT p.summary_id AS cover_id, p.parent_summary_id AS source_id, p.ordinal,
+         c.status AS cover_status, c.session_id AS cover_session, s.session_id AS source_session
+  FROM src_summary_parents p
+  LEFT JOIN sum_plan c ON c.summary_id = p.summary_id
+  LEFT JOIN sum_plan s ON s.summary_id = p.parent_summary_id
+), eligible AS (
+  SELECT *, cover_status IN ('new', 'present') AND cover_session = source_session AS ok
+  FROM e
+), ranked AS (
+  SELECT *, CASE WHEN ok THEN row_number() OVER (PARTITION BY source_id, ok ORDER BY ordinal, cover_id) END AS rk
+  FROM eligible
+)
+SELECT cover_id, source_id, ordinal, coalesce(rk = 1, false) AS kept,
+       CASE
+         WHEN rk = 1 THEN NULL
+         WHEN ok THEN 'collapsed: another covering summary has a lower ordinal'
+         WHEN cover_status IS NULL THEN 'covering summary missing from the source'
+         WHEN cover_status NOT IN ('new', 'present') THEN 'covering summary is not imported'
+         ELSE 'covering summary is in another session'
+       END AS reason
+FROM ranked;
+
+CREATE OR REPLACE TEMP TABLE sum_parent AS
+SELECT source_id,
+       max(cover_id) FILTER (WHERE kept) AS parent_id,
+       count(*) FILTER (WHERE kept OR reason LIKE 'collapsed:%') AS candidates
+FROM sum_edges
+GROUP BY source_id;

@@ -1,0 +1,37 @@
+-- step: stage
+-- engine: duckdb (stage: plan tables → the stage file)
+-- reads: write_messages, write_present, part_plan, session_work, write_summaries, sum_edges, sum_plan
+-- produces: the narrow plan tables in the stage file (a private SQLite file), read by the write steps
+-- key: batch
+-- why: the write steps run inside SQLite, next to the target, so content and payloads are copied by
+--      SQLite straight from the source snapshot; only ids, turn ranks and batches cross from DuckDB.
+CREATE TABLE stage.plan_messages AS
+SELECT message_id, session_id, new_rank, batch, created_iso,
+       CASE WHEN created_iso IS DISTINCT FROM created_raw THEN created_raw END AS created_raw
+FROM write_messages ORDER BY batch, session_id, new_rank;
+
+CREATE TABLE stage.plan_present AS
+SELECT message_id, tid_present, turn_present FROM write_present;
+
+CREATE TABLE stage.plan_present_parts AS
+SELECT p.message_id, p.ordinal, w.batch, m.created_iso
+FROM part_plan p JOIN session_work w USING (session_id) JOIN msg_plan m USING (message_id)
+WHERE NOT p.is_new;
+
+CREATE TABLE stage.plan_sessions AS
+SELECT session_id, batch, CAST(gains_data AS INTEGER) AS gains_data FROM session_work;
+
+CREATE TABLE stage.plan_summaries AS
+SELECT summary_id, session_id, depth, parent_id, lo_msg, hi_msg, created_iso, batch, candidates
+FROM write_summaries ORDER BY batch, depth DESC, summary_id;
+
+CREATE TABLE stage.plan_edges AS
+SELECT e.cover_id, e.source_id, e.ordinal, CAST(e.kept AS INTEGER) AS kept, e.reason, s.session_id, w.batch
+FROM sum_edges e JOIN write_summaries s ON s.summary_id = e.source_id JOIN session_work w ON w.session_id = s.session_id;
+
+CREATE TABLE stage.plan_skipped AS
+SELECT summary_id, session_id, kind, depth, reason, foreign_msgs
+FROM sum_plan WHERE status = 'skipped';
+
+CREATE TABLE stage.plan_conversations AS
+SELECT conversation_id, session_id FROM sessions WHERE session_id IN (SELECT session_id FROM selected);

@@ -1,0 +1,23 @@
+-- step: write_provenance
+-- engine: sqlite (write, once, in the run's last transaction)
+-- reads: src_conversations, src_large_files, plan.plan_conversations, plan.plan_skipped
+-- produces: lcm_etl_conversations, lcm_etl_large_files, lcm_etl_skipped
+-- key: (source_path, conversation_id) / (source_path, file_id) / (source_path, kind, source_id)
+-- why: Remnic has no conversations and no large-file registry; keeping them (and every summary the
+--      run could not import, with the reason) lets `audit` account for every source fact (SPEC §5).
+INSERT OR IGNORE INTO lcm_etl_conversations (source_path, conversation_id, session_id, source_session_id,
+       session_key, title, active, archived_at, archive_cause, bootstrapped_at, created_at, updated_at)
+SELECT :source_path, c.conversation_id, p.session_id, c.session_id, c.session_key, c.title, c.active,
+       c.archived_at, c.archive_cause, c.bootstrapped_at, c.created_at, c.updated_at
+FROM src_conversations c JOIN plan.plan_conversations p ON p.conversation_id = c.conversation_id;
+
+INSERT OR IGNORE INTO lcm_etl_large_files (source_path, file_id, conversation_id, file_name, mime_type, byte_size,
+       line_count, storage_uri, exploration_summary, created_at)
+SELECT :source_path, f.file_id, f.conversation_id, f.file_name, f.mime_type, f.byte_size, f.line_count,
+       f.storage_uri, f.exploration_summary, f.created_at
+FROM src_large_files f JOIN plan.plan_conversations p ON p.conversation_id = f.conversation_id;
+
+INSERT OR REPLACE INTO lcm_etl_skipped (source_path, kind, source_id, session_id, reason, detail)
+SELECT :source_path, 'summary', summary_id, session_id, reason,
+       json_object('kind', kind, 'depth', depth, 'foreign_messages', foreign_msgs)
+FROM plan.plan_skipped;
