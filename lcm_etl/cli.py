@@ -135,7 +135,18 @@ def inspect(src, key_by, as_json, debug):
 
 
 def main() -> None:
-    cli(prog_name="lcm-etl")
+    """Usage errors are one line too (click's default is a usage block), exit 2."""
+    try:
+        cli.main(prog_name="lcm-etl", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("lcm-etl: aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        hint = ""
+        if isinstance(exc, click.UsageError) and exc.ctx is not None:
+            hint = f" (see `{exc.ctx.command_path} --help`)"
+        click.echo(f"lcm-etl: error: {exc.format_message()}{hint}", err=True)
+        sys.exit(exc.exit_code)
 
 
 if __name__ == "__main__":

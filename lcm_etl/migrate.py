@@ -11,7 +11,7 @@ import duckdb
 from . import __version__, plan, target as tgt
 from .errors import BadInput, RunFailed
 from .report import RunReport
-from .sources import detect_schema, take_snapshot
+from .sources import check_sqlite_file, detect_schema, take_snapshot
 from .write import WriteJob, new_run_id, write
 
 
@@ -35,6 +35,7 @@ def now_iso() -> str:
 def migrate(opts: MigrateOptions) -> RunReport:
     started, t0 = now_iso(), time.monotonic()
     report = RunReport(command="migrate", dry_run=opts.dry_run, source=str(opts.src), target=str(opts.target))
+    check_sqlite_file(opts.src, "source")    # source problems are reported before target problems
     existed = tgt.check_target(opts.target)
     snap = take_snapshot(opts.src, "source", opts.tmp_dir)
     target_view = None
