@@ -11,8 +11,8 @@ import duckdb
 from . import __version__, plan, target as tgt
 from .errors import BadInput, RunFailed
 from .report import RunReport
-from .sources import check_sqlite_file, detect_schema, take_snapshot
-from .write import WriteJob, new_run_id, write
+from .sources import check_sqlite_file, detect_schema, normalized_views, take_snapshot
+from .write import MIGRATE_STEPS, WriteJob, new_run_id, write
 
 
 @dataclass
@@ -62,9 +62,11 @@ def migrate(opts: MigrateOptions) -> RunReport:
         finally:
             con.close()
         run_id = new_run_id()
-        job = WriteJob(target=opts.target, target_existed=existed, snapshot=snap.path, stage=stage_path,
-                       schema=schema, batches=planned.batches, fired_at=started, source_path=str(opts.src),
-                       lock_timeout=opts.lock_timeout, progress=opts.progress)
+        job = WriteJob(target=opts.target, target_existed=existed, stage=stage_path, batch_steps=MIGRATE_STEPS,
+                       final_step="95_", batches=planned.batches,
+                       params={"fired_at": started, "source_path": str(opts.src)},
+                       lock_timeout=opts.lock_timeout, progress=opts.progress,
+                       attach={"src": snap.path}, views=normalized_views(schema, "sqlite"))
         job.ledger = {
             "run_id": run_id, "tool_version": __version__, "command": "migrate", "started_at": started,
             "finished_at": None, "status": "complete", "source_path": str(opts.src), "source_size": snap.size,

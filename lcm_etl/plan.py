@@ -31,9 +31,17 @@ _TARGET_STATE = {
               WHERE metadata LIKE '%lossless-claw%' AND json_valid(metadata)
                 AND json_extract_string(metadata, '$.source') = 'lossless-claw')
         GROUP BY session_id, conversation_id, source_seq""",
+    "tgt_entries": """
+        SELECT session_id, entry_id, min(id) AS id, arg_min(turn_index, id) AS turn_index
+        FROM (SELECT id, session_id, turn_index, json_extract_string(metadata, '$.transcript_entry_id') AS entry_id
+              FROM tgt.lcm_messages
+              WHERE metadata LIKE '%openclaw-jsonl%' AND json_valid(metadata)
+                AND json_extract_string(metadata, '$.source') = 'openclaw-jsonl')
+        WHERE entry_id IS NOT NULL
+        GROUP BY session_id, entry_id""",
     "tgt_max_turn": "SELECT session_id, max(turn_index) AS max_turn FROM tgt.lcm_messages GROUP BY session_id",
     "tgt_parts": """SELECT p.message_id, p.ordinal FROM tgt.lcm_message_parts p
-                    WHERE p.message_id IN (SELECT id FROM tgt_messages)""",
+                    WHERE p.message_id IN (SELECT id FROM tgt_messages UNION ALL SELECT id FROM tgt_entries)""",
     "tgt_summaries": "SELECT id FROM tgt.lcm_summary_nodes",
     "tgt_boundaries": """SELECT DISTINCT session_id FROM tgt.lcm_compaction_events
                          WHERE tokens_before = tokens_after""",
@@ -41,6 +49,8 @@ _TARGET_STATE = {
 _EMPTY_STATE = {
     "tgt_messages": "SELECT NULL::VARCHAR AS session_id, NULL::VARCHAR AS conversation_id, NULL::BIGINT AS source_seq, "
                     "NULL::BIGINT AS id, NULL::BIGINT AS turn_index WHERE false",
+    "tgt_entries": "SELECT NULL::VARCHAR AS session_id, NULL::VARCHAR AS entry_id, NULL::BIGINT AS id, "
+                   "NULL::BIGINT AS turn_index WHERE false",
     "tgt_max_turn": "SELECT NULL::VARCHAR AS session_id, NULL::BIGINT AS max_turn WHERE false",
     "tgt_parts": "SELECT NULL::BIGINT AS message_id, NULL::BIGINT AS ordinal WHERE false",
     "tgt_summaries": "SELECT NULL::VARCHAR AS id WHERE false",

@@ -207,13 +207,22 @@ LARGE_FILE_COLS = ["file_id", "conversation_id", "file_name", "mime_type", "byte
 PART_MAPPED = {"message_id", "ordinal", "tool_name", "created_at", "kind", "payload", "file_path"}
 
 
+# Columns an old release lacks are typed NULLs, so expressions over them bind the same in every generation.
+_INTEGER_COLS = {"active", "depth", "descendant_count", "descendant_token_count", "source_message_token_count",
+                 "byte_size", "line_count", "ordinal", "seq", "token_count"}
+
+
+def _null(column: str) -> str:
+    return f'CAST(NULL AS {"INTEGER" if column in _INTEGER_COLS else "TEXT"}) AS "{column}"'
+
+
 def _select(schema: SourceSchema, table: str, wanted: list[str]) -> str:
-    cols = [f'"{c}"' if schema.has(table, c) else f'NULL AS "{c}"' for c in wanted]
+    cols = [f'"{c}"' if schema.has(table, c) else _null(c) for c in wanted]
     return f"SELECT {', '.join(cols)} FROM src.\"{table}\""
 
 
 def _empty(wanted: list[str]) -> str:
-    return "SELECT " + ", ".join(f'NULL AS "{c}"' for c in wanted) + " WHERE 1=0"
+    return "SELECT " + ", ".join(_null(c) for c in wanted) + " WHERE 1=0"
 
 
 def normalized_views(schema: SourceSchema, dialect: str) -> dict[str, str]:

@@ -21,8 +21,7 @@ from tqdm import tqdm
 
 from . import target as tgt
 from .errors import RunFailed
-from .sources import SourceSchema, normalized_views
-from .steps import load_steps, run_step, step_named
+from .steps import run_step, step_named
 
 _WORK_TABLES = """
 CREATE TEMP TABLE _new (src_message_id, session_id, turn, id, created_iso, created_raw);
@@ -30,19 +29,24 @@ CREATE TEMP TABLE _map (src_message_id PRIMARY KEY, tid, turn, created_iso);
 """
 
 
+MIGRATE_STEPS = ("70_", "72_", "75_", "80_", "85_", "90_")
+RECONCILE_STEPS = ("70_", "r72_", "75_", "r80_", "90_")
+
+
 @dataclass
 class WriteJob:
     target: Path
     target_existed: bool
-    snapshot: Path
-    stage: Path
-    schema: SourceSchema
+    stage: Path                      # attached as `plan`: the narrow plan tables (and reconcile's content)
+    batch_steps: tuple[str, ...]     # write steps run per batch, by file-name prefix
+    final_step: str | None           # provenance step run once in the last transaction
     batches: list[int]
-    fired_at: str
-    source_path: str
+    params: dict                     # fired_at, source_path, ...
     lock_timeout: float
     progress: bool
-    ledger: dict = field(default_factory=dict)   # lcm_etl_runs row, counts filled by the caller's report
+    attach: dict[str, Path] = field(default_factory=dict)   # alias -> database (e.g. src -> the snapshot)
+    views: dict[str, str] = field(default_factory=dict)     # TEMP views over the attachments
+    ledger: dict = field(default_factory=dict)   # lcm_etl_runs row; counts are added when the run ends
 
 
 def building_path(target: Path) -> Path:
@@ -50,9 +54,9 @@ def building_path(target: Path) -> Path:
 
 
 def _prepare(con: sqlite3.Connection, job: WriteJob) -> None:
-    con.execute(f"ATTACH '{_q(job.snapshot)}' AS src")
-    con.execute(f"ATTACH '{_q(job.stage)}' AS plan")
-    for name, sql in normalized_views(job.schema, "sqlite").items():
+    for alias, path in {**job.attach, "plan": job.stage}.items():
+        con.execute(f"ATTACH '{_q(path)}' AS {alias}")
+    for name, sql in job.views.items():
         con.execute(f"CREATE TEMP VIEW {name} AS {sql}")
     for stmt in _WORK_TABLES.split(";"):
         if stmt.strip():
@@ -65,18 +69,16 @@ def _q(path: Path) -> str:
     return str(path).replace("'", "''")
 
 
-def _run_batch(con: sqlite3.Connection, lo: int, hi: int, fired_at: str) -> dict[str, int]:
+def _run_batch(con: sqlite3.Connection, job: WriteJob, lo: int, hi: int) -> dict[str, int]:
     counts: dict[str, int] = {}
-    for step in load_steps("write"):
-        if step.name.startswith("95_"):
-            continue
-        for k, v in run_step(step, con, {"lo": lo, "hi": hi, "fired_at": fired_at}).items():
-            counts[k] = counts.get(k, 0) + v
+    for prefix in job.batch_steps:
+        _add(counts, run_step(step_named(prefix), con, {**job.params, "lo": lo, "hi": hi}))
     return counts
 
 
 def _finish(con: sqlite3.Connection, job: WriteJob, counts: dict) -> None:
-    run_step(step_named("95_"), con, {"source_path": job.source_path})
+    if job.final_step:
+        run_step(step_named(job.final_step), con, job.params)
     import orjson
 
     row = dict(job.ledger)
@@ -124,7 +126,7 @@ def _write_existing(job: WriteJob, finished_at) -> dict[str, int]:
             tgt.begin_immediate(con, job.target, job.lock_timeout)
             try:
                 con.execute("PRAGMA defer_foreign_keys=ON")
-                _add(counts, _run_batch(con, b, b, job.fired_at))
+                _add(counts, _run_batch(con, job, b, b))
                 con.execute("COMMIT")
             except BaseException:
                 if con.in_transaction:
@@ -156,7 +158,7 @@ def _write_fresh(job: WriteJob, finished_at) -> dict[str, int]:
             _prepare(con, job)
             if job.batches:
                 with tqdm(total=1, desc="writing", disable=not job.progress, leave=False) as bar:
-                    _add(counts, _run_batch(con, min(job.batches), max(job.batches), job.fired_at))
+                    _add(counts, _run_batch(con, job, min(job.batches), max(job.batches)))
                     bar.update(1)
             job.ledger["finished_at"] = finished_at()
             _finish(con, job, counts)
@@ -164,8 +166,8 @@ def _write_fresh(job: WriteJob, finished_at) -> dict[str, int]:
             problems = con.execute("PRAGMA foreign_key_check").fetchall()
             if problems:
                 raise RunFailed(f"internal error: {len(problems)} foreign key violations in the built target")
-            con.execute("DETACH src")
-            con.execute("DETACH plan")
+            for alias in (*job.attach, "plan"):
+                con.execute(f"DETACH {alias}")
             con.execute("PRAGMA journal_mode=WAL")
         with open(building, "rb") as fh:
             os.fsync(fh.fileno())
