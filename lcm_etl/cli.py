@@ -117,6 +117,30 @@ def migrate(src, dest, memory_dir, dry_run, session_filter, key_by, as_json, qui
 
 
 @cli.command()
+@click.option("--sessions", "sessions", multiple=True, metavar="PATH",
+              help="transcript file or sessions folder (repeatable; default $OPENCLAW_STATE_DIR/agents/*/sessions/)")
+@click.option("--src", "src", metavar="PATH", help="lossless-claw database whose rows count as already held (optional)")
+@target_options
+@run_options
+@write_options
+@click.option("--strict", is_flag=True, help="an unparsable transcript line is an error, not a skipped line")
+@handled
+def reconcile(sessions, src, dest, memory_dir, dry_run, session_filter, key_by, as_json, quiet, debug, lock_timeout,
+              batch_rows, strict):
+    """Bring in what JSONL transcripts hold and neither lcm.db nor the target has (crash recovery)."""
+    from .reconcile import ReconcileOptions, reconcile as run
+    from .target import resolve_target
+
+    opts = ReconcileOptions(sessions=list(sessions), target=resolve_target(dest, memory_dir),
+                            src=expand(src) if src else None, dry_run=dry_run, session_filter=list(session_filter),
+                            key_by=key_by, strict=strict, lock_timeout=lock_timeout, batch_rows=batch_rows,
+                            progress=progress_wanted(as_json, quiet))
+    report = run(opts)
+    emit(report, as_json, quiet)
+    return 0
+
+
+@cli.command()
 @source_option()
 @click.option("--key-by", type=click.Choice(["session-id", "session-key"]), default="session-id", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="print the description as one JSON object")

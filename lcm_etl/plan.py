@@ -16,8 +16,9 @@ from . import duck
 from .errors import BadInput
 from .report import RunReport
 from .sources import SourceSchema, normalized_views
-from .steps import load_steps, run_step, step_named
+from .steps import run_step, step_named
 
+PLAN_STEPS = ("20_", "30_", "40_", "50_", "60_")   # after 10_sessions and the session filter
 WHITESPACE = " \t\n\r\x0b\x0c\u00a0\ufeff"
 
 # The target's state as the plan sees it. Only rows imported from lossless-claw carry a source identity.
@@ -93,9 +94,8 @@ def build(con: duckdb.DuckDBPyConnection, key_by: str, session_filter: list[str]
     params = {"key_by": key_by, "ws": WHITESPACE, "budget": budget}
     run_step(step_named("10_"), con, params)
     _select_sessions(con, session_filter, source_label)
-    for step in load_steps("plan"):
-        if not step.name.startswith("10_"):
-            run_step(step, con, params)
+    for prefix in PLAN_STEPS:
+        run_step(step_named(prefix), con, params)
     _fill_report(con, report, filtered=bool(session_filter))
     batches = [r[0] for r in con.execute("SELECT DISTINCT batch FROM session_work ORDER BY 1").fetchall()]
     return PlannedRun(con, batches, has_work=bool(batches))

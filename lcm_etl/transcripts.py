@@ -86,6 +86,7 @@ class Transcript:
     version: int | None
     messages: list[TranscriptMessage]
     report: TranscriptReport
+    abandoned: list[tuple[str, str | None, Any]] = field(default_factory=list)   # (entry id, role, inner ts)
 
 
 @dataclass
@@ -190,12 +191,17 @@ def read_transcript(path: Path | str, strict: bool = False) -> Transcript:
                 raise TranscriptError(path, f"line {node.line_no}: message nested too deeply") from None
             report.skipped_lines.append((node.line_no, "message nested too deeply"))
     path_keys = {n.key for n in on_path}
-    report.abandoned_entries = sum(1 for n in nodes.values()
-                                   if n.entry.get("type") == "message" and n.key not in path_keys)
+    off_path = [n for n in nodes.values() if n.entry.get("type") == "message" and n.key not in path_keys]
+    report.abandoned_entries = len(off_path)
+    # (entry id, DB role, inner timestamp) of abandoned messages: a copy-on-write rewrite re-issues a
+    # message under a new id but keeps its inner timestamp, which lets reconcile recognise the copy.
+    abandoned = [(n.key, PERSISTABLE_ROLES.get(n.entry["message"].get("role")), n.entry["message"].get("timestamp"))
+                 for n in off_path if n.has_id and isinstance(n.entry.get("message"), dict)
+                 and isinstance(n.entry["message"].get("role"), str)]
     for _, e in body:
         if e.get("type") == "session_info" and isinstance(e.get("name"), str):
             report.title = e["name"]
-    return Transcript(path, header_id, header, version, messages, report)
+    return Transcript(path, header_id, header, version, messages, report, abandoned)
 
 
 def _active_path(body: list[tuple[int, dict]], report: TranscriptReport) -> tuple[list[_Node], dict[str, _Node]]:

@@ -1,0 +1,247 @@
+"""`reconcile`: crash recovery from OpenClaw JSONL transcripts (SPEC §6).
+
+Transcripts are read in Python (lcm_etl/transcripts.py: OpenClaw's active path, lossless-claw's
+identity and token formula), handed to DuckDB as Arrow tables, matched against what lcm.db and the
+target already hold by the declarative steps r20/r60/r65, and written by the shared SQLite writer.
+Every file is read and validated before anything is written: one bad file means nothing is written.
+"""
+from __future__ import annotations
+
+import glob
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from . import __version__, plan
+from .errors import BadInput
+from .migrate import now_iso, _check_counts
+from .report import RunReport
+from .sources import detect_schema, expand, take_snapshot
+from .steps import run_step, step_named
+from .target import check_target
+from .transcript_blocks import js_stringify
+from .transcripts import Transcript, TranscriptError, discover_transcripts, load_session_keys, read_transcript
+from .write import RECONCILE_STEPS, WriteJob, new_run_id, write
+
+_HELD_LCM_EMPTY = ("SELECT NULL::VARCHAR AS session_id, NULL::VARCHAR AS conv_key, NULL::BIGINT AS seq, "
+                   "NULL::VARCHAR AS entry_id, NULL::VARCHAR AS identity_hash WHERE false")
+_HELD_TGT = """
+    SELECT session_id, json_extract_string(metadata, '$.source') AS source,
+           json_extract_string(metadata, '$.conversation_id') AS conversation_id,
+           try_cast(json_extract_string(metadata, '$.source_seq') AS BIGINT) AS source_seq,
+           json_extract_string(metadata, '$.transcript_entry_id') AS entry_id,
+           json_extract_string(metadata, '$.identity_hash') AS identity_hash
+    FROM tgt.lcm_messages WHERE json_valid(metadata) AND session_id IN (SELECT session_id FROM jsonl_sessions)"""
+_HELD_TGT_EMPTY = ("SELECT NULL::VARCHAR AS session_id, NULL::VARCHAR AS source, NULL::VARCHAR AS conversation_id, "
+                   "NULL::BIGINT AS source_seq, NULL::VARCHAR AS entry_id, NULL::VARCHAR AS identity_hash WHERE false")
+
+
+@dataclass
+class ReconcileOptions:
+    sessions: list[str]
+    target: Path
+    src: Path | None = None
+    dry_run: bool = False
+    session_filter: list[str] = field(default_factory=list)
+    key_by: str = "session-id"
+    strict: bool = False
+    lock_timeout: float = 10.0
+    batch_rows: int = 50_000
+    progress: bool = False
+
+
+def default_session_dirs() -> list[str]:
+    state = Path(os.environ.get("OPENCLAW_STATE_DIR") or "~/.openclaw").expanduser()
+    return sorted(glob.glob(str(state / "agents" / "*" / "sessions")))
+
+
+def read_all(opts: ReconcileOptions) -> tuple[list[Transcript], list[tuple[Path, str]]]:
+    given = [expand(p) for p in opts.sessions] or [Path(p) for p in default_session_dirs()]
+    if not given:
+        raise BadInput("no transcripts: pass --sessions PATH (a .jsonl file or a sessions folder); none found "
+                       "under $OPENCLAW_STATE_DIR/agents/*/sessions/")
+    for p in given:
+        if not p.exists():
+            raise BadInput(f"transcript path not found: {p} (pass --sessions with a .jsonl file or a sessions folder)")
+    files, skipped = discover_transcripts(given, {p for p in given if p.is_file()})
+    transcripts = []
+    for f in files:
+        try:
+            transcripts.append(read_transcript(f, strict=opts.strict))
+        except TranscriptError as exc:
+            raise BadInput(f"not a readable transcript: {exc}; nothing was written") from None
+    return transcripts, skipped
+
+
+def _arrow_tables(transcripts: list[Transcript], key_by: str, fallback_time: str) -> tuple[pa.Table, pa.Table, pa.Table]:
+    """One row per active-path message and per part. message_id = file_order << 32 | path_index."""
+    keys_by_folder: dict[Path, dict[str, str]] = {}
+    m_cols = {k: [] for k in ("message_id", "file_order", "path_index", "file", "session_id", "entry_id", "role",
+                              "content", "token_count", "identity_hash", "created_iso", "metadata", "inner_ts")}
+    a_cols = {k: [] for k in ("session_id", "entry_id", "role", "inner_ts")}
+    p_cols = {k: [] for k in ("message_id", "ordinal", "kind", "payload", "tool_name", "file_path", "created_at")}
+    for order, t in enumerate(transcripts):
+        folder = t.path.parent
+        if folder not in keys_by_folder:
+            keys_by_folder[folder] = load_session_keys(folder)
+        session_key = keys_by_folder[folder].get(t.header_id)
+        session = session_key.strip() if key_by == "session-key" and session_key and session_key.strip() else t.header_id
+        for i, m in enumerate(t.messages):
+            mid = (order << 32) | i
+            meta = {"source": "openclaw-jsonl", "file": str(t.path), "header_id": t.header_id,
+                    "transcript_entry_id": m.entry_id, "parent_entry_id": m.parent_id, "line": m.line_no,
+                    "identity_hash": m.identity_hash, "session_key": session_key,
+                    "source_created_at": m.created_at_lc, "inner_timestamp": m.inner_timestamp,
+                    "sender_metadata": m.sender_metadata, **m.metadata}
+            meta = {k: v for k, v in meta.items() if v is not None}
+            for k, v in (("message_id", mid), ("file_order", order), ("path_index", i), ("file", str(t.path)),
+                         ("session_id", session), ("entry_id", m.entry_id), ("role", m.role), ("content", m.content),
+                         ("token_count", m.token_count), ("identity_hash", m.identity_hash),
+                         ("created_iso", m.created_at or fallback_time), ("metadata", js_stringify(meta)),
+                         ("inner_ts", _ts_text(m.inner_timestamp))):
+                m_cols[k].append(v)
+            for part in m.parts:
+                for k in p_cols:
+                    v = mid if k == "message_id" else part.get(k)
+                    p_cols[k].append(js_stringify(v) if k == "payload" else v)
+        for entry_id, role, inner in t.abandoned:
+            for k, v in (("session_id", session), ("entry_id", entry_id), ("role", role), ("inner_ts", _ts_text(inner))):
+                a_cols[k].append(v)
+    return pa.table(m_cols), pa.table(p_cols), pa.table(a_cols, schema=pa.schema([(k, pa.string()) for k in a_cols]))
+
+
+def _ts_text(value) -> str | None:
+    return None if value is None or isinstance(value, (dict, list)) else str(value)
+
+
+def reconcile(opts: ReconcileOptions) -> RunReport:
+    started, t0 = now_iso(), time.monotonic()
+    report = RunReport(command="reconcile", dry_run=opts.dry_run, source=str(opts.src) if opts.src else None,
+                       target=str(opts.target))
+    transcripts, skipped = read_all(opts)
+    existed = check_target(opts.target)
+    messages, parts, abandoned = _arrow_tables(transcripts, opts.key_by, started)
+    snaps = []
+    work = tempfile.TemporaryDirectory(prefix="lcm-etl-")
+    try:
+        con = plan.duck.connect()
+        con.register("jsonl_messages_arrow", messages)
+        con.register("jsonl_parts_arrow", parts)
+        con.register("jsonl_abandoned_arrow", abandoned)
+        con.execute("CREATE TEMP TABLE jsonl_abandoned AS SELECT * FROM jsonl_abandoned_arrow")
+        con.execute("CREATE TEMP TABLE jsonl_messages AS SELECT * FROM jsonl_messages_arrow")
+        con.execute("CREATE TEMP TABLE jsonl_parts AS SELECT * FROM jsonl_parts_arrow")
+        con.execute("CREATE TEMP TABLE jsonl_sessions AS SELECT DISTINCT session_id FROM jsonl_messages")
+        _select(con, opts.session_filter)
+        if opts.src:
+            snap = take_snapshot(opts.src, "source")
+            snaps.append(snap)
+            schema = detect_schema(snap.path, opts.src)
+            plan.duck.attach_sqlite(con, str(snap.path), "src")
+            for name, sql in plan.normalized_views(schema, "duckdb").items():
+                con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS {sql}")
+            run_step(step_named("10_"), con, {"key_by": opts.key_by, "ws": plan.WHITESPACE})
+            con.execute("""CREATE TEMP TABLE held_lcm AS
+                SELECT s.session_id, s.conv_key, m.seq, nullif(trim(m.transcript_entry_id), '') AS entry_id, m.identity_hash
+                FROM src_messages m JOIN sessions s USING (conversation_id)
+                WHERE s.session_id IN (SELECT session_id FROM jsonl_sessions)""")
+        else:
+            con.execute(f"CREATE TEMP TABLE held_lcm AS {_HELD_LCM_EMPTY}")
+        target_db = None
+        if existed:
+            target_db = opts.target
+            if opts.dry_run:
+                snaps.append(take_snapshot(opts.target, "target"))
+                target_db = snaps[-1].path
+        plan.load_target_state(con, target_db)
+        if target_db is not None:
+            plan.duck.attach_sqlite(con, str(target_db), "tgt")
+            has = con.execute("SELECT count(*) FROM information_schema.tables WHERE table_catalog='tgt' "
+                              "AND table_name='lcm_messages'").fetchone()[0]
+            con.execute(f"CREATE TEMP TABLE held_tgt AS {_HELD_TGT if has else _HELD_TGT_EMPTY}")
+            con.execute("DETACH tgt")
+        else:
+            con.execute(f"CREATE TEMP TABLE held_tgt AS {_HELD_TGT_EMPTY}")
+        for prefix in ("r20_", "r60_"):
+            run_step(step_named(prefix), con, {"budget": opts.batch_rows})
+        _fill_report(con, report, transcripts, skipped)
+        batches = [r[0] for r in con.execute("SELECT DISTINCT batch FROM session_work ORDER BY 1").fetchall()]
+        if opts.dry_run:
+            report.elapsed_s = time.monotonic() - t0
+            return report
+        stage_path = Path(work.name) / "stage.sqlite"
+        plan.duck.attach_sqlite(con, str(stage_path), "stage", read_only=False)
+        run_step(step_named("r65_"), con)
+        con.execute("DETACH stage")
+        con.close()
+        run_id = new_run_id()
+        job = WriteJob(target=opts.target, target_existed=existed, stage=stage_path, batch_steps=RECONCILE_STEPS,
+                       final_step=None, batches=batches, params={"fired_at": started},
+                       lock_timeout=opts.lock_timeout, progress=opts.progress)
+        job.ledger = {"run_id": run_id, "tool_version": __version__, "command": "reconcile", "started_at": started,
+                      "finished_at": None, "status": "complete", "source_path": str(opts.src) if opts.src else None,
+                      "source_size": None, "source_sha256": None,
+                      "options": js_stringify({"sessions": [str(t.path) for t in transcripts],
+                                               "session_filter": opts.session_filter, "key_by": opts.key_by})}
+        counts = write(job, now_iso)
+        _check_counts(report, counts)
+        report.run_id = run_id
+        report.elapsed_s = time.monotonic() - t0
+        return report
+    except duckdb.Error as exc:
+        raise BadInput(f"inputs could not be read: {str(exc).splitlines()[0]}") from None
+    finally:
+        for s in snaps:
+            s.close()
+        work.cleanup()
+
+
+def _select(con, session_filter: list[str]) -> None:
+    con.execute("CREATE OR REPLACE TEMP TABLE selected (session_id VARCHAR)")
+    if not session_filter:
+        con.execute("INSERT INTO selected SELECT session_id FROM jsonl_sessions")
+        return
+    con.executemany("INSERT INTO selected VALUES (?)", [[s] for s in sorted(set(session_filter))])
+    unknown = [r[0] for r in con.execute("SELECT session_id FROM selected WHERE session_id NOT IN "
+                                         "(SELECT session_id FROM jsonl_sessions) ORDER BY 1").fetchall()]
+    if unknown:
+        raise BadInput(f"unknown --session-filter {', '.join(repr(u) for u in unknown)}: no transcript holds that "
+                       "session (ids are transcript header ids, or session keys with --key-by session-key)")
+
+
+def _fill_report(con, report: RunReport, transcripts: list[Transcript], skipped) -> None:
+    m = report.messages
+    m.inserted = con.execute("SELECT count(*) FROM write_messages").fetchone()[0]
+    m.already_present = con.execute("SELECT count(*) FROM jsonl_plan WHERE NOT is_new").fetchone()[0]
+    report.parts.inserted = con.execute(
+        "SELECT count(*) FROM jsonl_parts WHERE message_id IN (SELECT message_id FROM write_messages)").fetchone()[0]
+    report.sessions_touched = [r[0] for r in con.execute("SELECT session_id FROM session_work ORDER BY 1").fetchall()]
+    report.boundary_events = len(report.sessions_touched)
+    per_file = {r[0]: r[1:] for r in con.execute("""
+        SELECT file_order, count(*) FILTER (WHERE NOT is_new), count(*) FILTER (WHERE is_new),
+               count(*) FILTER (WHERE matched_by = 'entry id'), count(*) FILTER (WHERE matched_by = 'identity'),
+               count(*) FILTER (WHERE matched_by = 'rewrite')
+        FROM jsonl_plan GROUP BY 1""").fetchall()}
+    files = []
+    for order, t in enumerate(transcripts):
+        present, new, by_id, by_identity, rewrites = per_file.get(order, (0, 0, 0, 0, 0))
+        r = t.report
+        files.append({"file": str(t.path), "session_id": t.header_id, "messages_on_path": len(t.messages),
+                      "already_present": present, "imported": new, "matched_by_entry_id": by_id,
+                      "matched_by_identity": by_identity, "matched_as_rewrite": rewrites, "abandoned_branch_entries": r.abandoned_entries,
+                      "skipped_lines": [{"line": n, "reason": why} for n, why in r.skipped_lines],
+                      "parent_gaps": list(r.gaps), "replays": list(r.replays), "extra_headers": list(r.extra_headers),
+                      "unknown_entry_types": r.unknown_types})
+        for n, why in r.skipped_lines:
+            report.warnings.append(f"{t.path}:{n}: skipped line ({why})")
+        for gap in r.gaps:
+            report.warnings.append(f"{t.path}: entry {gap} points at a missing parent; the path continues with the "
+                                   "entry before it")
+    report.extra["files"] = files
+    report.extra["files_skipped"] = [{"file": str(p), "reason": why} for p, why in skipped]
+    report.extra["transcripts_read"] = len(transcripts)

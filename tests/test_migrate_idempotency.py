@@ -1,0 +1,176 @@
+"""Re-runs, dry-runs, the source left untouched, WAL-only rows, and imports appended after native rows."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import (FIXTURES, copy_fixture, folder_state, make_native_target, migrate_json, open_db,
+                      oracle, run_cli, source_messages, table_counts, target_messages)
+
+VOLATILE = ("dry_run", "elapsed_s", "run_id")
+
+
+def comparable(report: dict) -> dict:
+    return {k: v for k, v in report.items() if k not in VOLATILE}
+
+
+def fts_rows(con) -> tuple[int, int]:
+    return (con.execute("SELECT count(*) FROM lcm_messages_fts_docsize").fetchone()[0],
+            con.execute("SELECT count(*) FROM lcm_summaries_fts_docsize").fetchone()[0])
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_rerunning_imports_zero_new_rows_and_writes_no_boundary_event(name, fixture_copy, tmp_path):
+    src = fixture_copy(name)
+    dest = tmp_path / "out" / "lcm.sqlite"
+    first = migrate_json(src, dest)
+    with open_db(dest) as con:
+        before, fts_before = table_counts(con), fts_rows(con)
+    second = migrate_json(src, dest)
+    with open_db(dest) as con:
+        after, fts_after = table_counts(con), fts_rows(con)
+    assert after.pop("lcm_etl_runs") == before.pop("lcm_etl_runs") + 1
+    assert after == before
+    assert fts_after == fts_before
+    for kind in ("messages", "parts", "summaries"):
+        assert second[kind]["inserted"] == 0
+        assert second[kind]["already_present"] == first[kind]["inserted"]
+    assert second["boundary_events"] == 0
+    assert second["sessions_touched"] == []
+    assert second["collapsed_parents"] == 0
+
+
+@pytest.mark.parametrize("name", ["basic-0.15.3.db", "multiparent-newest.db", "wal-newest.db"])
+def test_dry_run_on_a_missing_target_reports_what_the_real_run_then_does_and_creates_nothing(name, fixture_copy,
+                                                                                          tmp_path):
+    src = fixture_copy(name)
+    dest = tmp_path / "new" / "state" / "lcm.sqlite"
+    dry = migrate_json(src, dest, "--dry-run")
+    assert dry["dry_run"] is True
+    assert not (tmp_path / "new").exists()
+    real = migrate_json(src, dest)
+    assert comparable(dry) == comparable(real)
+
+
+def test_dry_run_on_an_existing_target_reports_what_the_real_run_then_does_and_changes_nothing(fixture_copy,
+                                                                                             tmp_path):
+    src = fixture_copy("shared-session-newest.db")
+    dest = tmp_path / "out" / "lcm.sqlite"
+    migrate_json(src, dest, "--session-filter", "a08ff49b-6f77-4632-a16c-43069c43a8c3")
+    before = folder_state(dest.parent)
+    dry = migrate_json(src, dest, "--dry-run")
+    assert folder_state(dest.parent) == before
+    real = migrate_json(src, dest)
+    assert comparable(dry) == comparable(real)
+    assert real["messages"]["inserted"] == 10 and real["messages"]["already_present"] == 41
+
+
+def test_dry_run_text_report_says_nothing_was_written(fixture_copy, tmp_path):
+    src = fixture_copy("basic-0.1.0.db")
+    dest = tmp_path / "out" / "lcm.sqlite"
+    proc = run_cli("migrate", "--src", src, "--dest", dest, "--dry-run")
+    assert proc.returncode == 0 and proc.stderr == ""
+    assert proc.stdout.startswith("lcm-etl migrate: DRY RUN - nothing was written; a real run would do this:\n")
+    assert "would insert" in proc.stdout
+    assert not dest.parent.exists()
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_the_source_bytes_are_unchanged_and_no_file_appears_beside_it(name, fixture_copy, tmp_path):
+    src = fixture_copy(name)
+    before = folder_state(src.parent)
+    migrate_json(src, tmp_path / "out" / "lcm.sqlite", "--dry-run")
+    migrate_json(src, tmp_path / "out" / "lcm.sqlite")
+    migrate_json(src, tmp_path / "out" / "lcm.sqlite")
+    assert run_cli("inspect", "--src", src, "--json").returncode == 0
+    assert folder_state(src.parent) == before
+
+
+def test_rows_that_exist_only_in_the_wal_file_are_imported(fixture_copy, tmp_path):
+    with_wal = fixture_copy("wal-newest.db", "with-wal")
+    main_only = tmp_path / "main-only" / "wal-newest.db"
+    main_only.parent.mkdir()
+    main_only.write_bytes(with_wal.read_bytes())
+    full = migrate_json(with_wal, tmp_path / "a" / "lcm.sqlite")
+    partial = migrate_json(main_only, tmp_path / "b" / "lcm.sqlite")
+    assert (full["messages"]["inserted"], full["parts"]["inserted"], full["summaries"]["inserted"]) == (34, 43, 2)
+    assert (partial["messages"]["inserted"], partial["parts"]["inserted"], partial["summaries"]["inserted"]) == (20, 25, 1)
+    with open_db(tmp_path / "a" / "lcm.sqlite") as con:
+        sessions = dict(con.execute("SELECT session_id, count(*) FROM lcm_messages GROUP BY 1").fetchall())
+    assert sessions == {"a08ff49b-6f77-4632-a16c-43069c43a8c3": 30, "f80f8a0c-ccee-40a7-a892-b284361060a2": 4}
+    # the oracle (SQLite reading the copy with its -wal) agrees row for row
+    src = oracle("wal-newest.db", tmp_path / "oracle")
+    assert len(source_messages(src)) == 34
+
+
+NATIVE_SESSION = "a08ff49b-6f77-4632-a16c-43069c43a8c3"
+
+
+def add_native_rows(con, session: str, n: int) -> int:
+    tokens = 0
+    for turn in range(n):
+        text = f"native remnic turn {turn} zebrafish"
+        con.execute("INSERT INTO lcm_messages (session_id, turn_index, role, content, token_count, created_at, "
+                    "metadata) VALUES (?, ?, ?, ?, ?, ?, NULL)",
+                    (session, turn, "user" if turn % 2 == 0 else "assistant", text, len(text) // 4 + 1,
+                     f"2027-01-01T00:00:0{turn}.000Z"))
+        rid = con.execute("SELECT last_insert_rowid()").fetchone()[0]
+        con.execute("INSERT INTO lcm_messages_fts (rowid, content) VALUES (?, ?)", (rid, text))
+        tokens += len(text) // 4 + 1
+    con.execute("INSERT INTO lcm_summary_nodes (id, session_id, depth, parent_id, summary_text, token_count, "
+                "msg_start, msg_end, escalation, created_at) VALUES ('native-leaf', ?, 0, NULL, 'native', 1, 0, ?, 0, "
+                "'2027-01-01T00:00:09.000Z')", (session, n - 1))
+    return tokens
+
+
+def test_import_into_a_session_with_native_remnic_rows_is_appended_after_them(fixture_copy, tmp_path):
+    src = fixture_copy("basic-0.15.3.db")
+    dest = tmp_path / "memory" / "state" / "lcm.sqlite"
+    con = make_native_target(dest)
+    native_tokens = add_native_rows(con, NATIVE_SESSION, 5)
+    native = con.execute("SELECT * FROM lcm_messages ORDER BY id").fetchall()
+    con.close()
+
+    report = migrate_json(src, dest)
+    assert report["messages"]["inserted"] == 122
+    with open_db(dest) as tgt:
+        assert [tuple(r) for r in tgt.execute("SELECT * FROM lcm_messages WHERE id <= 5 ORDER BY id")] == \
+            [tuple(r) for r in native]
+        src_con = oracle("basic-0.15.3.db", tmp_path / "oracle")
+        imported = target_messages(tgt)
+        session_msgs = [m for m in source_messages(src_con) if m["session"] == NATIVE_SESSION]
+        turns = [imported[(str(m["conversation_id"]), m["seq"])]["turn_index"] for m in session_msgs]
+        assert turns == list(range(5, 5 + len(session_msgs)))
+        other = [m for m in source_messages(src_con) if m["session"] != NATIVE_SESSION]
+        assert min(imported[(str(m["conversation_id"]), m["seq"])]["turn_index"] for m in other) == 0
+        # summaries of that session are ranged over the shifted turns
+        lo, = tgt.execute("SELECT min(msg_start) FROM lcm_summary_nodes WHERE session_id = ? AND id <> 'native-leaf'",
+                          (NATIVE_SESSION,)).fetchone()
+        assert lo >= 5
+        ev = tgt.execute("SELECT msg_before, tokens_before, tokens_after FROM lcm_compaction_events "
+                         "WHERE session_id = ?", (NATIVE_SESSION,)).fetchall()
+        imported_tokens = sum(m["token_count"] for m in session_msgs)
+        assert [tuple(e) for e in ev] == [(5 + len(session_msgs), native_tokens + imported_tokens,
+                                           native_tokens + imported_tokens)]
+        hits = tgt.execute("SELECT count(*) FROM lcm_messages_fts WHERE lcm_messages_fts MATCH 'zebrafish'").fetchone()[0]
+        assert hits == 5
+        tgt.execute("INSERT INTO lcm_messages_fts(lcm_messages_fts, rank) VALUES ('integrity-check', 1)")
+        assert tgt.execute("PRAGMA foreign_key_check").fetchall() == []
+
+    again = migrate_json(src, dest)
+    assert again["messages"]["inserted"] == again["parts"]["inserted"] == again["summaries"]["inserted"] == 0
+    assert again["boundary_events"] == 0
+
+
+def test_a_session_filtered_run_then_a_full_run_imports_the_rest_once(fixture_copy, tmp_path):
+    src = fixture_copy("basic-0.9.4.db")
+    dest = tmp_path / "out" / "lcm.sqlite"
+    one = migrate_json(src, dest, "--session-filter", "b7cf3c25-632b-4240-ad3f-b64afebede10")
+    assert one["messages"]["inserted"] == 41
+    rest = migrate_json(src, dest)
+    assert rest["messages"]["inserted"] == 81 and rest["messages"]["already_present"] == 41
+    assert rest["sessions_touched"] == ["a08ff49b-6f77-4632-a16c-43069c43a8c3", "d4e8eb2a-f2f2-4165-a881-cd424e42a851"]
+    with open_db(dest) as con:
+        assert con.execute("SELECT count(*) FROM lcm_messages").fetchone()[0] == 122
+        assert con.execute("SELECT count(*) FROM lcm_compaction_events").fetchone()[0] == 3

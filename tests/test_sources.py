@@ -1,0 +1,179 @@
+"""Source detection: the lossless-claw schema generation of every fixture, `inspect`, and the peer's
+test-only source shape (TEXT ids, message_parts kind/payload)."""
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from conftest import FIXTURE_DIR, FIXTURES, copy_fixture, migrate_json, open_db, run_cli
+
+GENERATION = {
+    "basic-0.1.0.db": "0.1.x",
+    "basic-0.5.0.db": "0.5.x",
+    "basic-0.9.4.db": "0.9.x",
+    "basic-0.15.3.db": "0.15.2+",
+    "basic-1.0.0-beta.4.db": "1.0.0-beta line",
+    "multiparent-newest.db": "0.15.2+",
+    "shared-session-newest.db": "0.15.2+",
+    "wal-newest.db": "0.15.2+",
+}
+
+
+def test_every_fixture_has_an_expected_generation():
+    assert sorted(GENERATION) == FIXTURES
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_inspect_detects_the_schema_generation_of_each_fixture(name, tmp_path):
+    src = copy_fixture(name, tmp_path)
+    proc = run_cli("inspect", "--src", src, "--json")
+    assert proc.returncode == 0, proc.stderr
+    info = json.loads(proc.stdout)
+    assert info["generation"].startswith(GENERATION[name]), info["generation"]
+    if name != "basic-1.0.0-beta.4.db":
+        assert info["generation"] == GENERATION[name]
+
+
+@pytest.mark.parametrize("name", ["basic-0.1.0.db", "basic-1.0.0-beta.4.db"])
+def test_migrate_reports_the_same_generation_as_inspect(name, tmp_path):
+    src = copy_fixture(name, tmp_path / "src")
+    report = migrate_json(src, tmp_path / "out" / "lcm.sqlite", "--dry-run")
+    assert report["source_schema"].startswith(GENERATION[name])
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_inspect_counts_and_session_token_sums_match_the_fixture_facts(name, tmp_path):
+    src = copy_fixture(name, tmp_path)
+    info = json.loads(run_cli("inspect", "--src", src, "--json").stdout)
+    facts = json.loads((FIXTURE_DIR / "expected-facts.json").read_text("utf-8"))[name]
+    rc = facts["row_counts"]
+    assert info["tables"] == {"conversations": rc["conversations"], "messages": rc["messages"],
+                              "parts": rc["message_parts"], "summaries": rc["summaries"],
+                              "summary_messages": rc["summary_messages"], "summary_parents": rc["summary_parents"]}
+    want: dict[str, list] = {}
+    for c in facts["conversations"]:
+        s = c["session_id"].strip() or str(c["conversation_id"])
+        w = want.setdefault(s, [0, 0, 0])
+        w[0] += 1
+        w[1] += c["messages"]
+        w[2] += c["token_sum"]
+    got = {s["session_id"]: [s["conversations"], s["messages"], s["token_sum"]] for s in info["sessions"]}
+    assert got == want
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_inspect_prints_a_readable_description_of_every_fixture(name, tmp_path, request):
+    if name in ("shared-session-newest.db", "wal-newest.db"):
+        request.applymarker(pytest.mark.xfail(strict=True, reason=(
+            "BUG: inspect text output crashes (TypeError formatting max_depth None) when a session has no "
+            "summaries")))
+    src = copy_fixture(name, tmp_path)
+    proc = run_cli("inspect", "--src", src)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+    assert proc.stdout.splitlines()[1].startswith(f"schema: lossless-claw {GENERATION[name]}")
+
+
+def test_inspect_leaves_the_source_folder_untouched(tmp_path):
+    src = copy_fixture("wal-newest.db", tmp_path)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    assert run_cli("inspect", "--src", src, "--json").returncode == 0
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+# --------------------------------------------------------------------------------------------------
+# the peer's own test source shape
+
+PEER_DDL = """
+CREATE TABLE conversations (conversation_id TEXT PRIMARY KEY, session_id TEXT, session_key TEXT, title TEXT);
+CREATE TABLE messages (message_id TEXT PRIMARY KEY, conversation_id TEXT NOT NULL, seq INTEGER NOT NULL,
+  role TEXT NOT NULL, content TEXT NOT NULL, token_count INTEGER NOT NULL, identity_hash TEXT, created_at TEXT NOT NULL);
+CREATE TABLE summaries (summary_id TEXT PRIMARY KEY, kind TEXT NOT NULL, depth INTEGER NOT NULL,
+  content TEXT NOT NULL, token_count INTEGER NOT NULL, earliest_at TEXT, latest_at TEXT);
+CREATE TABLE summary_messages (summary_id TEXT NOT NULL, message_id TEXT NOT NULL);
+CREATE TABLE summary_parents (summary_id TEXT NOT NULL, parent_summary_id TEXT NOT NULL, ordinal INTEGER NOT NULL);
+INSERT INTO conversations VALUES ('conv-A', 'sess-A', NULL, 'topic A'), ('conv-B', NULL, NULL, 'topic B');
+INSERT INTO messages VALUES
+  ('m-a-1', 'conv-A', 0, 'user', 'hello A', 2, NULL, '2026-04-01T00:00:00.000Z'),
+  ('m-a-2', 'conv-A', 1, 'assistant', 'hi A back', 3, NULL, '2026-04-01T00:00:01.000Z'),
+  ('m-b-1', 'conv-B', 0, 'user', 'hello B', 2, NULL, '2026-04-01T00:01:00.000Z');
+INSERT INTO summaries VALUES ('sum-A', 'leaf', 0, 'summary of A', 4, '2026-04-01T00:00:00.000Z',
+  '2026-04-01T00:00:01.000Z');
+INSERT INTO summary_messages VALUES ('sum-A', 'm-a-1'), ('sum-A', 'm-a-2');
+"""
+PARTS_WITH_ORDINAL = """
+CREATE TABLE message_parts (message_id TEXT NOT NULL, ordinal INTEGER, kind TEXT, payload TEXT, tool_name TEXT,
+  file_path TEXT, created_at TEXT);
+INSERT INTO message_parts VALUES
+  ('m-a-2', 0, 'tool_call', '{"input":{"cmd":"ls"}}', 'bash', '/tmp/x', '2026-04-01T00:00:01.000Z'),
+  ('m-a-2', 1, 'text', '"plain"', NULL, NULL, NULL),
+  ('m-b-1', 0, 'weird', 'not json', NULL, NULL, NULL);
+"""
+PARTS_WITHOUT_ORDINAL = """
+CREATE TABLE message_parts (message_id TEXT NOT NULL, kind TEXT, payload TEXT, tool_name TEXT, file_path TEXT,
+  created_at TEXT);
+INSERT INTO message_parts VALUES ('m-a-2', 'tool_call', '{"a":1}', 'bash', NULL, NULL),
+                                 ('m-a-2', 'tool_result', '[1,2]', NULL, 'src/x.py', NULL);
+"""
+
+
+def peer_source(tmp_path, parts_ddl: str):
+    path = tmp_path / "peer.db"
+    con = sqlite3.connect(path)
+    con.executescript(PEER_DDL + parts_ddl)
+    con.commit()
+    con.close()
+    return path
+
+
+def test_the_peer_test_shape_is_detected_and_its_messages_and_parts_import(tmp_path):
+    src = peer_source(tmp_path, PARTS_WITH_ORDINAL)
+    dest = tmp_path / "out" / "lcm.sqlite"
+    report = migrate_json(src, dest)
+    assert report["source_schema"].startswith("peer test shape")
+    assert report["sessions_touched"] == ["conv-B", "sess-A"]
+    with open_db(dest) as con:
+        msgs = [tuple(r) for r in con.execute(
+            "SELECT session_id, turn_index, role, content, token_count, created_at FROM lcm_messages "
+            "ORDER BY session_id, turn_index")]
+        assert msgs == [("conv-B", 0, "user", "hello B", 2, "2026-04-01T00:01:00.000Z"),
+                        ("sess-A", 0, "user", "hello A", 2, "2026-04-01T00:00:00.000Z"),
+                        ("sess-A", 1, "assistant", "hi A back", 3, "2026-04-01T00:00:01.000Z")]
+        meta = json.loads(con.execute("SELECT metadata FROM lcm_messages WHERE content = 'hello A'").fetchone()[0])
+        assert (meta["conversation_id"], meta["source_seq"], meta["title"]) == ("conv-A", 0, "topic A")
+        parts = [tuple(r) for r in con.execute(
+            "SELECT m.content, p.ordinal, p.kind, p.payload, p.tool_name, p.file_path, p.created_at "
+            "FROM lcm_message_parts p JOIN lcm_messages m ON m.id = p.message_id ORDER BY m.content, p.ordinal")]
+        assert [(c, o, k, json.loads(pl), t, f) for c, o, k, pl, t, f, _ in parts] == [
+            ("hello B", 0, "weird", {"value": "not json"}, None, None),
+            ("hi A back", 0, "tool_call", {"input": {"cmd": "ls"}}, "bash", "/tmp/x"),
+            ("hi A back", 1, "text", {"value": "plain"}, None, None)]
+        assert parts[1][6] == "2026-04-01T00:00:01.000Z"
+        assert [r[0] for r in con.execute("SELECT tokens_before FROM lcm_compaction_events ORDER BY session_id")] == [2, 5]
+    again = migrate_json(src, dest)
+    assert again["messages"]["inserted"] == again["parts"]["inserted"] == 0
+
+
+def test_peer_shape_parts_without_an_ordinal_are_numbered_in_insertion_order(tmp_path):
+    src = peer_source(tmp_path, PARTS_WITHOUT_ORDINAL)
+    dest = tmp_path / "out" / "lcm.sqlite"
+    migrate_json(src, dest)
+    with open_db(dest) as con:
+        got = [(r[0], r[1], json.loads(r[2]), r[3]) for r in con.execute(
+            "SELECT ordinal, kind, payload, file_path FROM lcm_message_parts ORDER BY ordinal")]
+    assert got == [(0, "tool_call", {"a": 1}, None), (1, "tool_result", {"value": [1, 2]}, "src/x.py")]
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "BUG: peer-shape summaries (no summaries.conversation_id column) are all skipped as 'its conversation is not "
+    "in the source' instead of taking the session of their linked messages"))
+def test_peer_shape_summaries_without_a_conversation_column_import_into_their_messages_session(tmp_path):
+    src = peer_source(tmp_path, PARTS_WITH_ORDINAL)
+    dest = tmp_path / "out" / "lcm.sqlite"
+    report = migrate_json(src, dest)
+    assert report["summaries"]["inserted"] == 1
+    with open_db(dest) as con:
+        row = con.execute("SELECT session_id, depth, msg_start, msg_end, summary_text FROM lcm_summary_nodes").fetchall()
+    assert [tuple(r) for r in row] == [("sess-A", 0, 0, 1, "summary of A")]

@@ -1,0 +1,84 @@
+-- step: reconcile_match
+-- engine: duckdb (plan)
+-- reads: jsonl_messages (active-path messages of every transcript, from lcm_etl/transcripts.py),
+--        jsonl_abandoned (entry id, role, inner timestamp of messages off the path), held_lcm (lcm.db rows, when --src is given), held_tgt (target rows), selected
+-- produces: jsonl_plan(message_id, session_id, matched_by, is_new, new_rank, plan_turn, ...)
+-- key: transcript entry id per session; else lossless-claw's identity (role + canonical content) with
+--      occurrence counting; or a rewrite: same role and inner timestamp as a held entry that the file
+--      keeps on an abandoned branch
+-- why: SPEC §6. reconcile imports only what neither lcm.db nor the target holds yet. A held row is
+--      matched by its transcript entry id where one is stored. The held rows no path entry claims
+--      (older lossless-claw rows without entry ids, or rows whose ids a copy-on-write rewrite
+--      re-issued) are matched first as rewrites (a copy-on-write rewrite keeps the inner timestamp and
+--      leaves the original on an abandoned branch: the held original is kept, the copy is not
+--      imported again), then by identity: the k-th occurrence of an identity on the path is held
+--      when at least k such rows are. A target row that came from lcm.db is the same message as its
+--      lcm.db row and is counted once. New messages keep path order and append after the session.
+CREATE OR REPLACE TEMP TABLE held AS
+SELECT row_number() OVER () AS held_id, * FROM (
+SELECT l.session_id, l.entry_id, l.identity_hash
+FROM held_lcm l
+WHERE l.session_id IN (SELECT session_id FROM jsonl_messages)
+UNION ALL
+SELECT t.session_id, t.entry_id, t.identity_hash
+FROM held_tgt t
+WHERE t.session_id IN (SELECT session_id FROM jsonl_messages)
+  AND NOT (t.source = 'lossless-claw'
+           AND EXISTS (SELECT 1 FROM held_lcm l
+                       WHERE l.session_id = t.session_id AND l.conv_key = t.conversation_id AND l.seq = t.source_seq))
+);
+
+CREATE OR REPLACE TEMP TABLE jsonl_plan AS
+WITH first_copy AS (
+  -- the same entry in two files (a live file and a named archive) is one message
+  SELECT *, row_number() OVER (PARTITION BY session_id, coalesce(entry_id, CAST(message_id AS VARCHAR))
+                               ORDER BY file_order, path_index) = 1 AS first
+  FROM jsonl_messages
+), path_ids AS (
+  SELECT DISTINCT session_id, entry_id FROM jsonl_messages WHERE entry_id IS NOT NULL
+), by_id AS (
+  SELECT j.message_id FROM first_copy j
+  WHERE j.entry_id IS NOT NULL
+    AND EXISTS (SELECT 1 FROM held h WHERE h.session_id = j.session_id AND h.entry_id = j.entry_id)
+), unclaimed AS (
+  SELECT h.* FROM held h
+  WHERE h.entry_id IS NULL
+     OR NOT EXISTS (SELECT 1 FROM path_ids p WHERE p.session_id = h.session_id AND p.entry_id = h.entry_id)
+), rewrites AS (
+  SELECT j.message_id, min(u.held_id) AS held_id
+  FROM first_copy j
+  JOIN jsonl_abandoned a ON a.session_id = j.session_id AND a.role = j.role AND a.inner_ts = j.inner_ts
+  JOIN unclaimed u ON u.session_id = a.session_id AND u.entry_id = a.entry_id
+  WHERE j.first AND j.message_id NOT IN (SELECT message_id FROM by_id)
+  GROUP BY j.message_id
+), spare AS (
+  SELECT u.session_id, u.identity_hash, count(*) AS n
+  FROM unclaimed u
+  WHERE u.identity_hash IS NOT NULL AND u.held_id NOT IN (SELECT held_id FROM rewrites)
+  GROUP BY u.session_id, u.identity_hash
+), rest AS (
+  SELECT j.message_id, j.session_id, j.identity_hash,
+         row_number() OVER (PARTITION BY j.session_id, j.identity_hash ORDER BY j.file_order, j.path_index) AS occurrence
+  FROM first_copy j
+  WHERE j.first AND j.message_id NOT IN (SELECT message_id FROM by_id)
+    AND j.message_id NOT IN (SELECT message_id FROM rewrites)
+), matched AS (
+  SELECT j.message_id, j.session_id, j.file_order, j.path_index, j.first,
+         CASE WHEN NOT j.first THEN 'same entry in an earlier file'
+              WHEN j.message_id IN (SELECT message_id FROM by_id) THEN 'entry id'
+              WHEN j.message_id IN (SELECT message_id FROM rewrites) THEN 'rewrite'
+              WHEN r.occurrence <= coalesce(s.n, 0) THEN 'identity'
+         END AS matched_by
+  FROM first_copy j
+  LEFT JOIN rest r USING (message_id)
+  LEFT JOIN spare s ON s.session_id = r.session_id AND s.identity_hash = r.identity_hash
+  WHERE j.session_id IN (SELECT session_id FROM selected)
+), ranked AS (
+  SELECT *, matched_by IS NULL AS is_new,
+         CASE WHEN matched_by IS NULL
+              THEN row_number() OVER (PARTITION BY session_id, matched_by IS NULL ORDER BY file_order, path_index) - 1
+         END AS new_rank
+  FROM matched
+)
+SELECT r.*, CASE WHEN r.is_new THEN coalesce(x.max_turn, -1) + 1 + r.new_rank END AS plan_turn
+FROM ranked r LEFT JOIN tgt_max_turn x ON x.session_id = r.session_id;
