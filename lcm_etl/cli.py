@@ -142,6 +142,33 @@ def reconcile(sessions, src, dest, memory_dir, dry_run, session_filter, key_by, 
 
 @cli.command()
 @source_option()
+@click.option("--sessions", "sessions", multiple=True, metavar="PATH",
+              help="also check JSONL transcripts (file or sessions folder, repeatable)")
+@target_options
+@click.option("--session-filter", multiple=True, metavar="ID", help="only this resolved session id (repeatable)")
+@click.option("--key-by", type=click.Choice(["session-id", "session-key"]), default="session-id", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="print the report, every difference included, as one JSON object")
+@click.option("--quiet", "-q", is_flag=True, help="print nothing; the exit code tells")
+@click.option("--debug", is_flag=True)
+@handled
+def audit(src, sessions, dest, memory_dir, session_filter, key_by, as_json, quiet, debug):
+    """Read-only: is everything in the sources in the target? Exit 0 clean, 3 pending or different."""
+    from .audit import AuditOptions, as_text, audit as run
+    from .errors import EXIT_PENDING
+    from .target import resolve_target
+
+    source = resolve_src(src) if (src or not sessions) else None
+    report, findings = run(AuditOptions(target=resolve_target(dest, memory_dir), src=source, sessions=list(sessions),
+                                        session_filter=list(session_filter), key_by=key_by))
+    if as_json:
+        click.echo(orjson.dumps({**report.as_dict(), "differences": findings}).decode())
+    elif not quiet:
+        click.echo(as_text(report, findings))
+    return EXIT_PENDING if findings else 0
+
+
+@cli.command()
+@source_option()
 @click.option("--key-by", type=click.Choice(["session-id", "session-key"]), default="session-id", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="print the description as one JSON object")
 @click.option("--debug", is_flag=True)

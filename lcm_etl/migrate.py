@@ -36,7 +36,7 @@ def migrate(opts: MigrateOptions) -> RunReport:
     started, t0 = now_iso(), time.monotonic()
     report = RunReport(command="migrate", dry_run=opts.dry_run, source=str(opts.src), target=str(opts.target))
     check_sqlite_file(opts.src, "source")    # source problems are reported before target problems
-    existed = tgt.check_target(opts.target)
+    existed = tgt.check_target(opts.target, open_it=not opts.dry_run)
     snap = take_snapshot(opts.src, "source", opts.tmp_dir)
     target_view = None
     try:
@@ -47,6 +47,8 @@ def migrate(opts: MigrateOptions) -> RunReport:
             if existed:
                 # a dry run must not even create -wal/-shm beside the target: read a private copy
                 target_view = take_snapshot(opts.target, "target", opts.tmp_dir) if opts.dry_run else None
+                if target_view:
+                    tgt.check_remnic(target_view.path, opts.target)
                 plan.load_target_state(con, target_view.path if target_view else opts.target)
             else:
                 plan.load_target_state(con, None)

@@ -24,7 +24,8 @@ WHITESPACE = " \t\n\r\x0b\x0c\u00a0\ufeff"
 # The target's state as the plan sees it. Only rows imported from lossless-claw carry a source identity.
 _TARGET_STATE = {
     "tgt_messages": """
-        SELECT session_id, conversation_id, source_seq, min(id) AS id, arg_min(turn_index, id) AS turn_index
+        SELECT session_id, conversation_id, source_seq, min(id) AS id, arg_min(turn_index, id) AS turn_index,
+               count(*) AS copies, string_agg(CAST(id AS VARCHAR), ',' ORDER BY id) AS ids
         FROM (SELECT id, session_id, turn_index,
                      json_extract_string(metadata, '$.conversation_id') AS conversation_id,
                      try_cast(json_extract_string(metadata, '$.source_seq') AS BIGINT) AS source_seq
@@ -49,7 +50,8 @@ _TARGET_STATE = {
 }
 _EMPTY_STATE = {
     "tgt_messages": "SELECT NULL::VARCHAR AS session_id, NULL::VARCHAR AS conversation_id, NULL::BIGINT AS source_seq, "
-                    "NULL::BIGINT AS id, NULL::BIGINT AS turn_index WHERE false",
+                    "NULL::BIGINT AS id, NULL::BIGINT AS turn_index, NULL::BIGINT AS copies, NULL::VARCHAR AS ids "
+                    "WHERE false",
     "tgt_entries": "SELECT NULL::VARCHAR AS session_id, NULL::VARCHAR AS entry_id, NULL::BIGINT AS id, "
                    "NULL::BIGINT AS turn_index WHERE false",
     "tgt_max_turn": "SELECT NULL::VARCHAR AS session_id, NULL::BIGINT AS max_turn WHERE false",

@@ -23,7 +23,7 @@ from .migrate import now_iso, _check_counts
 from .report import RunReport
 from .sources import detect_schema, expand, take_snapshot
 from .steps import run_step, step_named
-from .target import check_target
+from .target import check_remnic, check_target
 from .transcript_blocks import js_stringify
 from .transcripts import Transcript, TranscriptError, discover_transcripts, load_session_keys, read_transcript
 from .write import RECONCILE_STEPS, WriteJob, new_run_id, write
@@ -119,30 +119,26 @@ def _ts_text(value) -> str | None:
     return None if value is None or isinstance(value, (dict, list)) else str(value)
 
 
-def reconcile(opts: ReconcileOptions) -> RunReport:
-    started, t0 = now_iso(), time.monotonic()
-    report = RunReport(command="reconcile", dry_run=opts.dry_run, source=str(opts.src) if opts.src else None,
-                       target=str(opts.target))
-    transcripts, skipped = read_all(opts)
-    existed = check_target(opts.target)
-    messages, parts, abandoned = _arrow_tables(transcripts, opts.key_by, started)
-    snaps = []
-    work = tempfile.TemporaryDirectory(prefix="lcm-etl-")
+def plan_transcripts(opts: ReconcileOptions, transcripts: list[Transcript], target_db: Path | None,
+                     src_db: Path | None, fallback_time: str):
+    """Load transcripts and held rows into a fresh DuckDB connection and run the plan steps r20/r60.
+
+    target_db / src_db are the databases to read (callers pass private snapshots when nothing may be
+    written, e.g. dry-run and audit). Returns the connection, holding jsonl_plan, write_messages and
+    session_work.
+    """
+    messages, parts, abandoned = _arrow_tables(transcripts, opts.key_by, fallback_time)
+    con = plan.duck.connect()
     try:
-        con = plan.duck.connect()
-        con.register("jsonl_messages_arrow", messages)
-        con.register("jsonl_parts_arrow", parts)
-        con.register("jsonl_abandoned_arrow", abandoned)
-        con.execute("CREATE TEMP TABLE jsonl_abandoned AS SELECT * FROM jsonl_abandoned_arrow")
-        con.execute("CREATE TEMP TABLE jsonl_messages AS SELECT * FROM jsonl_messages_arrow")
-        con.execute("CREATE TEMP TABLE jsonl_parts AS SELECT * FROM jsonl_parts_arrow")
+        for name, table in (("jsonl_messages", messages), ("jsonl_parts", parts), ("jsonl_abandoned", abandoned)):
+            con.register(f"{name}_arrow", table)
+            con.execute(f"CREATE TEMP TABLE {name} AS SELECT * FROM {name}_arrow")
+            con.unregister(f"{name}_arrow")
         con.execute("CREATE TEMP TABLE jsonl_sessions AS SELECT DISTINCT session_id FROM jsonl_messages")
         _select(con, opts.session_filter)
-        if opts.src:
-            snap = take_snapshot(opts.src, "source")
-            snaps.append(snap)
-            schema = detect_schema(snap.path, opts.src)
-            plan.duck.attach_sqlite(con, str(snap.path), "src")
+        if src_db is not None:
+            schema = detect_schema(src_db, opts.src)
+            plan.duck.attach_sqlite(con, str(src_db), "src")
             for name, sql in plan.normalized_views(schema, "duckdb").items():
                 con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS {sql}")
             run_step(step_named("10_"), con, {"key_by": opts.key_by, "ws": plan.WHITESPACE})
@@ -152,40 +148,63 @@ def reconcile(opts: ReconcileOptions) -> RunReport:
                 WHERE s.session_id IN (SELECT session_id FROM jsonl_sessions)""")
         else:
             con.execute(f"CREATE TEMP TABLE held_lcm AS {_HELD_LCM_EMPTY}")
-        target_db = None
-        if existed:
-            target_db = opts.target
-            if opts.dry_run:
-                snaps.append(take_snapshot(opts.target, "target"))
-                target_db = snaps[-1].path
         plan.load_target_state(con, target_db)
+        held_sql = _HELD_TGT_EMPTY
         if target_db is not None:
             plan.duck.attach_sqlite(con, str(target_db), "tgt")
-            has = con.execute("SELECT count(*) FROM information_schema.tables WHERE table_catalog='tgt' "
-                              "AND table_name='lcm_messages'").fetchone()[0]
-            con.execute(f"CREATE TEMP TABLE held_tgt AS {_HELD_TGT if has else _HELD_TGT_EMPTY}")
+            if con.execute("SELECT count(*) FROM information_schema.tables WHERE table_catalog='tgt' "
+                           "AND table_name='lcm_messages'").fetchone()[0]:
+                held_sql = _HELD_TGT
+        con.execute(f"CREATE TEMP TABLE held_tgt AS {held_sql}")
+        if target_db is not None:
             con.execute("DETACH tgt")
-        else:
-            con.execute(f"CREATE TEMP TABLE held_tgt AS {_HELD_TGT_EMPTY}")
         for prefix in ("r20_", "r60_"):
             run_step(step_named(prefix), con, {"budget": opts.batch_rows})
-        _fill_report(con, report, transcripts, skipped)
-        batches = [r[0] for r in con.execute("SELECT DISTINCT batch FROM session_work ORDER BY 1").fetchall()]
-        if opts.dry_run:
-            report.elapsed_s = time.monotonic() - t0
-            return report
-        stage_path = Path(work.name) / "stage.sqlite"
-        plan.duck.attach_sqlite(con, str(stage_path), "stage", read_only=False)
-        run_step(step_named("r65_"), con)
-        con.execute("DETACH stage")
+        return con
+    except BaseException:
         con.close()
+        raise
+
+
+def reconcile(opts: ReconcileOptions) -> RunReport:
+    started, t0 = now_iso(), time.monotonic()
+    report = RunReport(command="reconcile", dry_run=opts.dry_run, source=str(opts.src) if opts.src else None,
+                       target=str(opts.target))
+    transcripts, skipped = read_all(opts)
+    existed = check_target(opts.target, open_it=not opts.dry_run)
+    snaps = []
+    work = tempfile.TemporaryDirectory(prefix="lcm-etl-")
+    try:
+        src_db = None
+        if opts.src:
+            snaps.append(take_snapshot(opts.src, "source"))
+            src_db = snaps[-1].path
+        target_db = opts.target if existed else None
+        if existed and opts.dry_run:   # a dry run must not even create -wal/-shm beside the target
+            snaps.append(take_snapshot(opts.target, "target"))
+            target_db = snaps[-1].path
+            check_remnic(target_db, opts.target)
+        con = plan_transcripts(opts, transcripts, target_db, src_db, started)
+        try:
+            _fill_report(con, report, transcripts, skipped)
+            batches = [r[0] for r in con.execute("SELECT DISTINCT batch FROM session_work ORDER BY 1").fetchall()]
+            if opts.dry_run:
+                report.elapsed_s = time.monotonic() - t0
+                return report
+            stage_path = Path(work.name) / "stage.sqlite"
+            plan.duck.attach_sqlite(con, str(stage_path), "stage", read_only=False)
+            run_step(step_named("r65_"), con)
+            con.execute("DETACH stage")
+        finally:
+            con.close()
         run_id = new_run_id()
         job = WriteJob(target=opts.target, target_existed=existed, stage=stage_path, batch_steps=RECONCILE_STEPS,
                        final_step=None, batches=batches, params={"fired_at": started},
                        lock_timeout=opts.lock_timeout, progress=opts.progress)
         job.ledger = {"run_id": run_id, "tool_version": __version__, "command": "reconcile", "started_at": started,
                       "finished_at": None, "status": "complete", "source_path": str(opts.src) if opts.src else None,
-                      "source_size": None, "source_sha256": None,
+                      "source_size": snaps[0].size if opts.src else None,
+                      "source_sha256": snaps[0].sha256 if opts.src else None,
                       "options": js_stringify({"sessions": [str(t.path) for t in transcripts],
                                                "session_filter": opts.session_filter, "key_by": opts.key_by})}
         counts = write(job, now_iso)

@@ -76,8 +76,12 @@ def resolve_target(dest: str | None, memory_dir: str | None) -> Path:
     raise BadInput("no target: pass --dest PATH (a Remnic lcm.sqlite) or --memory-dir DIR")
 
 
-def check_target(path: Path) -> bool:
-    """Validate a target before anything is read or written. Returns True when it already exists."""
+def check_target(path: Path, open_it: bool = True) -> bool:
+    """Validate a target before anything is read or written. Returns True when it already exists.
+
+    open_it=False checks the file only: opening a WAL database, even read-only, creates -wal/-shm
+    beside it, which a dry run or an audit must not do; they call check_remnic on their snapshot.
+    """
     if path.is_dir():
         raise BadInput(f"target is a directory: {path} (pass the lcm.sqlite file path, or use --memory-dir)")
     if path.exists():
@@ -88,8 +92,8 @@ def check_target(path: Path) -> bool:
             raise BadInput(f"target cannot be read: {path}: {exc.strerror}") from None
         if head and head != SQLITE_HEADER:
             raise BadInput(f"target exists but is not a SQLite database: {path} (choose another --dest)")
-        if head:
-            _check_remnic(path)
+        if head and open_it:
+            check_remnic(path, path)
         return True
     folder = path.parent
     probe = folder
@@ -102,9 +106,10 @@ def check_target(path: Path) -> bool:
     return False
 
 
-def _check_remnic(path: Path) -> None:
+def check_remnic(db: Path, path: Path) -> None:
+    """db is the file to open (the target or a private copy of it); path names it in messages."""
     try:
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
         try:
             names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
             version = None

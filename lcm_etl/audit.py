@@ -1,0 +1,162 @@
+"""`audit`: a read-only comparison of the sources with the target, for CI (exit 0 clean, 3 pending).
+
+It runs the same plan as `migrate` (and `reconcile` for --sessions) on private copies of the source
+and the target, so "what a run would write now" is exactly what the run would write; then the audit
+queries of transforms/a10_audit_source.sql list every offending fact. Nothing is written anywhere:
+a missing target is read as empty (everything pending) and never created.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+
+from . import duck, plan
+from .errors import BadInput
+from .migrate import now_iso
+from .reconcile import ReconcileOptions, plan_transcripts, read_all
+from .report import RunReport
+from .sources import detect_schema, take_snapshot
+from .steps import run_step, step_named
+from .target import check_remnic, check_target
+
+_DETAIL = {
+    "tgt_detail": """SELECT id, role, sha256(content) AS content_hash, token_count,
+                            try_cast(created_at AS TIMESTAMPTZ) AS ts
+                     FROM tgt.lcm_messages WHERE id IN (SELECT tid_present FROM msg_plan)""",
+    "tgt_part_keys": """SELECT message_id, ordinal FROM tgt.lcm_message_parts
+                        WHERE message_id IN (SELECT tid_present FROM msg_plan)""",
+    "tgt_summary_detail": """SELECT id, session_id, depth, parent_id, sha256(summary_text) AS text_hash, token_count,
+                                    msg_start, msg_end FROM tgt.lcm_summary_nodes""",
+    "tgt_provenance_summaries": "SELECT summary_id, session_id FROM tgt.lcm_etl_summaries",
+    "tgt_skipped": "SELECT source_id FROM tgt.lcm_etl_skipped WHERE kind = 'summary'",
+}
+_DETAIL_EMPTY = {
+    "tgt_detail": "SELECT NULL::BIGINT AS id, NULL::VARCHAR AS role, NULL::VARCHAR AS content_hash, "
+                  "NULL::BIGINT AS token_count, NULL::TIMESTAMPTZ AS ts WHERE false",
+    "tgt_part_keys": "SELECT NULL::BIGINT AS message_id, NULL::BIGINT AS ordinal WHERE false",
+    "tgt_summary_detail": "SELECT NULL::VARCHAR AS id, NULL::VARCHAR AS session_id, NULL::BIGINT AS depth, "
+                          "NULL::VARCHAR AS parent_id, NULL::VARCHAR AS text_hash, NULL::BIGINT AS token_count, "
+                          "NULL::BIGINT AS msg_start, NULL::BIGINT AS msg_end WHERE false",
+    "tgt_provenance_summaries": "SELECT NULL::VARCHAR AS summary_id, NULL::VARCHAR AS session_id WHERE false",
+    "tgt_skipped": "SELECT NULL::VARCHAR AS source_id WHERE false",
+}
+_NEEDS = {"tgt_detail": "lcm_messages", "tgt_part_keys": "lcm_message_parts", "tgt_summary_detail": "lcm_summary_nodes",
+          "tgt_provenance_summaries": "lcm_etl_summaries", "tgt_skipped": "lcm_etl_skipped"}
+FINDING_KEYS = ("kind", "problem", "session_id", "source_id", "detail")
+
+
+@dataclass
+class AuditOptions:
+    target: Path
+    src: Path | None
+    sessions: list[str] = field(default_factory=list)
+    session_filter: list[str] = field(default_factory=list)
+    key_by: str = "session-id"
+
+
+def audit(opts: AuditOptions) -> tuple[RunReport, list[dict]]:
+    t0 = time.monotonic()
+    report = RunReport(command="audit", dry_run=True, source=str(opts.src) if opts.src else None,
+                       target=str(opts.target))
+    existed = check_target(opts.target, open_it=False)
+    snaps = []
+    findings: list[dict] = []
+    try:
+        target_db = None
+        if existed:
+            snaps.append(take_snapshot(opts.target, "target"))
+            target_db = snaps[-1].path
+            check_remnic(target_db, opts.target)
+        else:
+            report.warnings.append(f"target does not exist: {opts.target}; everything is pending")
+        src_db = None
+        if opts.src:
+            snaps.append(take_snapshot(opts.src, "source"))
+            src_db = snaps[-1].path
+            findings += _audit_source(opts, src_db, target_db, report)
+        if opts.sessions:
+            findings += _audit_transcripts(opts, src_db, target_db, report)
+    except duckdb.Error as exc:
+        raise BadInput(f"inputs could not be read: {str(exc).splitlines()[0]}") from None
+    finally:
+        for s in snaps:
+            s.close()
+    counts: dict[str, int] = {}
+    for f in findings:
+        key = f"{f['kind']}: {f['problem']}"
+        counts[key] = counts.get(key, 0) + 1
+    report.extra["findings"] = len(findings)
+    report.extra["findings_by_problem"] = counts
+    report.elapsed_s = time.monotonic() - t0
+    return report, findings
+
+
+def _audit_source(opts: AuditOptions, src_db: Path, target_db: Path | None, report: RunReport) -> list[dict]:
+    schema = detect_schema(src_db, opts.src)
+    report.source_schema = schema.generation
+    con = plan.open_source(src_db, schema)
+    try:
+        plan.load_target_state(con, target_db)
+        plan.build(con, opts.key_by, opts.session_filter, 50_000, report, str(opts.src))
+        tables: set[str] = set()
+        if target_db is not None:
+            duck.attach_sqlite(con, str(target_db), "tgt")
+            tables = {r[0] for r in con.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_catalog = 'tgt'").fetchall()}
+        for name, sql in _DETAIL.items():
+            con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS "
+                        f"{sql if _NEEDS[name] in tables else _DETAIL_EMPTY[name]}")
+        if target_db is not None:
+            con.execute("DETACH tgt")
+        run_step(step_named("a10_"), con)
+        rows = con.execute("SELECT * FROM audit_findings ORDER BY kind, session_id, source_id").fetchall()
+        return [dict(zip(FINDING_KEYS, r)) for r in rows]
+    finally:
+        con.close()
+
+
+def _audit_transcripts(opts: AuditOptions, src_db: Path | None, target_db: Path | None,
+                       report: RunReport) -> list[dict]:
+    ropts = ReconcileOptions(sessions=opts.sessions, target=opts.target, src=opts.src,
+                             session_filter=opts.session_filter, key_by=opts.key_by)
+    transcripts, _ = read_all(ropts)
+    con = plan_transcripts(ropts, transcripts, target_db, src_db, now_iso())
+    try:
+        rows = con.execute("""
+            SELECT 'transcript message', 'missing in target', p.session_id,
+                   m.file || ':' || coalesce(m.entry_id, '#' || (p.path_index + 1)), m.role
+            FROM jsonl_plan p JOIN jsonl_messages m USING (message_id)
+            WHERE p.is_new ORDER BY p.session_id, p.file_order, p.path_index""").fetchall()
+        report.extra["transcript_messages_pending"] = len(rows)
+        return [dict(zip(FINDING_KEYS, r)) for r in rows]
+    finally:
+        con.close()
+
+
+def as_text(report: RunReport, findings: list[dict], per_kind: int = 5) -> str:
+    lines = [f"lcm-etl audit: {'CLEAN - the target holds every source fact' if not findings else 'PENDING'}"]
+    if report.source:
+        lines.append(f"  source:  {report.source}" + (f"  [{report.source_schema}]" if report.source_schema else ""))
+    lines.append(f"  target:  {report.target}")
+    if report.source:
+        lines.append(f"  a migrate would write: {report.messages.inserted} messages, {report.parts.inserted} parts, "
+                     f"{report.summaries.inserted} summaries, {report.boundary_events} boundary events")
+    if "transcript_messages_pending" in report.extra:
+        lines.append(f"  a reconcile would import: {report.extra['transcript_messages_pending']} transcript messages")
+    shown: dict[str, int] = {}
+    for f in findings:
+        key = f"{f['kind']}: {f['problem']}"
+        shown[key] = shown.get(key, 0) + 1
+        if shown[key] <= per_kind:
+            lines.append(f"  {key}  session {f['session_id']}  {f['source_id']}" +
+                         (f"  ({f['detail']})" if f["detail"] else ""))
+    for key, n in sorted(report.extra.get("findings_by_problem", {}).items()):
+        if n > per_kind:
+            lines.append(f"  {key}: {n - per_kind} more (see --json)")
+    for w in report.warnings:
+        lines.append(f"  warning: {w}")
+    lines.append(f"  {len(findings)} findings; elapsed {report.elapsed_s:.2f} s")
+    return "\n".join(lines)
