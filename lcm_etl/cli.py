@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import sys
+from pathlib import Path
 import traceback
 
 import click
@@ -102,18 +103,48 @@ def cli():
 @target_options
 @run_options
 @write_options
+@click.option("--manifest", metavar="FILE", help="migrate every `SRC DEST` pair listed in FILE, in parallel")
+@click.option("--jobs", type=click.IntRange(min=1), default=None, help="parallel pairs with --manifest (default: cores)")
 @handled
-def migrate(src, dest, memory_dir, dry_run, session_filter, key_by, as_json, quiet, debug, lock_timeout, batch_rows):
+def migrate(src, dest, memory_dir, dry_run, session_filter, key_by, as_json, quiet, debug, lock_timeout, batch_rows,
+            manifest, jobs):
     """Copy a lossless-claw lcm.db into a Remnic LCM database (idempotent)."""
     from .migrate import MigrateOptions, migrate as run
     from .target import resolve_target
 
+    if manifest:
+        return _fleet(manifest, src, dest, memory_dir, jobs, as_json, quiet,
+                      MigrateOptions(src=Path(), target=Path(), dry_run=dry_run, session_filter=list(session_filter),
+                                     key_by=key_by, lock_timeout=lock_timeout, batch_rows=batch_rows))
     opts = MigrateOptions(src=resolve_src(src), target=resolve_target(dest, memory_dir), dry_run=dry_run,
                           session_filter=list(session_filter), key_by=key_by, lock_timeout=lock_timeout,
                           batch_rows=batch_rows, progress=progress_wanted(as_json, quiet))
     report = run(opts)
     emit(report, as_json, quiet)
     return 0
+
+
+def _fleet(manifest, src, dest, memory_dir, jobs, as_json, quiet, template) -> int:
+    import time
+    from .errors import BadInput
+    from .fleet import fleet_exit_code, progress_line, read_manifest, run_fleet, summary_table
+
+    if src or dest or memory_dir:
+        raise BadInput("--manifest lists the pairs: do not also pass --src, --dest or --memory-dir")
+    pairs = read_manifest(expand(manifest))
+    t0 = time.monotonic()
+
+    def on_done(result, done, total):
+        if not as_json and not quiet:
+            click.echo(progress_line(result, done, total), err=True)
+
+    results = run_fleet(pairs, template, jobs, on_done)
+    if as_json:
+        click.echo(orjson.dumps({"pairs": [r.__dict__ for r in results],
+                                 "failed": sum(not r.ok for r in results)}).decode())
+    elif not quiet:
+        click.echo(summary_table(results, time.monotonic() - t0))
+    return fleet_exit_code(results)
 
 
 @cli.command()
