@@ -33,14 +33,21 @@ def connect(threads: int | None = None, memory_limit: str = "1GB") -> duckdb.Duc
         "autoload_known_extensions": False,
         "memory_limit": memory_limit,
     })
-    con.execute(f"LOAD '{sqlite_scanner_path()}'")
     con.execute("SET TimeZone='UTC'")
     if threads:
         con.execute(f"SET threads={int(threads)}")
     return con
 
 
+def ensure_sqlite_scanner(con: duckdb.DuckDBPyConnection) -> None:
+    """LOAD costs about a third of a second (signature check), so only connections that attach pay it."""
+    loaded = con.execute("SELECT loaded FROM duckdb_extensions() WHERE extension_name = 'sqlite_scanner'").fetchone()
+    if not (loaded and loaded[0]):
+        con.execute(f"LOAD '{sqlite_scanner_path()}'")
+
+
 def attach_sqlite(con: duckdb.DuckDBPyConnection, path: str, alias: str, read_only: bool = True) -> None:
+    ensure_sqlite_scanner(con)
     mode = ", READ_ONLY" if read_only else ""
     con.execute(f"ATTACH '{_quote(path)}' AS {alias} (TYPE sqlite{mode})")
 

@@ -8,6 +8,7 @@ only the ones it mentions.
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from importlib import resources
@@ -46,11 +47,15 @@ def parse_step(name: str, text: str) -> Step:
     return step
 
 
-def load_steps(phase: str | None = None) -> list[Step]:
+@functools.lru_cache(maxsize=1)
+def _all_steps() -> tuple[Step, ...]:
     folder = resources.files("lcm_etl.transforms")
-    steps = [parse_step(f.name, f.read_text(encoding="utf-8"))
-             for f in sorted(folder.iterdir(), key=lambda f: f.name) if f.name.endswith(".sql")]
-    return [s for s in steps if phase is None or s.phase == phase]
+    return tuple(parse_step(f.name, f.read_text(encoding="utf-8"))
+                 for f in sorted(folder.iterdir(), key=lambda f: f.name) if f.name.endswith(".sql"))
+
+
+def load_steps(phase: str | None = None) -> list[Step]:
+    return [s for s in _all_steps() if phase is None or s.phase == phase]
 
 
 def step_named(prefix: str) -> Step:

@@ -76,6 +76,18 @@ def migrate_json(src: Path, dest: Path, *extra) -> dict:
     return json.loads(proc.stdout)
 
 
+def migrate_api(src: Path, dest: Path, **options) -> dict:
+    """The same migration in-process (no interpreter start-up): for tests about data, not about the CLI."""
+    from lcm_etl.migrate import MigrateOptions, migrate
+
+    return migrate(MigrateOptions(src=Path(src), target=Path(dest), **options)).as_dict()
+
+
+def comparable(report: dict) -> dict:
+    """A report without what legitimately differs between a dry run and the real run."""
+    return {k: v for k, v in report.items() if k not in ("dry_run", "elapsed_s", "run_id")}
+
+
 def open_db(path: Path) -> sqlite3.Connection:
     """Open a database (a target, or a private oracle copy of a source) for reading."""
     con = sqlite3.connect(path)

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (FIXTURES, ISO_MS, columns, copy_fixture, migrate_json, open_db, oracle,
-                      resolve_session, source_messages, target_messages)
+from conftest import (FIXTURES, ISO_MS, columns, comparable, copy_fixture, folder_state, migrate_api, open_db,
+                      oracle, resolve_session, source_messages, target_messages)
 
 
 @dataclass
@@ -21,7 +21,10 @@ class Imported:
     src: object        # sqlite3 connection to a private copy of the source
     tgt: object        # sqlite3 connection to the target
     report: dict
+    dry: dict          # the dry run made just before the real run
     target: Path
+    source_files_before: dict
+    source_files_after: dict
 
 
 @pytest.fixture(scope="module", params=FIXTURES)
@@ -30,10 +33,15 @@ def imported(request, tmp_path_factory):
     base = tmp_path_factory.mktemp(name.replace(".", "_"))
     src_copy = copy_fixture(name, base / "src")
     target = base / "out" / "lcm.sqlite"
-    report = migrate_json(src_copy, target)
+    before = folder_state(src_copy.parent)
+    dry = migrate_api(src_copy, target, dry_run=True)
+    target_folder_after_dry_run = target.parent.exists()
+    report = migrate_api(src_copy, target)
+    after = folder_state(src_copy.parent)
+    assert not target_folder_after_dry_run
     src = oracle(name, base / "oracle")
     tgt = open_db(target)
-    yield Imported(name, src, tgt, report, target)
+    yield Imported(name, src, tgt, report, dry, target, before, after)
     src.close()
     tgt.close()
 
@@ -278,3 +286,12 @@ def test_conversations_and_large_files_are_kept_in_provenance(imported):
         if src.execute("SELECT 1 FROM sqlite_master WHERE name = 'large_files'").fetchone() else 0
     assert tgt.execute("SELECT count(*) FROM lcm_etl_large_files").fetchone()[0] == n_files
     assert tgt.execute("SELECT count(*) FROM lcm_etl_runs").fetchone()[0] == 1
+
+
+def test_a_dry_run_reports_exactly_what_the_real_run_then_does(imported):
+    assert imported.dry["dry_run"] is True
+    assert comparable(imported.dry) == comparable(imported.report)
+
+
+def test_the_source_bytes_are_unchanged_and_no_file_appears_beside_it(imported):
+    assert imported.source_files_after == imported.source_files_before

@@ -5,14 +5,8 @@ import json
 
 import pytest
 
-from conftest import (FIXTURES, copy_fixture, folder_state, make_native_target, migrate_json, open_db,
-                      oracle, run_cli, source_messages, table_counts, target_messages)
-
-VOLATILE = ("dry_run", "elapsed_s", "run_id")
-
-
-def comparable(report: dict) -> dict:
-    return {k: v for k, v in report.items() if k not in VOLATILE}
+from conftest import (FIXTURES, comparable, folder_state, make_native_target, migrate_api, open_db, oracle,
+                      run_cli, source_messages, table_counts, target_messages)
 
 
 def fts_rows(con) -> tuple[int, int]:
@@ -24,10 +18,12 @@ def fts_rows(con) -> tuple[int, int]:
 def test_rerunning_imports_zero_new_rows_and_writes_no_boundary_event(name, fixture_copy, tmp_path):
     src = fixture_copy(name)
     dest = tmp_path / "out" / "lcm.sqlite"
-    first = migrate_json(src, dest)
+    source_before = folder_state(src.parent)
+    first = migrate_api(src, dest)
     with open_db(dest) as con:
         before, fts_before = table_counts(con), fts_rows(con)
-    second = migrate_json(src, dest)
+    second = migrate_api(src, dest)
+    assert folder_state(src.parent) == source_before
     with open_db(dest) as con:
         after, fts_after = table_counts(con), fts_rows(con)
     assert after.pop("lcm_etl_runs") == before.pop("lcm_etl_runs") + 1
@@ -41,27 +37,15 @@ def test_rerunning_imports_zero_new_rows_and_writes_no_boundary_event(name, fixt
     assert second["collapsed_parents"] == 0
 
 
-@pytest.mark.parametrize("name", ["basic-0.15.3.db", "multiparent-newest.db", "wal-newest.db"])
-def test_dry_run_on_a_missing_target_reports_what_the_real_run_then_does_and_creates_nothing(name, fixture_copy,
-                                                                                          tmp_path):
-    src = fixture_copy(name)
-    dest = tmp_path / "new" / "state" / "lcm.sqlite"
-    dry = migrate_json(src, dest, "--dry-run")
-    assert dry["dry_run"] is True
-    assert not (tmp_path / "new").exists()
-    real = migrate_json(src, dest)
-    assert comparable(dry) == comparable(real)
-
-
 def test_dry_run_on_an_existing_target_reports_what_the_real_run_then_does_and_changes_nothing(fixture_copy,
                                                                                              tmp_path):
     src = fixture_copy("shared-session-newest.db")
     dest = tmp_path / "out" / "lcm.sqlite"
-    migrate_json(src, dest, "--session-filter", "a08ff49b-6f77-4632-a16c-43069c43a8c3")
+    migrate_api(src, dest, session_filter=["a08ff49b-6f77-4632-a16c-43069c43a8c3"])
     before = folder_state(dest.parent)
-    dry = migrate_json(src, dest, "--dry-run")
+    dry = migrate_api(src, dest, dry_run=True)
     assert folder_state(dest.parent) == before
-    real = migrate_json(src, dest)
+    real = migrate_api(src, dest)
     assert comparable(dry) == comparable(real)
     assert real["messages"]["inserted"] == 10 and real["messages"]["already_present"] == 41
 
@@ -76,24 +60,13 @@ def test_dry_run_text_report_says_nothing_was_written(fixture_copy, tmp_path):
     assert not dest.parent.exists()
 
 
-@pytest.mark.parametrize("name", FIXTURES)
-def test_the_source_bytes_are_unchanged_and_no_file_appears_beside_it(name, fixture_copy, tmp_path):
-    src = fixture_copy(name)
-    before = folder_state(src.parent)
-    migrate_json(src, tmp_path / "out" / "lcm.sqlite", "--dry-run")
-    migrate_json(src, tmp_path / "out" / "lcm.sqlite")
-    migrate_json(src, tmp_path / "out" / "lcm.sqlite")
-    assert run_cli("inspect", "--src", src, "--json").returncode == 0
-    assert folder_state(src.parent) == before
-
-
 def test_rows_that_exist_only_in_the_wal_file_are_imported(fixture_copy, tmp_path):
     with_wal = fixture_copy("wal-newest.db", "with-wal")
     main_only = tmp_path / "main-only" / "wal-newest.db"
     main_only.parent.mkdir()
     main_only.write_bytes(with_wal.read_bytes())
-    full = migrate_json(with_wal, tmp_path / "a" / "lcm.sqlite")
-    partial = migrate_json(main_only, tmp_path / "b" / "lcm.sqlite")
+    full = migrate_api(with_wal, tmp_path / "a" / "lcm.sqlite")
+    partial = migrate_api(main_only, tmp_path / "b" / "lcm.sqlite")
     assert (full["messages"]["inserted"], full["parts"]["inserted"], full["summaries"]["inserted"]) == (34, 43, 2)
     assert (partial["messages"]["inserted"], partial["parts"]["inserted"], partial["summaries"]["inserted"]) == (20, 25, 1)
     with open_db(tmp_path / "a" / "lcm.sqlite") as con:
@@ -132,7 +105,7 @@ def test_import_into_a_session_with_native_remnic_rows_is_appended_after_them(fi
     native = con.execute("SELECT * FROM lcm_messages ORDER BY id").fetchall()
     con.close()
 
-    report = migrate_json(src, dest)
+    report = migrate_api(src, dest)
     assert report["messages"]["inserted"] == 122
     with open_db(dest) as tgt:
         assert [tuple(r) for r in tgt.execute("SELECT * FROM lcm_messages WHERE id <= 5 ORDER BY id")] == \
@@ -158,7 +131,7 @@ def test_import_into_a_session_with_native_remnic_rows_is_appended_after_them(fi
         tgt.execute("INSERT INTO lcm_messages_fts(lcm_messages_fts, rank) VALUES ('integrity-check', 1)")
         assert tgt.execute("PRAGMA foreign_key_check").fetchall() == []
 
-    again = migrate_json(src, dest)
+    again = migrate_api(src, dest)
     assert again["messages"]["inserted"] == again["parts"]["inserted"] == again["summaries"]["inserted"] == 0
     assert again["boundary_events"] == 0
 
@@ -166,9 +139,9 @@ def test_import_into_a_session_with_native_remnic_rows_is_appended_after_them(fi
 def test_a_session_filtered_run_then_a_full_run_imports_the_rest_once(fixture_copy, tmp_path):
     src = fixture_copy("basic-0.9.4.db")
     dest = tmp_path / "out" / "lcm.sqlite"
-    one = migrate_json(src, dest, "--session-filter", "b7cf3c25-632b-4240-ad3f-b64afebede10")
+    one = migrate_api(src, dest, session_filter=["b7cf3c25-632b-4240-ad3f-b64afebede10"])
     assert one["messages"]["inserted"] == 41
-    rest = migrate_json(src, dest)
+    rest = migrate_api(src, dest)
     assert rest["messages"]["inserted"] == 81 and rest["messages"]["already_present"] == 41
     assert rest["sessions_touched"] == ["a08ff49b-6f77-4632-a16c-43069c43a8c3", "d4e8eb2a-f2f2-4165-a881-cd424e42a851"]
     with open_db(dest) as con:

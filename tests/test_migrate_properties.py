@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from conftest import copy_fixture, open_db, source_messages, table_counts, target_messages
-from lcm_etl.migrate import MigrateOptions, migrate
+from conftest import comparable, copy_fixture, migrate_api, open_db, source_messages, table_counts, target_messages
 from test_migrate_fixtures import expected_summaries
 
 TABLES = ("conversations", "messages", "message_parts", "summaries", "summary_messages", "summary_parents")
@@ -99,11 +98,7 @@ def build_source(path: Path, ddl: list[str], data) -> None:
 
 
 def run(src: Path, dest: Path, dry_run: bool = False) -> dict:
-    return migrate(MigrateOptions(src=src, target=dest, dry_run=dry_run)).as_dict()
-
-
-def comparable(report: dict) -> dict:
-    return {k: v for k, v in report.items() if k not in ("dry_run", "elapsed_s", "run_id")}
+    return migrate_api(src, dest, dry_run=dry_run)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
