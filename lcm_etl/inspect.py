@@ -29,10 +29,10 @@ class SourceInfo:
         for s in self.sessions:
             lines.append(f"  {s['session_id'][:40]:<40} {s['conversations']:>5} {s['messages']:>8} "
                          f"{s['token_sum']:>9} {s['leaf_summaries']:>5} {s['condensed_summaries']:>5} "
-                         f"{s['max_depth']:>5} {s['multi_parent_summaries']:>5}")
+                         f"{'-' if s['max_depth'] is None else s['max_depth']:>5} {s['multi_parent_summaries']:>5}")
         d = self.dag
         lines.append(f"summary DAG: {d.get('summaries', 0)} nodes ({d.get('leaf', 0)} leaf, {d.get('condensed', 0)} "
-                     f"condensed), max depth {d.get('max_depth')}, {d.get('edges', 0)} parent edges, "
+                     f"condensed), max depth {'-' if d.get('max_depth') is None else d['max_depth']}, {d.get('edges', 0)} parent edges, "
                      f"{d.get('multi_parent', 0)} summaries with several covering nodes, "
                      f"{d.get('unlinked', 0)} without links, {d.get('cross_conversation_links', 0)} "
                      "links to another conversation's messages")

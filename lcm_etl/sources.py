@@ -38,6 +38,11 @@ def expand(path: str | os.PathLike) -> Path:
     return Path(os.path.expandvars(os.path.expanduser(str(path))))
 
 
+def _remedy(what: str) -> str:
+    return ("point --src at lossless-claw's lcm.db" if what == "source"
+            else "point --dest at a Remnic lcm.sqlite, or at a new path")
+
+
 def check_sqlite_file(path: Path, what: str = "source") -> Path:
     """Stat the path ourselves: DuckDB attaches a missing path lazily and fails late with a vague error."""
     if not path.exists():
@@ -50,7 +55,7 @@ def check_sqlite_file(path: Path, what: str = "source") -> Path:
     except OSError as exc:
         raise BadInput(f"{what} cannot be read: {path}: {exc.strerror}") from None
     if head != SQLITE_HEADER:
-        raise BadInput(f"{what} is not a SQLite database: {path} (expected lossless-claw's lcm.db)")
+        raise BadInput(f"{what} is not a SQLite database: {path} ({_remedy(what)})")
     return path
 
 
@@ -118,7 +123,7 @@ def _fold_wal(copy: Path, original: Path, what: str) -> str:
         finally:
             con.close()
     except sqlite3.DatabaseError as exc:
-        raise BadInput(f"{what} is not a readable SQLite database: {original} ({exc})") from None
+        raise BadInput(f"{what} is not a readable SQLite database: {original} ({exc}; {_remedy(what)})") from None
     h = hashlib.sha256()
     with open(copy, "rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
@@ -179,7 +184,7 @@ def detect_schema(db: Path, original: Path) -> SourceSchema:
             "SELECT name FROM sqlite_master WHERE type IN ('table','view') ORDER BY name")]
         schema = SourceSchema({n: [r[1] for r in con.execute(f'PRAGMA table_info("{n}")')] for n in names})
     except sqlite3.DatabaseError as exc:
-        raise BadInput(f"source is not a readable SQLite database: {original} ({exc})") from None
+        raise BadInput(f"source is not a readable SQLite database: {original} ({exc}; {_remedy('source')})") from None
     finally:
         con.close()
     missing = [t for t in REQUIRED_TABLES if not schema.has(t)]

@@ -100,7 +100,7 @@ def check_target(path: Path, open_it: bool = True) -> bool:
     while not probe.exists():
         probe = probe.parent
     if not probe.is_dir():
-        raise BadInput(f"target folder cannot be created: {probe} is not a directory")
+        raise BadInput(f"target folder cannot be created: {probe} is not a directory (choose a --dest in a folder)")
     if not os.access(probe, os.W_OK | os.X_OK):
         raise BadInput(f"target folder is not writable: {probe} (choose a --dest you can write to)")
     return False

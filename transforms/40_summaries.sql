@@ -20,12 +20,18 @@ WITH RECURSIVE down(top, sid) AS (
 SELECT top, sid FROM down;
 
 CREATE OR REPLACE TEMP TABLE sum_range AS
-WITH node AS (
-  SELECT s.summary_id, c.session_id
-  FROM src_summaries s LEFT JOIN sessions c USING (conversation_id)
-), beneath AS (
+WITH beneath AS (
   SELECT DISTINCT c.top AS summary_id, l.message_id
   FROM sum_closure c JOIN src_summary_messages l ON l.summary_id = c.sid
+), node AS (
+  -- the session of the summary's conversation; a source without summaries.conversation_id (the peer
+  -- importer's test shape) gives the one session all the messages beneath it share
+  SELECT s.summary_id,
+         coalesce(c.session_id,
+                  (SELECT CASE WHEN count(DISTINCT m.session_id) = 1 THEN min(m.session_id) END
+                   FROM beneath b JOIN src_msgs m ON m.message_id = b.message_id
+                   WHERE b.summary_id = s.summary_id)) AS session_id
+  FROM src_summaries s LEFT JOIN sessions c USING (conversation_id)
 )
 SELECT n.summary_id, n.session_id,
        count(m.message_id) FILTER (WHERE m.session_id = n.session_id) AS own_msgs,
@@ -44,8 +50,10 @@ GROUP BY n.summary_id, n.session_id;
 CREATE OR REPLACE TEMP TABLE sum_plan AS
 SELECT s.summary_id, r.session_id, s.depth, s.kind, r.lo_msg, r.hi_msg, r.lo_turn, r.hi_turn,
        r.own_msgs, r.foreign_msgs, r.dangling_msgs,
-       coalesce(strftime(try_cast(s.created_at AS TIMESTAMPTZ)::TIMESTAMP, '%Y-%m-%dT%H:%M:%S.%gZ'),
-                s.created_at) AS created_iso,
+       coalesce(strftime(try_cast(s.created_at AS TIMESTAMPTZ)::TIMESTAMP, '%Y-%m-%dT%H:%M:%S.%gZ'), s.created_at,
+                strftime(try_cast(s.latest_at AS TIMESTAMPTZ)::TIMESTAMP, '%Y-%m-%dT%H:%M:%S.%gZ'),
+                strftime(try_cast(s.earliest_at AS TIMESTAMPTZ)::TIMESTAMP, '%Y-%m-%dT%H:%M:%S.%gZ'))
+         AS created_iso,
        CASE
          WHEN r.session_id IS NULL THEN 'skipped'
          WHEN r.session_id NOT IN (SELECT session_id FROM selected) THEN 'filtered'

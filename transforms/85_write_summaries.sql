@@ -12,7 +12,7 @@
 INSERT INTO lcm_summary_nodes (id, session_id, depth, parent_id, summary_text, token_count, msg_start, msg_end,
                                escalation, created_at)
 SELECT p.summary_id, p.session_id, s.depth, p.parent_id, s.content, s.token_count, lo.turn, hi.turn, 0,
-       p.created_iso
+       coalesce(p.created_iso, :fired_at)
 FROM plan.plan_summaries p
 JOIN src_summaries s ON s.summary_id = p.summary_id
 JOIN _map lo ON lo.src_message_id = p.lo_msg
