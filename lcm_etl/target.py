@@ -107,9 +107,14 @@ def check_target(path: Path, open_it: bool = True) -> bool:
 
 
 def check_remnic(db: Path, path: Path) -> None:
-    """db is the file to open (the target or a private copy of it); path names it in messages."""
+    """db is the file to open (the target or a private copy of it); path names it in messages.
+
+    Opened `immutable=1`: even a read-only open of a WAL database creates -wal/-shm beside it, and a
+    target we refuse must be left exactly as it was. Immutable reads skip the WAL, which is fine for
+    this check: only the schema's presence is looked at, and the run reads the target properly later.
+    """
     try:
-        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        con = sqlite3.connect(f"file:{db}?mode=ro&immutable=1", uri=True)
         try:
             names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
             version = None

@@ -12,6 +12,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -179,3 +180,37 @@ def fixture_copy(tmp_path):
     def make(name: str, sub: str = "src") -> Path:
         return copy_fixture(name, tmp_path / sub)
     return make
+
+
+@dataclass
+class Imported:
+    name: str
+    src: sqlite3.Connection      # a private copy of the source, to compute expectations from
+    tgt: sqlite3.Connection      # the target after one real run
+    report: dict                 # the real run's report
+    dry: dict                    # the dry run made just before it, on the missing target
+    source: Path                 # the copy lcm-etl read
+    target: Path
+    base: Path
+    target_folder_after_dry_run: bool
+    source_files_before: dict
+    source_files_after: dict
+
+
+@pytest.fixture(scope="session", params=FIXTURES)
+def imported(request, tmp_path_factory):
+    """Each fixture migrated once per test session: dry run on a missing target, then the real run."""
+    name = request.param
+    base = tmp_path_factory.mktemp(name.replace(".", "_"))
+    src_copy = copy_fixture(name, base / "src")
+    target = base / "out" / "lcm.sqlite"
+    before = folder_state(src_copy.parent)
+    dry = migrate_api(src_copy, target, dry_run=True)
+    target_folder_after_dry_run = target.parent.exists()
+    report = migrate_api(src_copy, target)
+    after = folder_state(src_copy.parent)
+    src = oracle(name, base / "oracle")
+    tgt = open_db(target)
+    yield Imported(name, src, tgt, report, dry, src_copy, target, base, target_folder_after_dry_run, before, after)
+    src.close()
+    tgt.close()

@@ -1,49 +1,15 @@
-"""Per-fixture faithfulness: every fixture DB is migrated into a fresh target once (module scope) and the
-target is compared with expectations computed here, with sqlite3 and Python, straight from a private
-copy of the source (never by calling the product's transforms)."""
+"""Per-fixture faithfulness. Every fixture DB is migrated into a fresh target once per test session (the
+`imported` fixture of conftest.py: a dry run, then the real run) and the target is compared with
+expectations computed here, with sqlite3 and Python, from a private copy of the source (never by
+calling the product's transforms)."""
 from __future__ import annotations
 
 import datetime as dt
 import json
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
-from conftest import (FIXTURES, ISO_MS, columns, comparable, copy_fixture, folder_state, migrate_api, open_db,
-                      oracle, resolve_session, source_messages, target_messages)
-
-
-@dataclass
-class Imported:
-    name: str
-    src: object        # sqlite3 connection to a private copy of the source
-    tgt: object        # sqlite3 connection to the target
-    report: dict
-    dry: dict          # the dry run made just before the real run
-    target: Path
-    source_files_before: dict
-    source_files_after: dict
-
-
-@pytest.fixture(scope="module", params=FIXTURES)
-def imported(request, tmp_path_factory):
-    name = request.param
-    base = tmp_path_factory.mktemp(name.replace(".", "_"))
-    src_copy = copy_fixture(name, base / "src")
-    target = base / "out" / "lcm.sqlite"
-    before = folder_state(src_copy.parent)
-    dry = migrate_api(src_copy, target, dry_run=True)
-    target_folder_after_dry_run = target.parent.exists()
-    report = migrate_api(src_copy, target)
-    after = folder_state(src_copy.parent)
-    assert not target_folder_after_dry_run
-    src = oracle(name, base / "oracle")
-    tgt = open_db(target)
-    yield Imported(name, src, tgt, report, dry, target, before, after)
-    src.close()
-    tgt.close()
+from conftest import ISO_MS, columns, comparable, resolve_session, source_messages, target_messages
 
 
 def conversation_sessions(src) -> dict:
@@ -288,8 +254,9 @@ def test_conversations_and_large_files_are_kept_in_provenance(imported):
     assert tgt.execute("SELECT count(*) FROM lcm_etl_runs").fetchone()[0] == 1
 
 
-def test_a_dry_run_reports_exactly_what_the_real_run_then_does(imported):
+def test_a_dry_run_reports_exactly_what_the_real_run_then_does_and_creates_nothing(imported):
     assert imported.dry["dry_run"] is True
+    assert imported.target_folder_after_dry_run is False
     assert comparable(imported.dry) == comparable(imported.report)
 
 

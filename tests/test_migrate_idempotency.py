@@ -1,11 +1,11 @@
-"""Re-runs, dry-runs, the source left untouched, WAL-only rows, and imports appended after native rows."""
+"""Re-runs (of every fixture, after conftest's `imported` run), dry-runs on an existing target, the source
+left untouched, rows that live only in the -wal file, and imports appended after native Remnic rows."""
 from __future__ import annotations
 
-import json
+import shutil
+from pathlib import Path
 
-import pytest
-
-from conftest import (FIXTURES, comparable, folder_state, make_native_target, migrate_api, open_db, oracle,
+from conftest import (comparable, folder_state, make_native_target, migrate_api, open_db, oracle,
                       run_cli, source_messages, table_counts, target_messages)
 
 
@@ -14,21 +14,23 @@ def fts_rows(con) -> tuple[int, int]:
             con.execute("SELECT count(*) FROM lcm_summaries_fts_docsize").fetchone()[0])
 
 
-@pytest.mark.parametrize("name", FIXTURES)
-def test_rerunning_imports_zero_new_rows_and_writes_no_boundary_event(name, fixture_copy, tmp_path):
-    src = fixture_copy(name)
-    dest = tmp_path / "out" / "lcm.sqlite"
-    source_before = folder_state(src.parent)
-    first = migrate_api(src, dest)
+def test_rerunning_imports_zero_new_rows_and_writes_no_boundary_event(imported):
+    # re-run on a copy of the imported target, so the session-wide `imported` target stays as it was
+    dest = imported.base / "rerun" / "lcm.sqlite"
+    dest.parent.mkdir(exist_ok=True)
+    shutil.copyfile(imported.target, dest)
+    assert not Path(str(imported.target) + "-wal").exists()   # the copy is the whole database
     with open_db(dest) as con:
         before, fts_before = table_counts(con), fts_rows(con)
-    second = migrate_api(src, dest)
-    assert folder_state(src.parent) == source_before
+    source_before = folder_state(imported.source.parent)
+    second = migrate_api(imported.source, dest)
+    assert folder_state(imported.source.parent) == source_before
     with open_db(dest) as con:
         after, fts_after = table_counts(con), fts_rows(con)
     assert after.pop("lcm_etl_runs") == before.pop("lcm_etl_runs") + 1
     assert after == before
     assert fts_after == fts_before
+    first = imported.report
     for kind in ("messages", "parts", "summaries"):
         assert second[kind]["inserted"] == 0
         assert second[kind]["already_present"] == first[kind]["inserted"]
@@ -111,12 +113,12 @@ def test_import_into_a_session_with_native_remnic_rows_is_appended_after_them(fi
         assert [tuple(r) for r in tgt.execute("SELECT * FROM lcm_messages WHERE id <= 5 ORDER BY id")] == \
             [tuple(r) for r in native]
         src_con = oracle("basic-0.15.3.db", tmp_path / "oracle")
-        imported = target_messages(tgt)
+        rows = target_messages(tgt)
         session_msgs = [m for m in source_messages(src_con) if m["session"] == NATIVE_SESSION]
-        turns = [imported[(str(m["conversation_id"]), m["seq"])]["turn_index"] for m in session_msgs]
+        turns = [rows[(str(m["conversation_id"]), m["seq"])]["turn_index"] for m in session_msgs]
         assert turns == list(range(5, 5 + len(session_msgs)))
         other = [m for m in source_messages(src_con) if m["session"] != NATIVE_SESSION]
-        assert min(imported[(str(m["conversation_id"]), m["seq"])]["turn_index"] for m in other) == 0
+        assert min(rows[(str(m["conversation_id"]), m["seq"])]["turn_index"] for m in other) == 0
         # summaries of that session are ranged over the shifted turns
         lo, = tgt.execute("SELECT min(msg_start) FROM lcm_summary_nodes WHERE session_id = ? AND id <> 'native-leaf'",
                           (NATIVE_SESSION,)).fetchone()

@@ -3,8 +3,8 @@
 The source schema is lossless-claw's own (the CREATE TABLE statements copied from a fixture's
 sqlite_master); the data is random: sessions shared by several conversations, blank and padded
 session ids, tied and mixed-format timestamps, seq gaps, parts, leaf and condensed summaries with tied
-parent ordinals. Each example runs the real migration in-process (dry run, real run, re-run) and
-checks idempotency, no duplicates, turn_index order, token sums and summary ranges."""
+parent ordinals. Each example runs the real migration in-process (real run, re-run) and
+checks idempotency (a re-run), no duplicates, turn_index order, token sums and summary ranges."""
 from __future__ import annotations
 
 import datetime as dt
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from conftest import comparable, copy_fixture, migrate_api, open_db, source_messages, table_counts, target_messages
+from conftest import copy_fixture, migrate_api, open_db, source_messages, table_counts, target_messages
 from test_migrate_fixtures import expected_summaries
 
 TABLES = ("conversations", "messages", "message_parts", "summaries", "summary_messages", "summary_parents")
@@ -101,7 +101,7 @@ def run(src: Path, dest: Path, dry_run: bool = False) -> dict:
     return migrate_api(src, dest, dry_run=dry_run)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                  HealthCheck.too_slow])
 @given(data=sources())
 def test_generated_sources_import_once_in_turn_order_with_token_sums_and_rerun_as_a_no_op(lossless_claw_ddl, data):
@@ -112,10 +112,7 @@ def test_generated_sources_import_once_in_turn_order_with_token_sums_and_rerun_a
         build_source(src, lossless_claw_ddl, data)
         dest = tmp / "out" / "lcm.sqlite"
 
-        dry = run(src, dest, dry_run=True)
-        assert not dest.parent.exists()
-        first = run(src, dest)
-        assert comparable(dry) == comparable(first)
+        run(src, dest)
 
         oracle = open_db(src)
         tgt = open_db(dest)

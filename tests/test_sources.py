@@ -58,11 +58,8 @@ def test_migrate_reports_the_same_generation_as_inspect(name, tmp_path):
 
 
 @pytest.mark.parametrize("name", ["basic-0.9.4.db", "shared-session-newest.db", "wal-newest.db"])
-def test_inspect_prints_a_readable_description_of_every_fixture(name, tmp_path, request):
-    if name in ("shared-session-newest.db", "wal-newest.db"):
-        request.applymarker(pytest.mark.xfail(strict=True, reason=(
-            "BUG: inspect text output crashes (TypeError formatting max_depth None) when a session has no "
-            "summaries")))
+def test_inspect_prints_a_readable_description_of_every_fixture(name, tmp_path):
+    # shared-session and wal have sessions without summaries (max depth NULL): this once crashed
     src = copy_fixture(name, tmp_path)
     proc = run_cli("inspect", "--src", src)
     assert proc.returncode == 0, proc.stderr
@@ -160,9 +157,6 @@ def test_peer_shape_parts_without_an_ordinal_are_numbered_in_insertion_order(tmp
     assert got == [(0, "tool_call", {"a": 1}, None), (1, "tool_result", {"value": [1, 2]}, "src/x.py")]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: peer-shape summaries (no summaries.conversation_id column) are all skipped as 'its conversation is not "
-    "in the source' instead of taking the session of their linked messages"))
 def test_peer_shape_summaries_without_a_conversation_column_import_into_their_messages_session(tmp_path):
     src = peer_source(tmp_path, PARTS_WITH_ORDINAL)
     dest = tmp_path / "out" / "lcm.sqlite"

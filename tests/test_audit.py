@@ -1,0 +1,187 @@
+"""audit: a read-only proof, for CI, that the target holds every source fact (SPEC §1, §5)."""
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from conftest import ROOT, copy_fixture, folder_state, run_cli
+
+SESSIONS = ROOT / "fixtures" / "sessions"
+
+
+@pytest.fixture
+def migrated(tmp_path):
+    src = copy_fixture("multiparent-newest.db", tmp_path / "src")
+    dest = tmp_path / "out" / "lcm.sqlite"
+    proc = run_cli("migrate", "--src", src, "--dest", dest, "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    return src, dest
+
+
+def audit(src, dest, *extra) -> tuple[int, dict]:
+    proc = run_cli("audit", "--src", src, "--dest", dest, "--json", *extra)
+    assert proc.returncode in (0, 3), proc.stderr
+    return proc.returncode, json.loads(proc.stdout)
+
+
+def problems(report: dict) -> set[tuple[str, str, str]]:
+    return {(d["kind"], d["problem"], d["source_id"]) for d in report["differences"]}
+
+
+def alter(dest, sql: str) -> None:
+    con = sqlite3.connect(dest)
+    with con:
+        con.execute(sql)
+    con.close()
+
+
+def target_id(dest, seq: int) -> int:
+    con = sqlite3.connect(dest)
+    try:
+        return con.execute("SELECT id FROM lcm_messages WHERE json_extract(metadata, '$.source_seq') = ? "
+                           "AND json_extract(metadata, '$.conversation_id') = 1", (seq,)).fetchone()[0]
+    finally:
+        con.close()
+
+
+def test_a_fully_migrated_fixture_audits_clean(migrated):
+    code, report = audit(*migrated)
+    assert code == 0
+    assert report["differences"] == []
+    assert report["messages"]["inserted"] == 0 and report["boundary_events"] == 0
+
+
+@pytest.mark.parametrize("name", ["basic-0.1.0.db", "basic-1.0.0-beta.4.db", "shared-session-newest.db", "wal-newest.db"])
+def test_every_generation_audits_clean_after_a_migration(tmp_path, name):
+    src = copy_fixture(name, tmp_path / "src")
+    dest = tmp_path / "lcm.sqlite"
+    assert run_cli("migrate", "--src", src, "--dest", dest, "-q").returncode == 0
+    code, report = audit(src, dest)
+    assert (code, report["differences"]) == (0, [])
+
+
+def test_a_deleted_message_is_pending_and_named(migrated):
+    src, dest = migrated
+    alter(dest, f"DELETE FROM lcm_messages WHERE id = {target_id(dest, 7)}")
+    code, report = audit(src, dest)
+    assert code == 3
+    assert ("message", "missing in target", "1:7") in problems(report)
+    assert report["messages"]["inserted"] == 1   # what a migrate would write now
+
+
+@pytest.mark.parametrize("column,value,what", [
+    ("content", "'tampered'", "content"), ("role", "'system'", "role"),
+    ("token_count", "token_count + 1", "token_count"), ("created_at", "'1999-01-01T00:00:00.000Z'", "created_at")])
+def test_an_altered_message_is_named_with_what_differs(migrated, column, value, what):
+    src, dest = migrated
+    alter(dest, f"UPDATE lcm_messages SET {column} = {value} WHERE id = {target_id(dest, 3)}")
+    code, report = audit(src, dest)
+    assert code == 3
+    assert ("message", f"differs: {what}", "1:3") in problems(report)
+
+
+def test_a_duplicated_target_row_is_named(migrated):
+    src, dest = migrated
+    alter(dest, "INSERT INTO lcm_messages (session_id, turn_index, role, content, token_count, created_at, metadata) "
+                f"SELECT session_id, turn_index, role, content, token_count, created_at, metadata FROM lcm_messages "
+                f"WHERE id = {target_id(dest, 5)}")
+    code, report = audit(src, dest)
+    assert code == 3
+    assert ("message", "duplicated in target (2 rows)", "1:5") in problems(report)
+
+
+def test_a_removed_boundary_event_is_named(migrated):
+    src, dest = migrated
+    con = sqlite3.connect(dest)
+    session = con.execute("SELECT session_id FROM lcm_compaction_events ORDER BY id LIMIT 1").fetchone()[0]
+    con.close()
+    alter(dest, f"DELETE FROM lcm_compaction_events WHERE session_id = '{session}'")
+    code, report = audit(src, dest)
+    assert code == 3
+    assert ("boundary", "missing in target", session) in problems(report)
+    # and migrate owes exactly that event
+    proc = run_cli("migrate", "--src", src, "--dest", dest, "--json")
+    assert json.loads(proc.stdout)["boundary_events"] == 1
+    assert audit(src, dest)[0] == 0
+
+
+def test_a_row_added_to_the_source_is_pending(migrated):
+    src, dest = migrated
+    con = sqlite3.connect(src)
+    with con:
+        con.execute("INSERT INTO messages (conversation_id, seq, role, content, token_count, created_at) "
+                    "VALUES (1, 999, 'user', 'a new turn', 3, '2026-12-01 00:00:00')")
+    con.close()
+    code, report = audit(src, dest)
+    assert code == 3
+    assert ("message", "missing in target", "1:999") in problems(report)
+
+
+def test_a_target_row_whose_source_row_is_gone_is_named(migrated):
+    src, dest = migrated
+    alter(dest, f"UPDATE lcm_messages SET metadata = json_set(metadata, '$.source_seq', 4242) "
+                f"WHERE id = {target_id(dest, 9)}")
+    code, report = audit(src, dest)
+    assert code == 3
+    assert ("message", "in target but not in source", "1:4242") in problems(report)
+    assert ("message", "missing in target", "1:9") in problems(report)
+
+
+def test_an_altered_summary_is_named(migrated):
+    src, dest = migrated
+    con = sqlite3.connect(dest)
+    sid = con.execute("SELECT id FROM lcm_summary_nodes ORDER BY id LIMIT 1").fetchone()[0]
+    con.close()
+    alter(dest, f"UPDATE lcm_summary_nodes SET summary_text = 'x' WHERE id = '{sid}'")
+    code, report = audit(src, dest)
+    assert code == 3
+    assert ("summary", "differs: summary_text", sid) in problems(report)
+
+
+def test_audit_never_writes_to_source_or_target(migrated):
+    src, dest = migrated
+    before_src, before_dest = folder_state(src.parent), folder_state(dest.parent)
+    alter(dest, f"DELETE FROM lcm_messages WHERE id = {target_id(dest, 2)}")
+    before_dest = folder_state(dest.parent)
+    audit(src, dest)
+    run_cli("audit", "--src", src, "--dest", dest)
+    assert folder_state(src.parent) == before_src
+    assert folder_state(dest.parent) == before_dest
+
+
+def test_a_missing_target_is_everything_pending_and_is_not_created(tmp_path):
+    src = copy_fixture("basic-0.5.0.db", tmp_path / "src")
+    dest = tmp_path / "nowhere" / "lcm.sqlite"
+    code, report = audit(src, dest)
+    assert code == 3
+    assert report["messages"]["inserted"] == 122
+    assert not dest.parent.exists()
+
+
+def test_the_text_report_shows_the_first_findings_and_counts_the_rest(tmp_path):
+    src = copy_fixture("basic-0.5.0.db", tmp_path / "src")
+    proc = run_cli("audit", "--src", src, "--dest", tmp_path / "none.sqlite")
+    assert proc.returncode == 3
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "lcm-etl audit: PENDING"
+    assert sum(line.startswith("  message: missing in target  session") for line in lines) == 5
+    assert "  message: missing in target: 117 more (see --json)" in lines
+
+
+def test_transcripts_are_audited_too(tmp_path):
+    target = tmp_path / "t.sqlite"
+    transcript = SESSIONS / "plain-chat.jsonl"
+    proc = run_cli("audit", "--sessions", transcript, "--dest", target, "--json")
+    assert proc.returncode == 3
+    assert json.loads(proc.stdout)["extra"]["transcript_messages_pending"] == 8
+    assert run_cli("reconcile", "--sessions", transcript, "--dest", target, "-q").returncode == 0
+    proc = run_cli("audit", "--sessions", transcript, "--dest", target, "--json")
+    assert proc.returncode == 0, proc.stdout
+
+
+def test_audit_of_bad_input_exits_2(tmp_path):
+    proc = run_cli("audit", "--src", tmp_path / "missing.db", "--dest", tmp_path / "t.sqlite")
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("lcm-etl: error: source not found: ")
