@@ -99,8 +99,14 @@ def build(con: duckdb.DuckDBPyConnection, key_by: str, session_filter: list[str]
     for prefix in PLAN_STEPS:
         run_step(step_named(prefix), con, params)
     _fill_report(con, report, filtered=bool(session_filter))
-    batches = [r[0] for r in con.execute("SELECT DISTINCT batch FROM session_work ORDER BY 1").fetchall()]
+    batches = all_batches(con)
     return PlannedRun(con, batches, has_work=bool(batches))
+
+
+def all_batches(con) -> list[int]:
+    """Every batch that holds a write: a large session's early chunks as well as sessions' last batches."""
+    return [r[0] for r in con.execute("SELECT batch FROM write_messages UNION SELECT batch FROM session_work "
+                                      "ORDER BY 1").fetchall()]
 
 
 def _select_sessions(con, session_filter: list[str], source_label: str) -> None:
@@ -155,7 +161,7 @@ def _fill_report(con, report: RunReport, filtered: bool) -> None:
     report.sessions_touched = [r[0] for r in con.execute(
         "SELECT session_id FROM session_work ORDER BY session_id").fetchall()]
     report.boundary_events = len(report.sessions_touched)
-    report.batches = _one(con, "SELECT count(DISTINCT batch) FROM session_work")
+    report.batches = len(all_batches(con))
 
 
 def stage(con: duckdb.DuckDBPyConnection, stage_path: Path) -> None:

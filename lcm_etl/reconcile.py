@@ -187,7 +187,7 @@ def reconcile(opts: ReconcileOptions) -> RunReport:
         con = plan_transcripts(opts, transcripts, target_db, src_db, started)
         try:
             _fill_report(con, report, transcripts, skipped)
-            batches = [r[0] for r in con.execute("SELECT DISTINCT batch FROM session_work ORDER BY 1").fetchall()]
+            batches = plan.all_batches(con)
             if opts.dry_run:
                 report.elapsed_s = time.monotonic() - t0
                 return report

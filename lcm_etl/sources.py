@@ -269,7 +269,8 @@ def _parts_view(schema: SourceSchema, dialect: str) -> str:
     shape = schema.parts_shape
     if shape is None:
         return ("SELECT NULL AS message_id, NULL AS ordinal, NULL AS source_kind, NULL AS tool_name, "
-                "NULL AS file_path, NULL AS created_at, NULL AS payload WHERE 1=0")
+                "NULL AS file_path, NULL AS created_at, NULL AS payload, NULL AS raw_type, 0 AS has_input, "
+                "0 AS has_output WHERE 1=0")
     if "ordinal" in cols:
         ordinal = '"ordinal"'
     else:  # peer-test shape without ordinal: position in insertion order, as the peer does
@@ -291,8 +292,14 @@ def _parts_view(schema: SourceSchema, dialect: str) -> str:
                 "WHEN payload IS NULL THEN '{}' ELSE json_object('value', payload) END"
                 if "payload" in cols else "'{}'")
         payload = f"json_patch({base}, {_json_object(dialect, _quoted_pairs(extra))})" if extra else base
+    # what a `tool` part holds, read from the columns (not from payload: re-parsing it per row is slow)
+    raw_type = ("CASE WHEN json_valid(\"metadata\") THEN json_extract(\"metadata\", '$.rawType') END"
+                if "metadata" in cols and dialect == "sqlite" else "NULL")
+    has_input = '"tool_input" IS NOT NULL' if "tool_input" in cols else "0"
+    has_output = '"tool_output" IS NOT NULL' if "tool_output" in cols else "0"
     if dialect != "sqlite":
         payload = "NULL"
     tool_name = '"tool_name"' if "tool_name" in cols else "NULL"
     return (f"SELECT message_id, {ordinal} AS ordinal, {kind} AS source_kind, {tool_name} AS tool_name, "
-            f"{file_path} AS file_path, {created} AS created_at, {payload} AS payload FROM src.message_parts")
+            f"{file_path} AS file_path, {created} AS created_at, {payload} AS payload, {raw_type} AS raw_type, "
+            f"{has_input} AS has_input, {has_output} AS has_output FROM src.message_parts")

@@ -23,14 +23,24 @@ from . import target as tgt
 from .errors import RunFailed
 from .steps import run_step, step_named
 
+# Work tables take their column types from the stage, so that joins on the source message id (INTEGER in
+# lossless-claw, TEXT in the peer's shape) compare with one affinity and can use the index.
 _WORK_TABLES = """
-CREATE TEMP TABLE _new (src_message_id, session_id, turn, id, created_iso, created_raw);
-CREATE TEMP TABLE _map (src_message_id PRIMARY KEY, tid, turn, created_iso);
+CREATE TEMP TABLE _new AS SELECT message_id AS src_message_id, session_id, 0 AS turn, 0 AS id, created_iso,
+  created_raw FROM plan.plan_messages WHERE 0;
+CREATE TEMP TABLE _map AS SELECT message_id AS src_message_id, 0 AS tid, 0 AS turn, created_iso
+  FROM plan.plan_messages WHERE 0;
+CREATE UNIQUE INDEX temp._map_src ON _map(src_message_id);
 """
 
 
 MIGRATE_STEPS = ("70_", "72_", "75_", "80_", "85_", "90_")
 RECONCILE_STEPS = ("70_", "r72_", "75_", "r80_", "90_")
+
+_STAGE_INDEXES = (("plan_messages", "batch"), ("plan_messages", "message_id"), ("plan_present", "message_id"),
+                  ("plan_present_parts", "batch"), ("plan_summaries", "summary_id"), ("plan_summaries", "batch"),
+                  ("plan_edges", "batch"), ("plan_sessions", "batch"), ("plan_parts", "message_id"),
+                  ("plan_conversations", "conversation_id"))
 
 
 @dataclass
@@ -61,7 +71,10 @@ def _prepare(con: sqlite3.Connection, job: WriteJob) -> None:
     for stmt in _WORK_TABLES.split(";"):
         if stmt.strip():
             con.execute(stmt)
-    con.execute("CREATE INDEX plan.plan_messages_batch ON plan_messages(batch)")
+    staged = {r[0] for r in con.execute("SELECT name FROM plan.sqlite_master WHERE type = 'table'")}
+    for table, cols in _STAGE_INDEXES:
+        if table in staged:   # without these SQLite would scan a plan table once per joined row
+            con.execute(f"CREATE INDEX plan.{table}_{cols.replace(', ', '_')} ON {table}({cols})")
     con.execute("INSERT INTO _map SELECT p.message_id, p.tid_present, p.turn_present, NULL FROM plan.plan_present p")
 
 
@@ -125,7 +138,6 @@ def _write_existing(job: WriteJob, finished_at) -> dict[str, int]:
         for b in bar:
             tgt.begin_immediate(con, job.target, job.lock_timeout)
             try:
-                con.execute("PRAGMA defer_foreign_keys=ON")
                 _add(counts, _run_batch(con, job, b, b))
                 con.execute("COMMIT")
             except BaseException:

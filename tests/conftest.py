@@ -90,8 +90,9 @@ def comparable(report: dict) -> dict:
 
 
 def open_db(path: Path) -> sqlite3.Connection:
-    """Open a database (a target, or a private oracle copy of a source) for reading."""
-    con = sqlite3.connect(path)
+    """Open a database (a target, or a private oracle copy of a source) for reading. Autocommit, so a
+    statement such as FTS 'integrity-check' never leaves a transaction open behind a test."""
+    con = sqlite3.connect(path, isolation_level=None)
     con.row_factory = sqlite3.Row
     return con
 

@@ -314,3 +314,16 @@ def test_an_existing_target_created_by_remnic_is_accepted(tmp_path):
     make_native_target(dest).close()
     report = migrate_api(src, dest)
     assert report["messages"]["inserted"] == 122
+
+
+def test_a_target_with_a_newer_remnic_schema_exits_2_and_is_untouched(tmp_path):
+    src = copy_fixture("basic-0.1.0.db", tmp_path / "src")
+    dest = tmp_path / "mem" / "lcm.sqlite"
+    con = make_native_target(dest)
+    con.execute("UPDATE lcm_meta SET value = '3' WHERE key = 'schema_version'")
+    con.close()
+    before = dest.read_bytes()
+    proc = run_cli("migrate", "--src", src, "--dest", dest)
+    assert_one_line_error(proc, 2, f"lcm-etl: error: target has Remnic LCM schema version 3, newer than the 2 "
+                                   f"this lcm-etl writes: {dest}")
+    assert dest.read_bytes() == before

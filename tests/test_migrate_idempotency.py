@@ -2,8 +2,9 @@
 left untouched, rows that live only in the -wal file, and imports appended after native Remnic rows."""
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
+import sqlite3
+
+import pytest
 
 from conftest import (comparable, folder_state, make_native_target, migrate_api, open_db, oracle,
                       run_cli, source_messages, table_counts, target_messages)
@@ -18,8 +19,10 @@ def test_rerunning_imports_zero_new_rows_and_writes_no_boundary_event(imported):
     # re-run on a copy of the imported target, so the session-wide `imported` target stays as it was
     dest = imported.base / "rerun" / "lcm.sqlite"
     dest.parent.mkdir(exist_ok=True)
-    shutil.copyfile(imported.target, dest)
-    assert not Path(str(imported.target) + "-wal").exists()   # the copy is the whole database
+    copy = sqlite3.connect(dest)
+    imported.tgt.backup(copy)          # a consistent copy, whatever the open handle has in its -wal
+    copy.execute("PRAGMA journal_mode=WAL")
+    copy.close()
     with open_db(dest) as con:
         before, fts_before = table_counts(con), fts_rows(con)
     source_before = folder_state(imported.source.parent)
@@ -149,3 +152,51 @@ def test_a_session_filtered_run_then_a_full_run_imports_the_rest_once(fixture_co
     with open_db(dest) as con:
         assert con.execute("SELECT count(*) FROM lcm_messages").fetchone()[0] == 122
         assert con.execute("SELECT count(*) FROM lcm_compaction_events").fetchone()[0] == 3
+
+
+def content_of(path) -> dict:
+    """The target's content without row ids (which depend on write order)."""
+    with open_db(path) as con:
+        msgs = sorted(tuple(r) for r in con.execute(
+            "SELECT session_id, turn_index, role, content, token_count, created_at, metadata FROM lcm_messages"))
+        parts = sorted(tuple(r) for r in con.execute(
+            "SELECT m.session_id, m.turn_index, p.ordinal, p.kind, p.payload, p.tool_name, p.file_path, p.created_at "
+            "FROM lcm_message_parts p JOIN lcm_messages m ON m.id = p.message_id"))
+        sums = sorted(tuple(r) for r in con.execute(
+            "SELECT id, session_id, depth, parent_id, summary_text, token_count, msg_start, msg_end FROM lcm_summary_nodes"))
+        events = sorted(tuple(r) for r in con.execute(
+            "SELECT session_id, msg_before, tokens_before, tokens_after FROM lcm_compaction_events"))
+    return {"messages": msgs, "parts": parts, "summaries": sums, "events": events}
+
+
+def test_small_write_batches_on_an_existing_target_give_the_same_content_as_one_batch(imported, tmp_path):
+    # with 100 rows per batch the basic-* fixtures' sessions are cut into several batches
+    dest = tmp_path / "chunked" / "lcm.sqlite"
+    make_native_target(dest).close()            # an existing target is written batch by batch
+    report = migrate_api(imported.source, dest, batch_rows=100)
+    assert report["messages"]["inserted"] == imported.report["messages"]["inserted"]
+    assert content_of(dest) == content_of(imported.target)
+    with open_db(dest) as con:
+        assert con.execute("PRAGMA foreign_key_check").fetchall() == []
+
+
+def test_a_version_1_remnic_target_is_upgraded_and_the_import_appended_after_its_rows(fixture_copy, tmp_path):
+    src = fixture_copy("multiparent-newest.db")
+    dest = tmp_path / "mem" / "state" / "lcm.sqlite"
+    con = make_native_target(dest)
+    con.execute("DROP TABLE lcm_message_parts")             # a v1 database predates lcm_message_parts
+    con.execute("UPDATE lcm_meta SET value = '1' WHERE key = 'schema_version'")
+    native_tokens = add_native_rows(con, NATIVE_SESSION, 3)
+    con.close()
+    report = migrate_api(src, dest)
+    assert report["messages"]["inserted"] == 48 and report["parts"]["inserted"] == 60
+    with open_db(dest) as con:
+        assert con.execute("SELECT value FROM lcm_meta WHERE key = 'schema_version'").fetchone()[0] == "2"
+        assert con.execute("SELECT count(*) FROM lcm_message_parts").fetchone()[0] == 60
+        assert tuple(con.execute("SELECT min(turn_index), max(turn_index) FROM lcm_messages WHERE session_id = ? "
+                                 "AND metadata IS NOT NULL", (NATIVE_SESSION,)).fetchone()) == (3, 3 + 36 - 1)
+        ev = con.execute("SELECT tokens_before FROM lcm_compaction_events WHERE session_id = ?",
+                         (NATIVE_SESSION,)).fetchone()[0]
+        assert ev == native_tokens + 1232
+    again = migrate_api(src, dest)
+    assert again["messages"]["inserted"] == again["parts"]["inserted"] == again["summaries"]["inserted"] == 0

@@ -101,7 +101,7 @@ def run(src: Path, dest: Path, dry_run: bool = False) -> dict:
     return migrate_api(src, dest, dry_run=dry_run)
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                  HealthCheck.too_slow])
 @given(data=sources())
 def test_generated_sources_import_once_in_turn_order_with_token_sums_and_rerun_as_a_no_op(lossless_claw_ddl, data):

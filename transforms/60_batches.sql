@@ -41,10 +41,12 @@ SELECT s.session_id, s.session_id IN (SELECT session_id FROM touched) AS gains_d
 FROM (SELECT session_id FROM touched UNION SELECT session_id FROM unbounded) s;
 
 CREATE OR REPLACE TEMP TABLE write_summaries AS
-SELECT p.*, sp.parent_id, coalesce(sp.candidates, 0) AS candidates, w.batch
+SELECT p.*, CASE WHEN l.lvl IS NOT NULL THEN sp.parent_id END AS parent_id,
+       coalesce(sp.candidates, 0) AS candidates, coalesce(l.lvl, 0) AS lvl, w.batch
 FROM sum_plan p
 JOIN session_work w USING (session_id)
 LEFT JOIN sum_parent sp ON sp.source_id = p.summary_id
+LEFT JOIN sum_level l ON l.summary_id = p.summary_id
 WHERE p.status = 'new';
 
 -- present messages the writer must know the turn of: ends of new summaries' ranges, owners of new parts

@@ -22,8 +22,8 @@ CREATE TABLE stage.plan_sessions AS
 SELECT session_id, batch, CAST(gains_data AS INTEGER) AS gains_data FROM session_work;
 
 CREATE TABLE stage.plan_summaries AS
-SELECT summary_id, session_id, depth, parent_id, lo_msg, hi_msg, created_iso, batch, candidates
-FROM write_summaries ORDER BY batch, depth DESC, summary_id;
+SELECT summary_id, session_id, depth, parent_id, lo_msg, hi_msg, created_iso, batch, candidates, lvl
+FROM write_summaries ORDER BY batch, lvl, summary_id;
 
 CREATE TABLE stage.plan_edges AS
 SELECT e.cover_id, e.source_id, e.ordinal, CAST(e.kept AS INTEGER) AS kept, e.reason, s.session_id, w.batch

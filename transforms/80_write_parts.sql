@@ -12,12 +12,9 @@
 INSERT INTO lcm_message_parts (message_id, ordinal, kind, payload, tool_name, file_path, created_at)
 SELECT owner.tid, p.ordinal,
        CASE WHEN p.source_kind = 'tool' THEN
-              CASE WHEN lower(coalesce(
-                          CASE WHEN json_valid(json_extract(p.payload, '$.metadata'))
-                               THEN json_extract(json_extract(p.payload, '$.metadata'), '$.rawType') END, ''))
+              CASE WHEN lower(coalesce(p.raw_type, ''))
                         IN ('tool_result', 'toolresult', 'tool_use_result', 'function_call_output')
-                     OR (json_extract(p.payload, '$.tool_output') IS NOT NULL
-                         AND json_extract(p.payload, '$.tool_input') IS NULL)
+                     OR (p.raw_type IS NULL AND p.has_output AND NOT p.has_input)
                    THEN 'tool_result' ELSE 'tool_call' END
             ELSE p.source_kind END,
        p.payload, p.tool_name, p.file_path,

@@ -5,8 +5,8 @@
 --           lcm_etl_summary_edges (every summary_parents edge of an imported summary, kept or dropped)
 -- key: summary id
 -- why: msg_start/msg_end are the final turn_index of the first/last own-session message beneath the
---      summary (chosen in 40_summaries.sql). Rows go parents-first (depth descending) and foreign keys
---      are deferred to commit, so a parent_id never trips the constraint. What Remnic has no column for
+--      summary (chosen in 40_summaries.sql). Rows go roots first (50_parent_collapse.sql's level), so a
+--      parent_id always names a row that exists. What Remnic has no column for
 --      (kind, earliest/latest, descendant counts, model, file_ids) is kept in provenance.
 -- count: summaries_inserted
 INSERT INTO lcm_summary_nodes (id, session_id, depth, parent_id, summary_text, token_count, msg_start, msg_end,
@@ -18,7 +18,7 @@ JOIN src_summaries s ON s.summary_id = p.summary_id
 JOIN _map lo ON lo.src_message_id = p.lo_msg
 JOIN _map hi ON hi.src_message_id = p.hi_msg
 WHERE p.batch BETWEEN :lo AND :hi
-ORDER BY p.depth DESC, p.summary_id;
+ORDER BY p.lvl, p.summary_id;
 
 INSERT INTO lcm_summaries_fts (rowid, summary_text)
 SELECT n.rowid, n.summary_text
