@@ -65,7 +65,7 @@ def migrate(opts: MigrateOptions) -> RunReport:
             con.close()
         run_id = new_run_id()
         job = WriteJob(target=opts.target, target_existed=existed, stage=stage_path, batch_steps=MIGRATE_STEPS,
-                       final_step="95_", batches=planned.batches,
+                       final_step="95_", scratch_step="78_", batches=planned.batches,
                        params={"fired_at": started, "source_path": str(opts.src)},
                        lock_timeout=opts.lock_timeout, progress=opts.progress,
                        attach={"src": snap.path}, views=normalized_views(schema, "sqlite"))

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import threading
 import uuid
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import orjson
 from tqdm import tqdm
 
 from . import target as tgt
@@ -34,7 +36,7 @@ CREATE UNIQUE INDEX temp._map_src ON _map(src_message_id);
 """
 
 
-MIGRATE_STEPS = ("70_", "72_", "75_", "80_", "85_", "90_")
+MIGRATE_STEPS = ("70_", "72_", "75_", "80_", "85_", "90_")   # 78_flatten_parts runs once, beside them
 RECONCILE_STEPS = ("70_", "r72_", "75_", "r80_", "90_")
 
 _STAGE_INDEXES = (("plan_messages", "batch"), ("plan_messages", "message_id"), ("plan_present", "message_id"),
@@ -50,6 +52,7 @@ class WriteJob:
     stage: Path                      # attached as `plan`: the narrow plan tables (and reconcile's content)
     batch_steps: tuple[str, ...]     # write steps run per batch, by file-name prefix
     final_step: str | None           # provenance step run once in the last transaction
+    scratch_step: str | None         # run once before the writes, on its own connection (78_flatten_parts)
     batches: list[int]
     params: dict                     # fired_at, source_path, ...
     lock_timeout: float
@@ -63,28 +66,66 @@ def building_path(target: Path) -> Path:
     return target.with_name(f".{target.name}.lcm-etl-building")
 
 
-def _prepare(con: sqlite3.Connection, job: WriteJob) -> None:
+def _prepare(con: sqlite3.Connection, job: WriteJob, work_tables: bool = True) -> None:
     for alias, path in {**job.attach, "plan": job.stage}.items():
         con.execute(f"ATTACH '{_q(path)}' AS {alias}")
     for name, sql in job.views.items():
         con.execute(f"CREATE TEMP VIEW {name} AS {sql}")
-    for stmt in _WORK_TABLES.split(";"):
-        if stmt.strip():
-            con.execute(stmt)
-    staged = {r[0] for r in con.execute("SELECT name FROM plan.sqlite_master WHERE type = 'table'")}
-    for table, cols in _STAGE_INDEXES:
-        if table in staged:   # without these SQLite would scan a plan table once per joined row
-            con.execute(f"CREATE INDEX plan.{table}_{cols.replace(', ', '_')} ON {table}({cols})")
-    con.execute("INSERT INTO _map SELECT p.message_id, p.tid_present, p.turn_present, NULL FROM plan.plan_present p")
+    if work_tables:
+        for stmt in _WORK_TABLES.split(";"):
+            if stmt.strip():
+                con.execute(stmt)
+        con.execute("INSERT INTO _map SELECT p.message_id, p.tid_present, p.turn_present, NULL FROM plan.plan_present p")
+
+
+def _index_stage(stage: Path) -> None:
+    """Once, before any reader attaches the stage: without these SQLite would scan a plan table per row."""
+    with closing(sqlite3.connect(stage, isolation_level=None)) as con:
+        staged = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        for table, cols in _STAGE_INDEXES:
+            if table in staged:
+                con.execute(f"CREATE INDEX IF NOT EXISTS {table}_{cols.replace(', ', '_')} ON {table}({cols})")
 
 
 def _q(path: Path) -> str:
     return str(path).replace("'", "''")
 
 
-def _run_batch(con: sqlite3.Connection, job: WriteJob, lo: int, hi: int) -> dict[str, int]:
+class _Scratch:
+    """Runs the scratch step (78_flatten_parts.sql) on its own connection, in a thread: SQLite releases
+    the GIL while it works, so the JSON flattening of parts overlaps with the message writes."""
+
+    def __init__(self, job: WriteJob):
+        self.job, self.error = job, None
+        self.path = job.stage.with_name("scratch.sqlite")
+        self.thread = threading.Thread(target=self._run, name="lcm-etl-flatten", daemon=True)
+
+    def _run(self) -> None:
+        try:
+            self.path.unlink(missing_ok=True)
+            with closing(sqlite3.connect(self.path, isolation_level=None)) as con:
+                con.execute("PRAGMA journal_mode=OFF")
+                con.execute("PRAGMA synchronous=OFF")
+                _prepare(con, self.job, work_tables=False)
+                con.execute(f"ATTACH '{_q(self.path)}' AS scratch")
+                run_step(step_named(self.job.scratch_step), con)
+        except BaseException as exc:  # re-raised in the caller's thread by attach()
+            self.error = exc
+
+    def start(self) -> "_Scratch":
+        self.thread.start()
+        return self
+
+    def attach(self, con: sqlite3.Connection) -> None:
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        con.execute(f"ATTACH '{_q(self.path)}' AS scratch")
+
+
+def _run_steps(con: sqlite3.Connection, job: WriteJob, prefixes, lo: int, hi: int) -> dict[str, int]:
     counts: dict[str, int] = {}
-    for prefix in job.batch_steps:
+    for prefix in prefixes:
         _add(counts, run_step(step_named(prefix), con, {**job.params, "lo": lo, "hi": hi}))
     return counts
 
@@ -92,8 +133,6 @@ def _run_batch(con: sqlite3.Connection, job: WriteJob, lo: int, hi: int) -> dict
 def _finish(con: sqlite3.Connection, job: WriteJob, counts: dict) -> None:
     if job.final_step:
         run_step(step_named(job.final_step), con, job.params)
-    import orjson
-
     row = dict(job.ledger)
     row["counts"] = orjson.dumps(counts).decode()
     cols = ", ".join(row)
@@ -108,6 +147,7 @@ def _add(total: dict, part: dict) -> None:
 def write(job: WriteJob, finished_at) -> dict[str, int]:
     """Land the staged plan. Returns the row counts SQLite reported. `finished_at()` stamps the ledger."""
     try:
+        _index_stage(job.stage)
         if job.target_existed:
             return _write_existing(job, finished_at)
         return _write_fresh(job, finished_at)
@@ -121,38 +161,32 @@ def write(job: WriteJob, finished_at) -> dict[str, int]:
         raise RunFailed(f"writing {job.target} failed: {exc}") from None
 
 
+def _in_transaction(con: sqlite3.Connection, job: WriteJob, work) -> None:
+    tgt.begin_immediate(con, job.target, job.lock_timeout)
+    try:
+        work()
+        con.execute("COMMIT")
+    except BaseException:
+        if con.in_transaction:
+            con.execute("ROLLBACK")
+        raise
+
+
 def _write_existing(job: WriteJob, finished_at) -> dict[str, int]:
     counts: dict[str, int] = {}
+    scratch = _Scratch(job).start() if job.scratch_step else None
     with closing(tgt.connect(job.target, job.lock_timeout)) as con:
         con.execute("PRAGMA journal_mode=WAL")
         con.execute("PRAGMA synchronous=NORMAL")
-        tgt.begin_immediate(con, job.target, job.lock_timeout)
-        try:
-            tgt.apply_schema(con)
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
+        _in_transaction(con, job, lambda: tgt.apply_schema(con))
         _prepare(con, job)
+        if scratch:   # flattened before the first write lock is taken, so it never lengthens one
+            scratch.attach(con)
         bar = tqdm(job.batches, desc="writing", unit="batch", disable=not job.progress, leave=False)
         for b in bar:
-            tgt.begin_immediate(con, job.target, job.lock_timeout)
-            try:
-                _add(counts, _run_batch(con, job, b, b))
-                con.execute("COMMIT")
-            except BaseException:
-                if con.in_transaction:
-                    con.execute("ROLLBACK")
-                raise
-        tgt.begin_immediate(con, job.target, job.lock_timeout)
-        try:
-            job.ledger["finished_at"] = finished_at()
-            _finish(con, job, counts)
-            con.execute("COMMIT")
-        except BaseException:
-            if con.in_transaction:
-                con.execute("ROLLBACK")
-            raise
+            _in_transaction(con, job, lambda: _add(counts, _run_steps(con, job, job.batch_steps, b, b)))
+        job.ledger["finished_at"] = finished_at()
+        _in_transaction(con, job, lambda: _finish(con, job, counts))
     return counts
 
 
@@ -160,6 +194,7 @@ def _write_fresh(job: WriteJob, finished_at) -> dict[str, int]:
     building = building_path(job.target)
     building.unlink(missing_ok=True)   # left by a run that was killed while building
     counts: dict[str, int] = {}
+    scratch = _Scratch(job).start() if job.scratch_step else None
     try:
         with closing(tgt.connect(building, job.lock_timeout)) as con:
             con.execute("PRAGMA journal_mode=OFF")
@@ -167,18 +202,30 @@ def _write_fresh(job: WriteJob, finished_at) -> dict[str, int]:
             con.execute("PRAGMA cache_size=-65536")
             con.execute("BEGIN")
             tgt.apply_schema(con)
+            # an empty target: load first, build the secondary indexes once at the end (same DDL)
+            indexes = con.execute("SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL "
+                                  "AND tbl_name IN ('lcm_messages', 'lcm_message_parts')").fetchall()
+            for name, _ in indexes:
+                con.execute(f"DROP INDEX {name}")
             _prepare(con, job)
-            if job.batches:
-                with tqdm(total=1, desc="writing", disable=not job.progress, leave=False) as bar:
-                    _add(counts, _run_batch(con, job, min(job.batches), max(job.batches)))
-                    bar.update(1)
+            split = job.batch_steps.index("80_") if scratch else len(job.batch_steps)
+            with tqdm(total=2, desc="writing", disable=not job.progress, leave=False) as bar:
+                lo, hi = (min(job.batches), max(job.batches)) if job.batches else (0, -1)
+                _add(counts, _run_steps(con, job, job.batch_steps[:split], lo, hi))
+                bar.update(1)
+                if scratch:
+                    scratch.attach(con)
+                _add(counts, _run_steps(con, job, job.batch_steps[split:], lo, hi))
+                bar.update(1)
+            for _, sql in indexes:
+                con.execute(sql)
             job.ledger["finished_at"] = finished_at()
             _finish(con, job, counts)
             con.execute("COMMIT")
             problems = con.execute("PRAGMA foreign_key_check").fetchall()
             if problems:
                 raise RunFailed(f"internal error: {len(problems)} foreign key violations in the built target")
-            for alias in (*job.attach, "plan"):
+            for alias in (*job.attach, "plan", *(("scratch",) if scratch else ())):
                 con.execute(f"DETACH {alias}")
             con.execute("PRAGMA journal_mode=WAL")
         with open(building, "rb") as fh:
@@ -189,6 +236,8 @@ def _write_fresh(job: WriteJob, finished_at) -> dict[str, int]:
             raise RunFailed(f"target appeared while it was being built: {job.target}; re-run to append to it") from None
         _fsync_dir(job.target.parent)
     finally:
+        if scratch and scratch.thread.is_alive():
+            scratch.thread.join()
         building.unlink(missing_ok=True)
         for side in ("-wal", "-shm", "-journal"):
             Path(str(building) + side).unlink(missing_ok=True)
