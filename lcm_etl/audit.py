@@ -7,6 +7,7 @@ a missing target is read as empty (everything pending) and never created.
 """
 from __future__ import annotations
 
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,7 +15,6 @@ from pathlib import Path
 import duckdb
 
 from . import duck, plan
-from .errors import BadInput
 from .migrate import now_iso
 from .reconcile import ReconcileOptions, plan_transcripts, read_all
 from .report import RunReport
@@ -80,7 +80,7 @@ def audit(opts: AuditOptions) -> tuple[RunReport, list[dict]]:
         if opts.sessions:
             findings += _audit_transcripts(opts, src_db, target_db, report)
     except duckdb.Error as exc:
-        raise BadInput(f"inputs could not be read: {str(exc).splitlines()[0]}") from None
+        raise duck.translate(exc, "inputs could not be read") from None
     finally:
         for s in snaps:
             s.close()
@@ -107,7 +107,7 @@ def _audit_source(opts: AuditOptions, src_db: Path, target_db: Path | None, repo
             tables = {r[0] for r in con.execute(
                 "SELECT table_name FROM information_schema.tables WHERE table_catalog = 'tgt'").fetchall()}
         for name, sql in _DETAIL.items():
-            con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS "
+            con.execute(f"CREATE OR REPLACE TABLE {name} AS "
                         f"{sql if _NEEDS[name] in tables else _DETAIL_EMPTY[name]}")
         if target_db is not None:
             con.execute("DETACH tgt")
@@ -123,7 +123,8 @@ def _audit_transcripts(opts: AuditOptions, src_db: Path | None, target_db: Path 
     ropts = ReconcileOptions(sessions=opts.sessions, target=opts.target, src=opts.src,
                              session_filter=opts.session_filter, key_by=opts.key_by)
     transcripts, _ = read_all(ropts)
-    con = plan_transcripts(ropts, transcripts, target_db, src_db, now_iso())
+    work = tempfile.TemporaryDirectory(prefix="lcm-etl-")
+    con = plan_transcripts(ropts, transcripts, target_db, src_db, now_iso(), Path(work.name))
     try:
         rows = con.execute("""
             SELECT 'transcript message', 'missing in target', p.session_id,
@@ -134,6 +135,7 @@ def _audit_transcripts(opts: AuditOptions, src_db: Path | None, target_db: Path 
         return [dict(zip(FINDING_KEYS, r)) for r in rows]
     finally:
         con.close()
+        work.cleanup()
 
 
 def as_text(report: RunReport, findings: list[dict], per_kind: int = 5) -> str:

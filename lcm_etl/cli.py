@@ -44,6 +44,8 @@ def run_options(f):
 
 
 def write_options(f):
+    f = click.option("--memory-limit", default="96MB", show_default=True, metavar="SIZE",
+                     help="DuckDB's memory budget for planning; it spills to disk beyond it")(f)
     f = click.option("--lock-timeout", type=float, default=10.0, show_default=True, metavar="SECONDS",
                      help="how long to wait for a target locked by another writer")(f)
     f = click.option("--batch-rows", type=click.IntRange(min=100), default=50_000, show_default=True,
@@ -107,7 +109,7 @@ def cli():
 @click.option("--jobs", type=click.IntRange(min=1), default=None, help="parallel pairs with --manifest (default: cores)")
 @handled
 def migrate(src, dest, memory_dir, dry_run, session_filter, key_by, as_json, quiet, debug, lock_timeout, batch_rows,
-            manifest, jobs):
+            memory_limit, manifest, jobs):
     """Copy a lossless-claw lcm.db into a Remnic LCM database (idempotent)."""
     from .migrate import MigrateOptions, migrate as run
     from .target import resolve_target
@@ -115,10 +117,11 @@ def migrate(src, dest, memory_dir, dry_run, session_filter, key_by, as_json, qui
     if manifest:
         return _fleet(manifest, src, dest, memory_dir, jobs, as_json, quiet,
                       MigrateOptions(src=Path(), target=Path(), dry_run=dry_run, session_filter=list(session_filter),
-                                     key_by=key_by, lock_timeout=lock_timeout, batch_rows=batch_rows))
+                                     key_by=key_by, lock_timeout=lock_timeout, batch_rows=batch_rows,
+                                     memory_limit=memory_limit))
     opts = MigrateOptions(src=resolve_src(src), target=resolve_target(dest, memory_dir), dry_run=dry_run,
                           session_filter=list(session_filter), key_by=key_by, lock_timeout=lock_timeout,
-                          batch_rows=batch_rows, progress=progress_wanted(as_json, quiet))
+                          batch_rows=batch_rows, progress=progress_wanted(as_json, quiet), memory_limit=memory_limit)
     report = run(opts)
     emit(report, as_json, quiet)
     return 0
@@ -157,7 +160,7 @@ def _fleet(manifest, src, dest, memory_dir, jobs, as_json, quiet, template) -> i
 @click.option("--strict", is_flag=True, help="an unparsable transcript line is an error, not a skipped line")
 @handled
 def reconcile(sessions, src, dest, memory_dir, dry_run, session_filter, key_by, as_json, quiet, debug, lock_timeout,
-              batch_rows, strict):
+              batch_rows, memory_limit, strict):
     """Bring in what JSONL transcripts hold and neither lcm.db nor the target has (crash recovery)."""
     from .reconcile import ReconcileOptions, reconcile as run
     from .target import resolve_target
@@ -165,7 +168,7 @@ def reconcile(sessions, src, dest, memory_dir, dry_run, session_filter, key_by, 
     opts = ReconcileOptions(sessions=list(sessions), target=resolve_target(dest, memory_dir),
                             src=expand(src) if src else None, dry_run=dry_run, session_filter=list(session_filter),
                             key_by=key_by, strict=strict, lock_timeout=lock_timeout, batch_rows=batch_rows,
-                            progress=progress_wanted(as_json, quiet))
+                            progress=progress_wanted(as_json, quiet), memory_limit=memory_limit)
     report = run(opts)
     emit(report, as_json, quiet)
     return 0

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import glob
 import os
+from pathlib import Path
 
 import duckdb
 
-from .errors import RunFailed
+from .errors import BadInput, LcmEtlError, RunFailed
+
+DEFAULT_MEMORY_LIMIT = "96MB"
 
 
 def sqlite_scanner_path() -> str:
@@ -27,15 +30,20 @@ def sqlite_scanner_path() -> str:
     return found[0]
 
 
-def connect(threads: int | None = None, memory_limit: str = "1GB") -> duckdb.DuckDBPyConnection:
-    con = duckdb.connect(config={
+def connect(workdir: Path | None = None, memory_limit: str = DEFAULT_MEMORY_LIMIT) -> duckdb.DuckDBPyConnection:
+    """A DuckDB for one run. With a workdir the plan's tables live in a private database file there,
+    so DuckDB's buffer manager keeps memory within memory_limit whatever the source's size (an
+    in-memory database would hold every plan table in RAM)."""
+    config = {
         "autoinstall_known_extensions": False,
         "autoload_known_extensions": False,
         "memory_limit": memory_limit,
-    })
+        "preserve_insertion_order": False,
+    }
+    if workdir is not None:
+        config["temp_directory"] = str(workdir / "duckdb.tmp")
+    con = duckdb.connect(str(workdir / "plan.duckdb") if workdir is not None else ":memory:", config=config)
     con.execute("SET TimeZone='UTC'")
-    if threads:
-        con.execute(f"SET threads={int(threads)}")
     return con
 
 
@@ -54,3 +62,14 @@ def attach_sqlite(con: duckdb.DuckDBPyConnection, path: str, alias: str, read_on
 
 def _quote(text: str) -> str:
     return text.replace("'", "''")
+
+
+def translate(exc: duckdb.Error, what: str) -> LcmEtlError:
+    """The one mapping of DuckDB failures: resources are a runtime failure (exit 1), anything the data
+    can cause (type mismatches, malformed files) is bad input (exit 2)."""
+    first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if isinstance(exc, duckdb.OutOfMemoryException):
+        return RunFailed(f"planning ran out of its memory budget ({first}); raise --memory-limit; nothing was written")
+    if isinstance(exc, duckdb.IOException):
+        return RunFailed(f"planning could not use its temporary files ({first}); nothing was written")
+    return BadInput(f"{what}: {first}")

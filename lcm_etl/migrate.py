@@ -8,8 +8,7 @@ from pathlib import Path
 
 import duckdb
 
-from . import __version__, plan, target as tgt
-from .errors import BadInput, RunFailed
+from . import __version__, duck, plan, target as tgt
 from .report import RunReport
 from .sources import check_sqlite_file, detect_schema, normalized_views, take_snapshot
 from .write import MIGRATE_STEPS, WriteJob, new_run_id, write
@@ -26,6 +25,7 @@ class MigrateOptions:
     batch_rows: int = 50_000
     progress: bool = False
     tmp_dir: str | None = None
+    memory_limit: str = duck.DEFAULT_MEMORY_LIMIT
 
 
 def now_iso() -> str:
@@ -42,7 +42,7 @@ def migrate(opts: MigrateOptions) -> RunReport:
     try:
         schema = detect_schema(snap.path, opts.src)
         report.source_schema = schema.generation
-        con = plan.open_source(snap.path, schema)
+        con = plan.open_source(snap.path, schema, opts.memory_limit)
         try:
             if existed:
                 # a dry run must not even create -wal/-shm beside the target: read a private copy
@@ -59,8 +59,7 @@ def migrate(opts: MigrateOptions) -> RunReport:
             stage_path = snap.folder / "stage.sqlite"
             plan.stage(con, stage_path)
         except duckdb.Error as exc:
-            raise BadInput(f"source could not be read as lossless-claw data: {opts.src}: "
-                           f"{str(exc).splitlines()[0]}") from None
+            raise duck.translate(exc, f"source could not be read as lossless-claw data: {opts.src}") from None
         finally:
             con.close()
         run_id = new_run_id()

@@ -68,8 +68,9 @@ class PlannedRun:
     has_work: bool
 
 
-def open_source(snapshot_path: Path, schema: SourceSchema) -> duckdb.DuckDBPyConnection:
-    con = duck.connect()
+def open_source(snapshot_path: Path, schema: SourceSchema,
+                memory_limit: str = duck.DEFAULT_MEMORY_LIMIT) -> duckdb.DuckDBPyConnection:
+    con = duck.connect(snapshot_path.parent, memory_limit)   # the snapshot's private folder holds the plan database
     duck.attach_sqlite(con, str(snapshot_path), "src", read_only=True)
     for name, sql in normalized_views(schema, "duckdb").items():
         con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS {sql}")
@@ -86,7 +87,7 @@ def load_target_state(con: duckdb.DuckDBPyConnection, target_db: Path | None) ->
     have_all = {"lcm_messages", "lcm_message_parts", "lcm_summary_nodes", "lcm_compaction_events"} <= tables
     for name in _TARGET_STATE:
         sql = _TARGET_STATE[name] if have_all else _EMPTY_STATE[name]
-        con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS {sql}")
+        con.execute(f"CREATE OR REPLACE TABLE {name} AS {sql}")
     if target_db is not None:
         con.execute("DETACH tgt")
 
@@ -110,7 +111,7 @@ def all_batches(con) -> list[int]:
 
 
 def _select_sessions(con, session_filter: list[str], source_label: str) -> None:
-    con.execute("CREATE OR REPLACE TEMP TABLE selected (session_id VARCHAR)")
+    con.execute("CREATE OR REPLACE TABLE selected (session_id VARCHAR)")
     if session_filter:
         wanted = sorted(set(session_filter))
         con.executemany("INSERT INTO selected VALUES (?)", [[s] for s in wanted])

@@ -53,6 +53,7 @@ class ReconcileOptions:
     lock_timeout: float = 10.0
     batch_rows: int = 50_000
     progress: bool = False
+    memory_limit: str = "96MB"
 
 
 def default_session_dirs() -> list[str]:
@@ -120,7 +121,7 @@ def _ts_text(value) -> str | None:
 
 
 def plan_transcripts(opts: ReconcileOptions, transcripts: list[Transcript], target_db: Path | None,
-                     src_db: Path | None, fallback_time: str):
+                     src_db: Path | None, fallback_time: str, workdir: Path):
     """Load transcripts and held rows into a fresh DuckDB connection and run the plan steps r20/r60.
 
     target_db / src_db are the databases to read (callers pass private snapshots when nothing may be
@@ -128,13 +129,13 @@ def plan_transcripts(opts: ReconcileOptions, transcripts: list[Transcript], targ
     session_work.
     """
     messages, parts, abandoned = _arrow_tables(transcripts, opts.key_by, fallback_time)
-    con = plan.duck.connect()
+    con = plan.duck.connect(workdir, opts.memory_limit)
     try:
         for name, table in (("jsonl_messages", messages), ("jsonl_parts", parts), ("jsonl_abandoned", abandoned)):
             con.register(f"{name}_arrow", table)
-            con.execute(f"CREATE TEMP TABLE {name} AS SELECT * FROM {name}_arrow")
+            con.execute(f"CREATE TABLE {name} AS SELECT * FROM {name}_arrow")
             con.unregister(f"{name}_arrow")
-        con.execute("CREATE TEMP TABLE jsonl_sessions AS SELECT DISTINCT session_id FROM jsonl_messages")
+        con.execute("CREATE TABLE jsonl_sessions AS SELECT DISTINCT session_id FROM jsonl_messages")
         _select(con, opts.session_filter)
         if src_db is not None:
             schema = detect_schema(src_db, opts.src)
@@ -142,12 +143,12 @@ def plan_transcripts(opts: ReconcileOptions, transcripts: list[Transcript], targ
             for name, sql in plan.normalized_views(schema, "duckdb").items():
                 con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS {sql}")
             run_step(step_named("10_"), con, {"key_by": opts.key_by, "ws": plan.WHITESPACE})
-            con.execute("""CREATE TEMP TABLE held_lcm AS
+            con.execute("""CREATE TABLE held_lcm AS
                 SELECT s.session_id, s.conv_key, m.seq, nullif(trim(m.transcript_entry_id), '') AS entry_id, m.identity_hash
                 FROM src_messages m JOIN sessions s USING (conversation_id)
                 WHERE s.session_id IN (SELECT session_id FROM jsonl_sessions)""")
         else:
-            con.execute(f"CREATE TEMP TABLE held_lcm AS {_HELD_LCM_EMPTY}")
+            con.execute(f"CREATE TABLE held_lcm AS {_HELD_LCM_EMPTY}")
         plan.load_target_state(con, target_db)
         held_sql = _HELD_TGT_EMPTY
         if target_db is not None:
@@ -155,7 +156,7 @@ def plan_transcripts(opts: ReconcileOptions, transcripts: list[Transcript], targ
             if con.execute("SELECT count(*) FROM information_schema.tables WHERE table_catalog='tgt' "
                            "AND table_name='lcm_messages'").fetchone()[0]:
                 held_sql = _HELD_TGT
-        con.execute(f"CREATE TEMP TABLE held_tgt AS {held_sql}")
+        con.execute(f"CREATE TABLE held_tgt AS {held_sql}")
         if target_db is not None:
             con.execute("DETACH tgt")
         for prefix in ("r20_", "r60_"):
@@ -184,7 +185,7 @@ def reconcile(opts: ReconcileOptions) -> RunReport:
             snaps.append(take_snapshot(opts.target, "target"))
             target_db = snaps[-1].path
             check_remnic(target_db, opts.target)
-        con = plan_transcripts(opts, transcripts, target_db, src_db, started)
+        con = plan_transcripts(opts, transcripts, target_db, src_db, started, Path(work.name))
         try:
             _fill_report(con, report, transcripts, skipped)
             batches = plan.all_batches(con)
@@ -213,7 +214,7 @@ def reconcile(opts: ReconcileOptions) -> RunReport:
         report.elapsed_s = time.monotonic() - t0
         return report
     except duckdb.Error as exc:
-        raise BadInput(f"inputs could not be read: {str(exc).splitlines()[0]}") from None
+        raise plan.duck.translate(exc, "inputs could not be read") from None
     finally:
         for s in snaps:
             s.close()
@@ -221,7 +222,7 @@ def reconcile(opts: ReconcileOptions) -> RunReport:
 
 
 def _select(con, session_filter: list[str]) -> None:
-    con.execute("CREATE OR REPLACE TEMP TABLE selected (session_id VARCHAR)")
+    con.execute("CREATE OR REPLACE TABLE selected (session_id VARCHAR)")
     if not session_filter:
         con.execute("INSERT INTO selected SELECT session_id FROM jsonl_sessions")
         return

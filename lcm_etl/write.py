@@ -199,7 +199,7 @@ def _write_fresh(job: WriteJob, finished_at) -> dict[str, int]:
         with closing(tgt.connect(building, job.lock_timeout)) as con:
             con.execute("PRAGMA journal_mode=OFF")
             con.execute("PRAGMA synchronous=OFF")
-            con.execute("PRAGMA cache_size=-65536")
+            con.execute("PRAGMA cache_size=-16384")
             con.execute("BEGIN")
             tgt.apply_schema(con)
             # an empty target: load first, build the secondary indexes once at the end (same DDL)

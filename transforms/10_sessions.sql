@@ -6,7 +6,7 @@
 -- why: Remnic has no conversations, only session ids. SPEC §3.1: the trimmed session_id, or the
 --      conversation_id as decimal text ("3", never "3.0") when it is blank; with --key-by session-key the
 --      trimmed session_key first. conv_key is the text form used in metadata and in the dedup key.
-CREATE OR REPLACE TEMP TABLE sessions AS
+CREATE OR REPLACE TABLE sessions AS
 SELECT conversation_id,
        CAST(conversation_id AS VARCHAR) AS conv_key,
        try_cast(conversation_id AS BIGINT) AS conv_num,

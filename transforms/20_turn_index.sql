@@ -10,7 +10,7 @@
 --      order and appended after the session's current maximum, at write time. A message `reconcile`
 --      already brought in from the JSONL transcript is recognised by its transcript entry id, so the two
 --      commands, in either order, leave each message in the target once.
-CREATE OR REPLACE TEMP TABLE src_msgs AS
+CREATE OR REPLACE TABLE src_msgs AS
 SELECT m.message_id, m.conversation_id, s.conv_key, s.session_id, m.seq, m.token_count, m.transcript_entry_id,
        m.created_at AS created_raw,
        try_cast(m.created_at AS TIMESTAMPTZ) AS ts,
@@ -20,7 +20,7 @@ SELECT m.message_id, m.conversation_id, s.conv_key, s.session_id, m.seq, m.token
 FROM src_messages m
 JOIN sessions s USING (conversation_id);
 
-CREATE OR REPLACE TEMP TABLE msg_plan AS
+CREATE OR REPLACE TABLE msg_plan AS
 WITH keyed AS (
   SELECT m.*, coalesce(t.id, e.id) AS tid_present, coalesce(t.turn_index, e.turn_index) AS turn_present,
          coalesce(x.max_turn, -1) AS max_turn

@@ -6,14 +6,14 @@
 -- why: parts of a new message are all new; a message already present keeps the parts it has and gains
 --      only missing ordinals. The flattening itself (kind, payload) happens in 80_write_parts.sql, where
 --      SQLite copies the bulky payloads without passing them through Python or DuckDB.
-CREATE OR REPLACE TEMP TABLE part_plan AS
+CREATE OR REPLACE TABLE part_plan AS
 SELECT p.message_id, p.ordinal, m.is_new, m.session_id
 FROM src_parts p
 JOIN msg_plan m ON m.message_id = p.message_id
 WHERE m.is_new
    OR NOT EXISTS (SELECT 1 FROM tgt_parts t WHERE t.message_id = m.tid_present AND t.ordinal = p.ordinal);
 
-CREATE OR REPLACE TEMP TABLE part_counts AS
+CREATE OR REPLACE TABLE part_counts AS
 SELECT count(*) FILTER (WHERE m.message_id IS NOT NULL) AS in_selected,
        count(*) FILTER (WHERE a.message_id IS NULL) AS orphans
 FROM src_parts p

@@ -12,7 +12,7 @@
 --      written roots first (sum_level), so every parent_id exists when its child is inserted and foreign
 --      keys are checked immediately (a deferred check would scan lcm_summary_nodes per row: Remnic has no
 --      index on parent_id). A chain that never reaches a root (a cycle in damaged data) loses its parent.
-CREATE OR REPLACE TEMP TABLE sum_edges AS
+CREATE OR REPLACE TABLE sum_edges AS
 WITH e AS (
   SELECT p.summary_id AS cover_id, p.parent_summary_id AS source_id, p.ordinal,
          c.status AS cover_status, c.session_id AS cover_session, s.session_id AS source_session
@@ -36,14 +36,14 @@ SELECT cover_id, source_id, ordinal, coalesce(rk = 1, false) AS kept,
        END AS reason
 FROM ranked;
 
-CREATE OR REPLACE TEMP TABLE sum_parent AS
+CREATE OR REPLACE TABLE sum_parent AS
 SELECT source_id,
        max(cover_id) FILTER (WHERE kept) AS parent_id,
        count(*) FILTER (WHERE kept OR reason LIKE 'collapsed:%') AS candidates
 FROM sum_edges
 GROUP BY source_id;
 
-CREATE OR REPLACE TEMP TABLE sum_level AS
+CREATE OR REPLACE TABLE sum_level AS
 WITH RECURSIVE up(summary_id, lvl) AS (
   SELECT p.summary_id, 0
   FROM sum_plan p LEFT JOIN sum_parent sp ON sp.source_id = p.summary_id

@@ -9,7 +9,7 @@
 --      A session's summaries and its boundary event go into its last batch, after all its messages,
 --      so a run killed between batches leaves every session complete, untouched, or a turn-order prefix
 --      without its boundary event — which the next run completes.
-CREATE OR REPLACE TEMP TABLE write_messages AS
+CREATE OR REPLACE TABLE write_messages AS
 WITH w AS (
   SELECT m.*, 1 + coalesce(pc.n, 0) AS weight
   FROM msg_plan m
@@ -25,7 +25,7 @@ SELECT *, CAST(floor(CASE WHEN session_weight <= $budget
                           ELSE cum_before END / $budget) AS BIGINT) AS batch
 FROM c;
 
-CREATE OR REPLACE TEMP TABLE session_work AS
+CREATE OR REPLACE TABLE session_work AS
 WITH touched AS (
   SELECT session_id FROM write_messages
   UNION SELECT session_id FROM part_plan
@@ -40,7 +40,7 @@ SELECT s.session_id, s.session_id IN (SELECT session_id FROM touched) AS gains_d
        coalesce((SELECT max(batch) FROM write_messages w WHERE w.session_id = s.session_id), 0) AS batch
 FROM (SELECT session_id FROM touched UNION SELECT session_id FROM unbounded) s;
 
-CREATE OR REPLACE TEMP TABLE write_summaries AS
+CREATE OR REPLACE TABLE write_summaries AS
 SELECT p.*, CASE WHEN l.lvl IS NOT NULL THEN sp.parent_id END AS parent_id,
        coalesce(sp.candidates, 0) AS candidates, coalesce(l.lvl, 0) AS lvl, w.batch
 FROM sum_plan p
@@ -50,7 +50,7 @@ LEFT JOIN sum_level l ON l.summary_id = p.summary_id
 WHERE p.status = 'new';
 
 -- present messages the writer must know the turn of: ends of new summaries' ranges, owners of new parts
-CREATE OR REPLACE TEMP TABLE write_present AS
+CREATE OR REPLACE TABLE write_present AS
 SELECT DISTINCT m.message_id, m.tid_present, m.turn_present
 FROM msg_plan m
 WHERE NOT m.is_new

@@ -8,7 +8,7 @@
 -- why: CI needs proof that the target holds every source fact or accounts for it (SPEC §1 audit, §5).
 --      The comparison is against the sources, never against the ledger; content is compared by hash.
 --      Every query below returns offending rows only: an empty table means exit 0.
-CREATE OR REPLACE TEMP TABLE audit_findings (kind VARCHAR, problem VARCHAR, session_id VARCHAR, source_id VARCHAR,
+CREATE OR REPLACE TABLE audit_findings (kind VARCHAR, problem VARCHAR, session_id VARCHAR, source_id VARCHAR,
                                              detail VARCHAR);
 
 -- messages the target lacks (what migrate would insert)

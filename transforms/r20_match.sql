@@ -14,7 +14,7 @@
 --      imported again), then by identity: the k-th occurrence of an identity on the path is held
 --      when at least k such rows are. A target row that came from lcm.db is the same message as its
 --      lcm.db row and is counted once. New messages keep path order and append after the session.
-CREATE OR REPLACE TEMP TABLE held AS
+CREATE OR REPLACE TABLE held AS
 SELECT row_number() OVER () AS held_id, * FROM (
 SELECT l.session_id, l.entry_id, l.identity_hash
 FROM held_lcm l
@@ -28,7 +28,7 @@ WHERE t.session_id IN (SELECT session_id FROM jsonl_messages)
                        WHERE l.session_id = t.session_id AND l.conv_key = t.conversation_id AND l.seq = t.source_seq))
 );
 
-CREATE OR REPLACE TEMP TABLE jsonl_plan AS
+CREATE OR REPLACE TABLE jsonl_plan AS
 WITH first_copy AS (
   -- the same entry in two files (a live file and a named archive) is one message
   SELECT *, row_number() OVER (PARTITION BY session_id, coalesce(entry_id, CAST(message_id AS VARCHAR))

@@ -5,7 +5,7 @@
 -- key: batch
 -- why: the same transaction sizing and ordering as 60_batches.sql: whole sessions while they fit in
 --      $budget rows, larger ones cut in path order, the boundary event in the session's last batch.
-CREATE OR REPLACE TEMP TABLE write_messages AS
+CREATE OR REPLACE TABLE write_messages AS
 WITH w AS (
   SELECT j.*, 1 + coalesce(pc.n, 0) AS weight
   FROM jsonl_plan j
@@ -21,7 +21,7 @@ SELECT *, CAST(floor(CASE WHEN session_weight <= $budget
                           ELSE cum_before END / $budget) AS BIGINT) AS batch
 FROM c;
 
-CREATE OR REPLACE TEMP TABLE session_work AS
+CREATE OR REPLACE TABLE session_work AS
 WITH unbounded AS (
   -- sessions holding rows reconcile imported earlier, but no boundary event (a run killed mid-way)
   SELECT DISTINCT t.session_id FROM held_tgt t
