@@ -38,6 +38,8 @@ def migrate(opts: MigrateOptions) -> RunReport:
     check_sqlite_file(opts.src, "source")    # source problems are reported before target problems
     existed = tgt.check_target(opts.target, open_it=not opts.dry_run)
     snap = take_snapshot(opts.src, "source", opts.tmp_dir)
+    if not opts.dry_run:
+        snap.hash_in_background()   # for the ledger; overlaps with planning
     target_view = None
     try:
         schema = detect_schema(snap.path, opts.src)

@@ -25,13 +25,14 @@ WHITESPACE = " \t\n\r\x0b\x0c\u00a0\ufeff"
 _TARGET_STATE = {
     "tgt_messages": """
         SELECT session_id, conversation_id, source_seq, min(id) AS id, arg_min(turn_index, id) AS turn_index,
-               count(*) AS copies, string_agg(CAST(id AS VARCHAR), ',' ORDER BY id) AS ids
-        FROM (SELECT id, session_id, turn_index,
-                     json_extract_string(metadata, '$.conversation_id') AS conversation_id,
-                     try_cast(json_extract_string(metadata, '$.source_seq') AS BIGINT) AS source_seq
-              FROM tgt.lcm_messages
-              WHERE metadata LIKE '%lossless-claw%' AND json_valid(metadata)
-                AND json_extract_string(metadata, '$.source') = 'lossless-claw')
+               count(*) AS copies, CAST(min(id) AS VARCHAR) || CASE WHEN count(*) > 1
+                                        THEN ',' || CAST(max(id) AS VARCHAR) ELSE '' END AS ids
+        FROM (SELECT id, session_id, turn_index, v[2] AS conversation_id, try_cast(v[3] AS BIGINT) AS source_seq
+              FROM (SELECT id, session_id, turn_index,
+                           json_extract_string(metadata, ['$.source', '$.conversation_id', '$.source_seq']) AS v
+                    FROM tgt.lcm_messages
+                    WHERE metadata LIKE '%lossless-claw%' AND json_valid(metadata))
+              WHERE v[1] = 'lossless-claw')
         GROUP BY session_id, conversation_id, source_seq""",
     "tgt_entries": """
         SELECT session_id, entry_id, min(id) AS id, arg_min(turn_index, id) AS turn_index

@@ -19,6 +19,7 @@ import os
 import shutil
 import sqlite3
 import tempfile
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -66,9 +67,32 @@ class Snapshot:
     path: Path
     folder: Path
     size: int
-    sha256: str
+    _digest: threading.Thread | None = None
+    _sha256: list = field(default_factory=list)
+
+    @property
+    def sha256(self) -> str:
+        """The snapshot's content hash (for the run ledger), computed in a background thread: hashlib
+        releases the GIL, so hashing a large source overlaps with planning instead of adding to it."""
+        if self._digest is None:
+            self._digest = self.hash_in_background()
+        self._digest.join()
+        return self._sha256[0]
+
+    def hash_in_background(self) -> threading.Thread:
+        def work():
+            h = hashlib.sha256()
+            with open(self.path, "rb") as fh:
+                for chunk in iter(lambda: fh.read(1 << 22), b""):
+                    h.update(chunk)
+            self._sha256.append(h.hexdigest())
+        self._digest = threading.Thread(target=work, name="lcm-etl-sha256", daemon=True)
+        self._digest.start()
+        return self._digest
 
     def close(self) -> None:
+        if self._digest is not None:
+            self._digest.join()
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
@@ -106,14 +130,14 @@ def take_snapshot(path: Path, what: str = "source", tmp_root: str | None = None,
                 break
         else:
             raise RunFailed(f"{what} kept changing while it was copied: {path}; retry when it is quieter")
-        digest = _fold_wal(copy, path, what)
-        return Snapshot(original=path, path=copy, folder=folder, size=copy.stat().st_size, sha256=digest)
+        _fold_wal(copy, path, what)
+        return Snapshot(original=path, path=copy, folder=folder, size=copy.stat().st_size)
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
 
 
-def _fold_wal(copy: Path, original: Path, what: str) -> str:
+def _fold_wal(copy: Path, original: Path, what: str) -> None:
     try:
         con = sqlite3.connect(copy, isolation_level=None)
         try:
@@ -124,11 +148,6 @@ def _fold_wal(copy: Path, original: Path, what: str) -> str:
             con.close()
     except sqlite3.DatabaseError as exc:
         raise BadInput(f"{what} is not a readable SQLite database: {original} ({exc}; {_remedy(what)})") from None
-    h = hashlib.sha256()
-    with open(copy, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 # --------------------------------------------------------------------------------------------------

@@ -11,14 +11,16 @@
 --      already brought in from the JSONL transcript is recognised by its transcript entry id, so the two
 --      commands, in either order, leave each message in the target once.
 CREATE OR REPLACE TABLE src_msgs AS
-SELECT m.message_id, m.conversation_id, s.conv_key, s.session_id, m.seq, m.token_count, m.transcript_entry_id,
-       m.created_at AS created_raw,
-       try_cast(m.created_at AS TIMESTAMPTZ) AS ts,
-       row_number() OVER (PARTITION BY s.session_id
-                          ORDER BY try_cast(m.created_at AS TIMESTAMPTZ) NULLS LAST, s.conv_num NULLS LAST,
-                                   s.conv_key, m.seq) AS src_order
-FROM src_messages m
-JOIN sessions s USING (conversation_id);
+WITH timed AS (
+  SELECT m.message_id, m.conversation_id, s.conv_key, s.conv_num, s.session_id, m.seq, m.token_count,
+         m.transcript_entry_id, m.created_at AS created_raw, try_cast(m.created_at AS TIMESTAMPTZ) AS ts
+  FROM src_messages m
+  JOIN sessions s USING (conversation_id)
+)
+SELECT * EXCLUDE (conv_num),
+       row_number() OVER (PARTITION BY session_id ORDER BY ts NULLS LAST, conv_num NULLS LAST, conv_key, seq)
+         AS src_order
+FROM timed;
 
 CREATE OR REPLACE TABLE msg_plan AS
 WITH keyed AS (
