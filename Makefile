@@ -14,10 +14,10 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	rm -rf build/demo
-	$(BIN)/lcm-etl inspect --src fixtures/lossless-claw/basic-0.15.3.db
-	$(BIN)/lcm-etl migrate --src fixtures/lossless-claw/basic-0.15.3.db --dest build/demo/lcm.sqlite
+	$(BIN)/lcm-etl inspect --src fixtures/lossless-claw/multiparent-newest.db
+	$(BIN)/lcm-etl migrate --src fixtures/lossless-claw/multiparent-newest.db --dest build/demo/lcm.sqlite
 	@echo "--- a second run finds everything already present:"
-	$(BIN)/lcm-etl migrate --src fixtures/lossless-claw/basic-0.15.3.db --dest build/demo/lcm.sqlite
+	$(BIN)/lcm-etl migrate --src fixtures/lossless-claw/multiparent-newest.db --dest build/demo/lcm.sqlite
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

@@ -33,7 +33,8 @@ class SourceInfo:
         d = self.dag
         lines.append(f"summary DAG: {d.get('summaries', 0)} nodes ({d.get('leaf', 0)} leaf, {d.get('condensed', 0)} "
                      f"condensed), max depth {'-' if d.get('max_depth') is None else d['max_depth']}, {d.get('edges', 0)} parent edges, "
-                     f"{d.get('multi_parent', 0)} summaries with several covering nodes, "
+                     f"{d.get('multi_parent', 0)} multi-parent (condensed from several summaries), "
+                     f"{d.get('multi_cover', 0)} condensed into several (collapsed on import), "
                      f"{d.get('unlinked', 0)} without links, {d.get('cross_conversation_links', 0)} "
                      "links to another conversation's messages")
         return "\n".join(lines)
@@ -51,7 +52,7 @@ def describe(src: Path, key_by: str = "session-id") -> SourceInfo:
                          "src_summary_messages", "src_summary_parents"):
                 info.tables[view.removeprefix("src_")] = con.execute(f"SELECT count(*) FROM {view}").fetchone()[0]
             rows = con.execute("""
-                WITH multi AS (SELECT parent_summary_id AS sid FROM src_summary_parents GROUP BY 1 HAVING count(*) > 1),
+                WITH multi AS (SELECT summary_id AS sid FROM src_summary_parents GROUP BY 1 HAVING count(*) > 1),
                 sm AS (SELECT s.session_id, count(*) FILTER (WHERE x.kind = 'leaf') AS leaf,
                               count(*) FILTER (WHERE x.kind = 'condensed') AS cond, max(x.depth) AS depth,
                               count(*) FILTER (WHERE x.summary_id IN (SELECT sid FROM multi)) AS multi
@@ -68,6 +69,7 @@ def describe(src: Path, key_by: str = "session-id") -> SourceInfo:
                 SELECT count(*), count(*) FILTER (WHERE kind = 'leaf'), count(*) FILTER (WHERE kind = 'condensed'),
                        max(depth),
                        (SELECT count(*) FROM src_summary_parents),
+                       (SELECT count(*) FROM (SELECT summary_id FROM src_summary_parents GROUP BY 1 HAVING count(*) > 1)),
                        (SELECT count(*) FROM (SELECT parent_summary_id FROM src_summary_parents GROUP BY 1 HAVING count(*) > 1)),
                        count(*) FILTER (WHERE summary_id NOT IN (SELECT summary_id FROM src_summary_messages)
                                           AND summary_id NOT IN (SELECT summary_id FROM src_summary_parents)),
@@ -75,8 +77,8 @@ def describe(src: Path, key_by: str = "session-id") -> SourceInfo:
                           JOIN src_messages m ON m.message_id = l.message_id
                         WHERE m.conversation_id <> s2.conversation_id)
                 FROM src_summaries""").fetchone()
-            info.dag = dict(zip(("summaries", "leaf", "condensed", "max_depth", "edges", "multi_parent", "unlinked",
-                                 "cross_conversation_links"), d))
+            info.dag = dict(zip(("summaries", "leaf", "condensed", "max_depth", "edges", "multi_parent",
+                                 "multi_cover", "unlinked", "cross_conversation_links"), d))
             return info
         finally:
             con.close()
