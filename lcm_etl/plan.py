@@ -18,7 +18,7 @@ from .report import RunReport
 from .sources import SourceSchema, normalized_views
 from .steps import run_step, step_named
 
-PLAN_STEPS = ("20_", "30_", "40_", "50_", "60_")   # after 10_sessions and the session filter
+PLAN_STEPS = ("20_", "30_", "40_", "50_", "55_", "57_", "60_")   # after 10_sessions and the session filter
 WHITESPACE = " \t\n\r\x0b\x0c\u00a0\ufeff"
 
 # The target's state as the plan sees it. Only rows imported from lossless-claw carry a source identity.

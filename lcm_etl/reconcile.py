@@ -159,7 +159,7 @@ def plan_transcripts(opts: ReconcileOptions, transcripts: list[Transcript], targ
         con.execute(f"CREATE TABLE held_tgt AS {held_sql}")
         if target_db is not None:
             con.execute("DETACH tgt")
-        for prefix in ("r20_", "r60_"):
+        for prefix in ("r20_", "r55_", "57_", "r60_"):
             run_step(step_named(prefix), con, {"budget": opts.batch_rows})
         return con
     except BaseException:

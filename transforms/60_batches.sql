@@ -1,30 +1,11 @@
 -- step: batches
 -- engine: duckdb (plan)
--- reads: msg_plan, part_plan, sum_plan, tgt_boundaries, tgt_messages
--- produces: write_messages, write_parts, write_summaries, write_boundaries — the rows to write, each
---           with the batch (one SQLite transaction) it lands in
--- key: batch
--- why: a live Remnic waits at most 5 s for the write lock (SPEC §4), so one transaction carries about
---      $budget rows. Sessions are packed whole while they fit; a larger session is cut in turn order.
---      A session's summaries and its boundary event go into its last batch, after all its messages,
---      so a run killed between batches leaves every session complete, untouched, or a turn-order prefix
---      without its boundary event — which the next run completes.
-CREATE OR REPLACE TABLE write_messages AS
-WITH w AS (
-  SELECT m.*, 1 + coalesce(pc.n, 0) AS weight
-  FROM msg_plan m
-  LEFT JOIN (SELECT message_id, count(*) AS n FROM part_plan GROUP BY message_id) pc USING (message_id)
-  WHERE m.is_new
-), c AS (
-  SELECT *, sum(weight) OVER (ORDER BY session_id, new_rank ROWS UNBOUNDED PRECEDING) - weight AS cum_before,
-         sum(weight) OVER (PARTITION BY session_id) AS session_weight
-  FROM w
-)
-SELECT *, CAST(floor(CASE WHEN session_weight <= $budget
-                          THEN min(cum_before) OVER (PARTITION BY session_id)
-                          ELSE cum_before END / $budget) AS BIGINT) AS batch
-FROM c;
-
+-- reads: write_messages (57_assign_batches.sql), msg_plan, part_plan, sum_plan, sum_parent, sum_level,
+--        tgt_boundaries
+-- produces: session_work (sessions to finish, and the batch that finishes them), write_summaries,
+--           write_present (present messages the writer must resolve)
+-- key: session_id / summary_id
+-- why: a session's summaries and its boundary event go into its last batch, after all its messages.
 CREATE OR REPLACE TABLE session_work AS
 WITH touched AS (
   SELECT session_id FROM write_messages

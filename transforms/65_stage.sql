@@ -6,9 +6,9 @@
 -- why: the write steps run inside SQLite, next to the target, so content and payloads are copied by
 --      SQLite straight from the source snapshot; only ids, turn ranks and batches cross from DuckDB.
 CREATE TABLE stage.plan_messages AS
-SELECT message_id, session_id, new_rank, batch, created_iso,
-       CASE WHEN created_iso IS DISTINCT FROM created_raw THEN created_raw END AS created_raw
-FROM write_messages ORDER BY batch, session_id, new_rank;
+SELECT w.message_id, w.session_id, w.new_rank, w.batch, m.created_iso,
+       CASE WHEN m.created_iso IS DISTINCT FROM m.created_raw THEN m.created_raw END AS created_raw
+FROM write_messages w JOIN msg_plan m USING (message_id) ORDER BY w.batch, w.session_id, w.new_rank;
 
 CREATE TABLE stage.plan_present AS
 SELECT message_id, tid_present, turn_present FROM write_present;
