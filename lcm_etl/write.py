@@ -3,7 +3,8 @@
 Two ways to land a plan:
 - the target exists: one `BEGIN IMMEDIATE` transaction per batch (the plan sized them to keep the
   lock short for a live Remnic), each with its FTS rows, summaries and boundary events; foreign keys
-  are deferred to commit. A kill between batches leaves whole sessions or turn-order prefixes.
+  are checked as rows land (summaries go roots first). A kill between batches leaves whole sessions
+  or turn-order prefixes. Parts are flattened beforehand, outside the lock.
 - the target does not exist: the whole database is built in a private file beside the final path,
   without a journal (a crash just leaves a file the next run deletes), then switched to WAL and
   hard-linked into place, so the target appears complete or not at all.
