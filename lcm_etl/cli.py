@@ -105,11 +105,12 @@ def cli():
 @target_options
 @run_options
 @write_options
+@click.option("--full", is_flag=True, help="re-plan everything even when source and target are unchanged since the last run")
 @click.option("--manifest", metavar="FILE", help="migrate every `SRC DEST` pair listed in FILE, in parallel")
 @click.option("--jobs", type=click.IntRange(min=1), default=None, help="parallel pairs with --manifest (default: cores)")
 @handled
 def migrate(src, dest, memory_dir, dry_run, session_filter, key_by, as_json, quiet, debug, lock_timeout, batch_rows,
-            memory_limit, manifest, jobs):
+            memory_limit, full, manifest, jobs):
     """Copy a lossless-claw lcm.db into a Remnic LCM database (idempotent)."""
     from .migrate import MigrateOptions, migrate as run
     from .target import resolve_target
@@ -118,10 +119,11 @@ def migrate(src, dest, memory_dir, dry_run, session_filter, key_by, as_json, qui
         return _fleet(manifest, src, dest, memory_dir, jobs, as_json, quiet,
                       MigrateOptions(src=Path(), target=Path(), dry_run=dry_run, session_filter=list(session_filter),
                                      key_by=key_by, lock_timeout=lock_timeout, batch_rows=batch_rows,
-                                     memory_limit=memory_limit))
+                                     memory_limit=memory_limit, full=full))
     opts = MigrateOptions(src=resolve_src(src), target=resolve_target(dest, memory_dir), dry_run=dry_run,
                           session_filter=list(session_filter), key_by=key_by, lock_timeout=lock_timeout,
-                          batch_rows=batch_rows, progress=progress_wanted(as_json, quiet), memory_limit=memory_limit)
+                          batch_rows=batch_rows, progress=progress_wanted(as_json, quiet), memory_limit=memory_limit,
+                          full=full)
     report = run(opts)
     emit(report, as_json, quiet)
     return 0

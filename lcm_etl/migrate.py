@@ -8,10 +8,10 @@ from pathlib import Path
 
 import duckdb
 
-from . import __version__, duck, plan, target as tgt
+from . import __version__, duck, plan, shortcut, target as tgt
 from .report import RunReport
 from .sources import check_sqlite_file, detect_schema, normalized_views, take_snapshot
-from .write import MIGRATE_STEPS, WriteJob, new_run_id, write
+from .write import MIGRATE_STEPS, WriteJob, new_run_id, record_run, write
 
 
 @dataclass
@@ -26,6 +26,7 @@ class MigrateOptions:
     progress: bool = False
     tmp_dir: str | None = None
     memory_limit: str = duck.DEFAULT_MEMORY_LIMIT
+    full: bool = False   # re-plan even when the shortcut says nothing changed
 
 
 def now_iso() -> str:
@@ -37,6 +38,11 @@ def migrate(opts: MigrateOptions) -> RunReport:
     report = RunReport(command="migrate", dry_run=opts.dry_run, source=str(opts.src), target=str(opts.target))
     check_sqlite_file(opts.src, "source")    # source problems are reported before target problems
     existed = tgt.check_target(opts.target, open_it=not opts.dry_run)
+    source_fp, opts_key = shortcut.source_fingerprint(opts.src), shortcut.options_key(opts.key_by, opts.session_filter)
+    if existed and not opts.full:
+        previous = shortcut.previous_totals(opts.target, source_fp, opts_key, opts.dry_run)
+        if previous:
+            return _nothing_changed(opts, report, previous, source_fp, opts_key, started, t0)
     snap = take_snapshot(opts.src, "source", opts.tmp_dir)
     if not opts.dry_run:
         snap.hash_in_background()   # for the ledger; overlaps with planning
@@ -76,6 +82,7 @@ def migrate(opts: MigrateOptions) -> RunReport:
             "source_sha256": snap.sha256,
             "options": _options_json(opts),
         }
+        job.ledger_extra = {"source_fingerprint": source_fp, "options_key": opts_key, "totals": _totals(report)}
         counts = write(job, now_iso)
         _check_counts(report, counts)
         report.run_id = run_id
@@ -85,6 +92,35 @@ def migrate(opts: MigrateOptions) -> RunReport:
         snap.close()
         if target_view:
             target_view.close()
+
+
+def _totals(report: RunReport) -> dict:
+    """Everything of the source the target now holds or has accounted for, per kind."""
+    return {kind: {"present": k.inserted + k.already_present, "skipped": k.skipped}
+            for kind, k in (("messages", report.messages), ("parts", report.parts), ("summaries", report.summaries))}
+
+
+def _nothing_changed(opts: MigrateOptions, report: RunReport, previous: tuple[str, dict], source_fp, opts_key,
+                     started: str, t0: float) -> RunReport:
+    run_id, totals = previous
+    for kind, k in (("messages", report.messages), ("parts", report.parts), ("summaries", report.summaries)):
+        k.already_present = totals.get(kind, {}).get("present", 0)
+        k.skipped = dict(totals.get(kind, {}).get("skipped", {}))
+    report.extra["shortcut"] = (f"source unchanged and target untouched since run {run_id}: nothing to do "
+                                "(--full re-plans everything)")
+    if not opts.dry_run:
+        job = WriteJob(target=opts.target, target_existed=True, stage=Path(), batch_steps=(), final_step=None,
+                       scratch_step=None, batches=[], params={}, lock_timeout=opts.lock_timeout, progress=False)
+        job.ledger = {"run_id": new_run_id(), "tool_version": __version__, "command": "migrate",
+                      "started_at": started, "finished_at": now_iso(), "status": "complete",
+                      "source_path": str(opts.src), "source_size": opts.src.stat().st_size, "source_sha256": None,
+                      "options": _options_json(opts)}
+        job.ledger_extra = {"source_fingerprint": source_fp, "options_key": opts_key, "totals": totals,
+                            "shortcut_of": run_id}
+        record_run(opts.target, job, {})
+        report.run_id = job.ledger["run_id"]
+    report.elapsed_s = time.monotonic() - t0
+    return report
 
 
 def _options_json(opts: MigrateOptions) -> str:

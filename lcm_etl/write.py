@@ -22,7 +22,7 @@ from pathlib import Path
 import orjson
 from tqdm import tqdm
 
-from . import target as tgt
+from . import shortcut, target as tgt
 from .errors import RunFailed
 from .steps import run_step, step_named
 
@@ -61,6 +61,7 @@ class WriteJob:
     attach: dict[str, Path] = field(default_factory=dict)   # alias -> database (e.g. src -> the snapshot)
     views: dict[str, str] = field(default_factory=dict)     # TEMP views over the attachments
     ledger: dict = field(default_factory=dict)   # lcm_etl_runs row; counts are added when the run ends
+    ledger_extra: dict = field(default_factory=dict)   # more for the ledger's counts JSON (totals, fingerprints)
 
 
 def building_path(target: Path) -> Path:
@@ -131,11 +132,19 @@ def _run_steps(con: sqlite3.Connection, job: WriteJob, prefixes, lo: int, hi: in
     return counts
 
 
+def record_run(target: Path, job: WriteJob, counts: dict) -> None:
+    """A ledger row for a run that writes nothing else (the no-op shortcut)."""
+    with closing(tgt.connect(target, job.lock_timeout)) as con:
+        _in_transaction(con, job, lambda: _finish(con, job, counts))
+
+
 def _finish(con: sqlite3.Connection, job: WriteJob, counts: dict) -> None:
     if job.final_step:
         run_step(step_named(job.final_step), con, job.params)
     row = dict(job.ledger)
-    row["counts"] = orjson.dumps(counts).decode()
+    # what this run wrote, plus the target's fingerprint after it (lcm_etl/shortcut.py reads it back)
+    row["counts"] = orjson.dumps({"written": counts, **job.ledger_extra,
+                                  "target_fingerprint": shortcut.target_fingerprint(con)}).decode()
     cols = ", ".join(row)
     con.execute(f"INSERT INTO lcm_etl_runs ({cols}) VALUES ({', '.join('?' * len(row))})", list(row.values()))
 

@@ -15,9 +15,11 @@ def fts_rows(con) -> tuple[int, int]:
             con.execute("SELECT count(*) FROM lcm_summaries_fts_docsize").fetchone()[0])
 
 
-def test_rerunning_imports_zero_new_rows_and_writes_no_boundary_event(imported):
-    # re-run on a copy of the imported target, so the session-wide `imported` target stays as it was
-    dest = imported.base / "rerun" / "lcm.sqlite"
+@pytest.mark.parametrize("full", [True, False], ids=["full-plan", "shortcut"])
+def test_rerunning_imports_zero_new_rows_and_writes_no_boundary_event(imported, full):
+    # re-run on a copy of the imported target, so the session-wide `imported` target stays as it was;
+    # both through the full plan and through the unchanged-source shortcut
+    dest = imported.base / f"rerun-{full}" / "lcm.sqlite"
     dest.parent.mkdir(exist_ok=True)
     copy = sqlite3.connect(dest)
     imported.tgt.backup(copy)          # a consistent copy, whatever the open handle has in its -wal
@@ -26,7 +28,8 @@ def test_rerunning_imports_zero_new_rows_and_writes_no_boundary_event(imported):
     with open_db(dest) as con:
         before, fts_before = table_counts(con), fts_rows(con)
     source_before = folder_state(imported.source.parent)
-    second = migrate_api(imported.source, dest)
+    second = migrate_api(imported.source, dest, full=full)
+    assert ("shortcut" in second["extra"]) is not full
     assert folder_state(imported.source.parent) == source_before
     with open_db(dest) as con:
         after, fts_after = table_counts(con), fts_rows(con)

@@ -1,0 +1,71 @@
+"""The no-op shortcut: skip planning when neither the source nor the target changed since the last run.
+
+A re-run normally re-plans everything: read every source identity and every target identity and find
+that nothing is missing. That costs a few seconds per 100k messages, because SQLite must read the
+pages those rows live on. When the last run recorded in the target's ledger was a `migrate` of
+
+- the same source file, byte for byte unchanged: same inode, size, mtime and ctime of `lcm.db` and
+  `lcm.db-wal` (ctime cannot be set back by any tool, so a rewrite or restore always changes it);
+- with the same options that decide the content (session rule, session filter);
+- into a target that still holds exactly what that run left: per Remnic table the row count and the
+  highest rowid (a deletion, an insertion by Remnic or by `reconcile` changes one of them),
+
+then the full plan is known to find nothing, and the run reports the previous totals as already
+present. `--full` disables the shortcut. The ledger is only consulted to skip work, never to decide
+what a row's identity is.
+"""
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import orjson
+
+FINGERPRINT_TABLES = ("lcm_messages", "lcm_message_parts", "lcm_summary_nodes", "lcm_compaction_events")
+
+
+def source_fingerprint(src: Path) -> list:
+    out = []
+    for p in (src, Path(str(src) + "-wal")):
+        try:
+            st = p.stat()
+            out.append([st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns])
+        except FileNotFoundError:
+            out.append(None)
+    return [str(src.resolve()), out]
+
+
+def options_key(key_by: str, session_filter: list[str]) -> list:
+    return [key_by, sorted(set(session_filter))]
+
+
+def target_fingerprint(con: sqlite3.Connection) -> list:
+    return [list(con.execute(f"SELECT count(*), coalesce(max(rowid), 0) FROM {t}").fetchone())
+            for t in FINGERPRINT_TABLES]
+
+
+def previous_totals(target: Path, source_fp: list, opts_key: list, dry_run: bool) -> tuple[str, dict] | None:
+    """(run_id, totals) of the last run if it makes this one a no-op, else None."""
+    # a dry run must not create -wal/-shm beside the target: immutable skips the WAL, so a ledger row
+    # still in the WAL is simply not seen and the full plan runs
+    if dry_run and Path(str(target) + "-wal").exists() and Path(str(target) + "-wal").stat().st_size:
+        return None   # the immutable view below would not see what the WAL holds
+    mode = "ro&immutable=1" if dry_run else "ro"
+    try:
+        con = sqlite3.connect(f"file:{target}?mode={mode}", uri=True)
+    except sqlite3.Error:
+        return None
+    try:
+        row = con.execute("SELECT run_id, command, status, counts FROM lcm_etl_runs "
+                          "ORDER BY finished_at DESC, rowid DESC LIMIT 1").fetchone()
+        if not row or row[1] != "migrate" or row[2] != "complete":
+            return None
+        recorded = orjson.loads(row[3])
+        if (recorded.get("source_fingerprint") != source_fp or recorded.get("options_key") != opts_key
+                or recorded.get("target_fingerprint") != target_fingerprint(con)):
+            return None
+        return row[0], recorded.get("totals") or {}
+    except (sqlite3.Error, orjson.JSONDecodeError, AttributeError):
+        return None
+    finally:
+        con.close()
