@@ -39,6 +39,8 @@ def connect(workdir: Path | None = None, memory_limit: str = DEFAULT_MEMORY_LIMI
         "autoload_known_extensions": False,
         "memory_limit": memory_limit,
         "preserve_insertion_order": False,
+        # one thread: two double some operators' working memory, and planning is a small part of a run
+        "threads": 1,
     }
     if workdir is not None:
         config["temp_directory"] = str(workdir / "duckdb.tmp")

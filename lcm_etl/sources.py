@@ -14,6 +14,7 @@ DuckDB (planning) and in SQLite (the bulk copy of content), so both see identica
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import shutil
@@ -37,6 +38,12 @@ def default_source() -> Path:
 
 def expand(path: str | os.PathLike) -> Path:
     return Path(os.path.expandvars(os.path.expanduser(str(path))))
+
+
+def _one_line(exc: Exception) -> str:
+    if isinstance(exc, UnicodeDecodeError):
+        return "its schema holds bytes that are not UTF-8: the file is damaged"
+    return str(exc)
 
 
 def _remedy(what: str) -> str:
@@ -132,6 +139,11 @@ def take_snapshot(path: Path, what: str = "source", tmp_root: str | None = None,
             raise RunFailed(f"{what} kept changing while it was copied: {path}; retry when it is quieter")
         _fold_wal(copy, path, what)
         return Snapshot(original=path, path=copy, folder=folder, size=copy.stat().st_size)
+    except OSError as exc:
+        shutil.rmtree(folder, ignore_errors=True)
+        why = ("disk full" if exc.errno == errno.ENOSPC else exc.strerror or str(exc))
+        raise RunFailed(f"cannot copy the {what} into the temporary folder {folder.parent}: {why} "
+                        "(free space there, or point TMPDIR elsewhere); nothing was written") from None
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
@@ -146,8 +158,9 @@ def _fold_wal(copy: Path, original: Path, what: str) -> None:
             con.execute("PRAGMA journal_mode=DELETE")
         finally:
             con.close()
-    except sqlite3.DatabaseError as exc:
-        raise BadInput(f"{what} is not a readable SQLite database: {original} ({exc}; {_remedy(what)})") from None
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:   # a damaged file can make SQLite's message undecodable
+        raise BadInput(f"{what} is not a readable SQLite database: {original} ({_one_line(exc)}; "
+                       f"{_remedy(what)})") from None
 
 
 # --------------------------------------------------------------------------------------------------
@@ -202,8 +215,9 @@ def detect_schema(db: Path, original: Path) -> SourceSchema:
         names = [r[0] for r in con.execute(
             "SELECT name FROM sqlite_master WHERE type IN ('table','view') ORDER BY name")]
         schema = SourceSchema({n: [r[1] for r in con.execute(f'PRAGMA table_info("{n}")')] for n in names})
-    except sqlite3.DatabaseError as exc:
-        raise BadInput(f"source is not a readable SQLite database: {original} ({exc}; {_remedy('source')})") from None
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
+        raise BadInput(f"source is not a readable SQLite database: {original} ({_one_line(exc)}; "
+                       f"{_remedy('source')})") from None
     finally:
         con.close()
     missing = [t for t in REQUIRED_TABLES if not schema.has(t)]

@@ -106,25 +106,35 @@ def check_target(path: Path, open_it: bool = True) -> bool:
     return False
 
 
+def _schema_of(uri: str) -> tuple[set[str], str | None]:
+    con = sqlite3.connect(uri, uri=True)
+    try:
+        names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        version = None
+        if "lcm_meta" in names:
+            row = con.execute("SELECT value FROM lcm_meta WHERE key='schema_version'").fetchone()
+            version = row[0] if row else None
+        return names, version
+    finally:
+        con.close()
+
+
 def check_remnic(db: Path, path: Path) -> None:
     """db is the file to open (the target or a private copy of it); path names it in messages.
 
-    Opened `immutable=1`: even a read-only open of a WAL database creates -wal/-shm beside it, and a
-    target we refuse must be left exactly as it was. Immutable reads skip the WAL, which is fine for
-    this check: only the schema's presence is looked at, and the run reads the target properly later.
+    First opened `immutable=1`: even a read-only open of a WAL database creates -wal/-shm beside it, and
+    a target we refuse must be left exactly as it was. Immutable reads skip the WAL, which is fine for
+    this check unless the main file alone is inconsistent (a checkpoint cut short by a kill or a full
+    disk): then the database is opened the ordinary way, WAL included, before anything is concluded.
     """
     try:
-        con = sqlite3.connect(f"file:{db}?mode=ro&immutable=1", uri=True)
         try:
-            names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-            version = None
-            if "lcm_meta" in names:
-                row = con.execute("SELECT value FROM lcm_meta WHERE key='schema_version'").fetchone()
-                version = row[0] if row else None
-        finally:
-            con.close()
-    except sqlite3.DatabaseError as exc:
-        raise BadInput(f"target is not a readable SQLite database: {path} ({exc})") from None
+            names, version = _schema_of(f"file:{db}?mode=ro&immutable=1")
+        except (sqlite3.DatabaseError, UnicodeDecodeError):
+            names, version = _schema_of(f"file:{db}?mode=ro")
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
+        raise BadInput(f"target is not a readable SQLite database: {path} ({exc}; point --dest at a Remnic "
+                       "lcm.sqlite, or at a new path)") from None
     if names and "lcm_meta" not in names and "lcm_messages" not in names:
         raise BadInput(f"target exists but is not a Remnic LCM database: {path} (no lcm_meta/lcm_messages; "
                        "choose another --dest)")

@@ -186,17 +186,27 @@ def _write_existing(job: WriteJob, finished_at) -> dict[str, int]:
     counts: dict[str, int] = {}
     scratch = _Scratch(job).start() if job.scratch_step else None
     with closing(tgt.connect(job.target, job.lock_timeout)) as con:
-        con.execute("PRAGMA journal_mode=WAL")
+        # the journal mode is left as the target has it (Remnic sets WAL itself); changing it is a write
         con.execute("PRAGMA synchronous=NORMAL")
-        _in_transaction(con, job, lambda: tgt.apply_schema(con))
         _prepare(con, job)
         if scratch:   # flattened before the first write lock is taken, so it never lengthens one
             scratch.attach(con)
+        # Remnic's schema (for a v1 or empty target) and lcm-etl's tables land with the first batch, so a
+        # run that fails before it (locked, disk full) leaves the target exactly as it was
+        first = [True]
+
+        def batch(b=None):
+            if first[0]:
+                tgt.apply_schema(con)
+                first[0] = False
+            if b is not None:
+                _add(counts, _run_steps(con, job, job.batch_steps, b, b))
+
         bar = tqdm(job.batches, desc="writing", unit="batch", disable=not job.progress, leave=False)
         for b in bar:
-            _in_transaction(con, job, lambda: _add(counts, _run_steps(con, job, job.batch_steps, b, b)))
+            _in_transaction(con, job, lambda: batch(b))
         job.ledger["finished_at"] = finished_at()
-        _in_transaction(con, job, lambda: _finish(con, job, counts))
+        _in_transaction(con, job, lambda: (batch(), _finish(con, job, counts)))
     return counts
 
 

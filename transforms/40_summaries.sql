@@ -3,6 +3,7 @@
 -- reads: src_summaries, src_summary_messages, src_summary_parents, sessions, src_msgs, msg_plan, tgt_summaries
 -- produces: sum_closure(top, sid)         every summary with itself and every summary below it
 --           sum_beneath(summary_id, message_id) every message linked to a summary or any summary below it
+--           session_no, sum_msg                  the same with each message's session number and planned turn
 --           sum_range(summary_id, ...)    per summary: own-session messages beneath, first/last of them
 --           sum_plan(summary_id, status, reason, ...) one row per source summary
 -- key: summary_id
@@ -24,34 +25,49 @@ CREATE OR REPLACE TABLE sum_beneath AS
 SELECT DISTINCT c.top AS summary_id, l.message_id
 FROM sum_closure c JOIN src_summary_messages l ON l.summary_id = c.sid;
 
-CREATE OR REPLACE TABLE sum_range AS
-WITH beneath AS (
-  SELECT summary_id, message_id FROM sum_beneath
-), sole_session AS (
-  SELECT b.summary_id, CASE WHEN min(m.session_id) = max(m.session_id) THEN min(m.session_id) END AS session_id
-  FROM beneath b JOIN src_msgs m ON m.message_id = b.message_id
-  GROUP BY b.summary_id
-), node AS (
-  -- the session of the summary's conversation; a source without summaries.conversation_id (the peer
-  -- importer's test shape) gives the one session all the messages beneath it share
-  SELECT s.summary_id, coalesce(c.session_id, o.session_id) AS session_id
-  FROM src_summaries s
-  LEFT JOIN sessions c USING (conversation_id)
-  LEFT JOIN sole_session o ON o.summary_id = s.summary_id
-)
-SELECT n.summary_id, n.session_id,
-       count(m.message_id) FILTER (WHERE m.session_id = n.session_id) AS own_msgs,
-       count(m.message_id) FILTER (WHERE m.session_id <> n.session_id) AS foreign_msgs,
-       count(b.message_id) FILTER (WHERE b.message_id IS NOT NULL AND m.message_id IS NULL) AS dangling_msgs,
-       arg_min(p.message_id, p.plan_turn) AS lo_msg,
-       arg_max(p.message_id, p.plan_turn) AS hi_msg,
-       min(p.plan_turn) AS lo_turn,
-       max(p.plan_turn) AS hi_turn
-FROM node n
-LEFT JOIN beneath b ON b.summary_id = n.summary_id
+-- every (summary, message beneath it), with the message's session as a small number and its planned
+-- turn: the big joins below then carry integers, not session-id strings, and stay within the budget
+CREATE OR REPLACE TABLE session_no AS
+SELECT session_id, row_number() OVER (ORDER BY session_id) AS sess_no
+FROM (SELECT DISTINCT session_id FROM sessions);
+
+CREATE OR REPLACE TABLE sum_msg AS
+SELECT b.summary_id, b.message_id, m.message_id IS NOT NULL AS in_source, n.sess_no, p.plan_turn
+FROM sum_beneath b
 LEFT JOIN src_msgs m ON m.message_id = b.message_id
-LEFT JOIN msg_plan p ON p.message_id = m.message_id AND p.session_id = n.session_id
-GROUP BY n.summary_id, n.session_id;
+LEFT JOIN session_no n ON n.session_id = m.session_id
+LEFT JOIN msg_plan p ON p.message_id = b.message_id;
+
+-- the session of the summary's conversation; a source without summaries.conversation_id (the peer
+-- importer's test shape) gives the one session all the messages beneath it share
+CREATE OR REPLACE TABLE sum_node AS
+WITH spread AS (
+  SELECT summary_id, min(sess_no) AS lo_sess, max(sess_no) AS hi_sess FROM sum_msg GROUP BY summary_id
+)
+SELECT s.summary_id, coalesce(cn.sess_no, CASE WHEN sp.lo_sess = sp.hi_sess THEN sp.lo_sess END) AS sess_no
+FROM src_summaries s
+LEFT JOIN sessions c USING (conversation_id)
+LEFT JOIN session_no cn ON cn.session_id = c.session_id
+LEFT JOIN spread sp ON sp.summary_id = s.summary_id;
+
+CREATE OR REPLACE TABLE sum_counted AS
+SELECT m.summary_id,
+       count(*) FILTER (WHERE m.sess_no = n.sess_no) AS own_msgs,
+       count(*) FILTER (WHERE m.in_source AND (m.sess_no <> n.sess_no OR n.sess_no IS NULL)) AS foreign_msgs,
+       count(*) FILTER (WHERE NOT m.in_source) AS dangling_msgs,
+       arg_min(m.message_id, m.plan_turn) FILTER (WHERE m.sess_no = n.sess_no) AS lo_msg,
+       arg_max(m.message_id, m.plan_turn) FILTER (WHERE m.sess_no = n.sess_no) AS hi_msg,
+       min(m.plan_turn) FILTER (WHERE m.sess_no = n.sess_no) AS lo_turn,
+       max(m.plan_turn) FILTER (WHERE m.sess_no = n.sess_no) AS hi_turn
+FROM sum_msg m JOIN sum_node n USING (summary_id)
+GROUP BY m.summary_id;
+
+CREATE OR REPLACE TABLE sum_range AS
+SELECT n.summary_id, sn.session_id, coalesce(c.own_msgs, 0) AS own_msgs, coalesce(c.foreign_msgs, 0) AS foreign_msgs,
+       coalesce(c.dangling_msgs, 0) AS dangling_msgs, c.lo_msg, c.hi_msg, c.lo_turn, c.hi_turn
+FROM sum_node n
+LEFT JOIN session_no sn ON sn.sess_no = n.sess_no
+LEFT JOIN sum_counted c ON c.summary_id = n.summary_id;
 
 CREATE OR REPLACE TABLE sum_plan AS
 SELECT s.summary_id, r.session_id, s.depth, s.kind, r.lo_msg, r.hi_msg, r.lo_turn, r.hi_turn,

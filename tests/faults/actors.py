@@ -1,0 +1,95 @@
+"""Other processes the fault tests run beside lcm-etl: `python actors.py ROLE ARGS...`.
+
+source-writer DB STOP     a live lossless-claw: commits 3 messages and a leaf summary linking them, in a
+                          loop, until the file STOP exists; prints one line per commit ("commit N").
+lock-holder DB SECONDS    holds a write lock (BEGIN IMMEDIATE) on DB for SECONDS, then rolls back;
+                          prints "locked" once it holds it.
+remnic-writer DB STOP OUT a live Remnic: every ~100 ms opens DB with busy_timeout=5000 and appends a native
+                          row to session agent:main:main (with its FTS row) in its own transaction; writes
+                          {"waits": [...], "errors": [...]} to OUT when STOP exists.
+"""
+from __future__ import annotations
+
+import json
+import sqlite3
+import sys
+import time
+from pathlib import Path
+
+
+def source_writer(db: str, stop: str) -> None:
+    con = sqlite3.connect(db, isolation_level=None, timeout=30)
+    con.execute("PRAGMA journal_mode=WAL")
+    cid = con.execute("SELECT max(conversation_id) FROM conversations").fetchone()[0]
+    n = 0
+    print("ready", flush=True)
+    while not Path(stop).exists():
+        n += 1
+        con.execute("BEGIN IMMEDIATE")
+        seq = con.execute("SELECT coalesce(max(seq), 0) FROM messages WHERE conversation_id = ?", (cid,)).fetchone()[0]
+        ids = []
+        for k in range(3):
+            ts = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(1893456000 + n * 10 + k))   # after every generated row
+            cur = con.execute(
+                "INSERT INTO messages (conversation_id, seq, role, content, token_count, identity_hash, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (cid, seq + 1 + k, ("user", "assistant", "user")[k], f"live message {n}.{k}", 5 + k,
+                 f"live-{n}-{k}", ts))
+            ids.append(cur.lastrowid)
+        sid = f"sum_live_{n:06d}"
+        con.execute("INSERT INTO summaries (summary_id, conversation_id, kind, depth, content, token_count, "
+                    "earliest_at, latest_at, created_at, file_ids, model) VALUES (?, ?, 'leaf', 0, ?, 7, ?, ?, ?, "
+                    "'[]', 'unknown')", (sid, cid, f"live summary {n}", "2030-01-01T00:00:00.000Z",
+                                         "2030-01-01T00:00:02.000Z", "2030-01-01 00:00:03"))
+        con.executemany("INSERT INTO summary_messages (summary_id, message_id, ordinal) VALUES (?, ?, ?)",
+                        [(sid, m, o) for o, m in enumerate(ids)])
+        con.execute("COMMIT")
+        if n % 25 == 0:
+            con.execute("PRAGMA wal_checkpoint(PASSIVE)")   # rewrite the main file under the reader, too
+        print(f"commit {n}", flush=True)
+        time.sleep(0.01)
+    con.close()
+
+
+def lock_holder(db: str, seconds: str) -> None:
+    con = sqlite3.connect(db, isolation_level=None)
+    con.execute("BEGIN IMMEDIATE")
+    print("locked", flush=True)
+    time.sleep(float(seconds))
+    con.execute("ROLLBACK")
+    con.close()
+
+
+def remnic_writer(db: str, stop: str, out: str) -> None:
+    waits, errors = [], []
+    n = 0
+    print("ready", flush=True)
+    while not Path(stop).exists():
+        n += 1
+        t0 = time.monotonic()
+        try:
+            con = sqlite3.connect(db, isolation_level=None, timeout=5.0)
+            try:
+                con.execute("PRAGMA busy_timeout=5000")
+                con.execute("BEGIN IMMEDIATE")
+                turn = con.execute("SELECT coalesce(max(turn_index), -1) + 1 FROM lcm_messages WHERE session_id = ?",
+                                   ("agent:main:main",)).fetchone()[0]
+                text = f"remnic live turn {n}"
+                cur = con.execute("INSERT INTO lcm_messages (session_id, turn_index, role, content, token_count, "
+                                  "created_at, metadata) VALUES (?, ?, 'user', ?, 4, ?, NULL)",
+                                  ("agent:main:main", turn, text,
+                                   time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())))
+                con.execute("INSERT INTO lcm_messages_fts (rowid, content) VALUES (?, ?)", (cur.lastrowid, text))
+                con.execute("COMMIT")
+            finally:
+                con.close()
+            waits.append(time.monotonic() - t0)
+        except sqlite3.Error as exc:
+            errors.append(f"{time.monotonic() - t0:.2f}s: {exc}")
+        time.sleep(0.1)
+    Path(out).write_text(json.dumps({"waits": waits, "errors": errors}))
+
+
+if __name__ == "__main__":
+    role, *args = sys.argv[1:]
+    {"source-writer": source_writer, "lock-holder": lock_holder, "remnic-writer": remnic_writer}[role](*args)

@@ -1,0 +1,135 @@
+"""The disk fills up (SPEC §1: exit 1, nothing partial left behind).
+
+A real full filesystem: a small tmpfs mounted for the test (needs root; skipped with the reason
+otherwise), the target inside it and, for an existing target, a filler file that leaves too little room.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+from faultlib import (assert_sound, check_cut, copy_db, generate_source, make_existing_target, one_error_line,
+                      read_content, run, source_weights)
+
+pytestmark = pytest.mark.slow
+
+KB = 1024
+
+
+def _mount(folder, size: int) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() != 0:
+        pytest.skip("disk-full tests mount a small tmpfs, which needs root")
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {proc.stderr.strip()}")
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """small_disk(size_in_bytes) -> a folder on a tmpfs of that size, unmounted afterwards."""
+    mounted = []
+
+    def make(size: int, name: str = "small"):
+        folder = tmp_path / name
+        _mount(folder, size)
+        mounted.append(folder)
+        return folder
+
+    yield make
+    for folder in mounted:
+        if subprocess.run(["umount", str(folder)], capture_output=True).returncode != 0:
+            subprocess.run(["umount", "-l", str(folder)], capture_output=True)
+
+
+def fill(folder, leave: int) -> None:
+    """Fill `folder`'s filesystem but `leave` bytes."""
+    st = os.statvfs(folder)
+    free = st.f_bavail * st.f_frsize
+    with open(folder / "filler", "wb") as fh:
+        fh.write(b"\0" * max(0, free - leave))
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def files(folder) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file() and p.name != "filler"}
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory):
+    return generate_source(tmp_path_factory.mktemp("diskfull") / "lcm.db", messages=1500, sessions=6, seed=9)
+
+
+def test_a_new_target_on_a_full_disk_fails_with_one_line_and_leaves_no_target(source, small_disk, tmp_path):
+    disk = small_disk(1024 * KB)
+    target = disk / "lcm.sqlite"
+    proc = run("migrate", "--src", source, "--dest", target, tmp=tmp_path / "tmp")
+    assert proc.returncode == 1, proc.stderr
+    assert "disk" in one_error_line(proc.stderr)
+    assert list(disk.iterdir()) == [], "a failed build left files behind"
+
+
+def test_an_existing_target_without_room_for_the_import_is_left_byte_identical(source, small_disk, tmp_path):
+    disk = small_disk(8 * 1024 * KB)
+    target = make_existing_target(disk / "lcm.sqlite")
+    fill(disk, 256 * KB)
+    before = files(disk)
+    proc = run("migrate", "--src", source, "--dest", target, tmp=tmp_path / "tmp")
+    assert proc.returncode == 1, proc.stderr
+    assert "disk" in one_error_line(proc.stderr)
+    assert files(disk) == before
+    assert_sound(target)
+
+
+def fill_between_batches(source, small_disk, tmp_path):
+    """Run into an existing target on a disk with room for about half the import, in small batches.
+    Returns (target, what an uninterrupted run makes of the same start, the failed run)."""
+    initial = make_existing_target(tmp_path / "initial" / "lcm.sqlite")
+    full_target = copy_db(initial, tmp_path / "full" / "lcm.sqlite")
+    assert run("migrate", "--src", source, "--dest", full_target, *SMALL_BATCHES, tmp=tmp_path / "tmp").returncode == 0
+    full = read_content(full_target)
+    size = full_target.stat().st_size
+
+    disk = small_disk(3 * size)
+    target = copy_db(initial, disk / "lcm.sqlite")
+    fill(disk, size // 2)
+    proc = run("migrate", "--src", source, "--dest", target, *SMALL_BATCHES, tmp=tmp_path / "tmp")
+    return target, full, proc
+
+
+SMALL_BATCHES = ("--batch-rows", 300, "-q")
+
+
+def test_a_disk_that_fills_between_batches_fails_with_one_line_and_leaves_only_clean_sessions(
+        source, small_disk, tmp_path):
+    target, full, proc = fill_between_batches(source, small_disk, tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    assert "disk" in one_error_line(proc.stderr)
+    states = check_cut(target, full, {s for s, w in source_weights(source).items() if w > 300},
+                       scratch=tmp_path / "inspect")
+    assert "complete" in states.values() or "prefix" in states.values(), "the disk filled before any batch"
+
+
+def test_a_rerun_after_freeing_space_completes_what_a_full_disk_interrupted(source, small_disk, tmp_path):
+    target, full, proc = fill_between_batches(source, small_disk, tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    (target.parent / "filler").unlink()
+    proc = run("migrate", "--src", source, "--dest", target, *SMALL_BATCHES, tmp=tmp_path / "tmp")
+    assert proc.returncode == 0, proc.stderr
+    assert read_content(target) == full, read_content(target).diff(full)
+    assert_sound(target)
+
+
+def test_a_full_temporary_folder_fails_with_a_disk_full_line_not_an_internal_error(source, small_disk, tmp_path):
+    tmp = small_disk(1024 * KB, "tmp")
+    target = tmp_path / "remnic" / "lcm.sqlite"
+    proc = run("migrate", "--src", source, "--dest", target, tmp=tmp)
+    assert proc.returncode == 1, proc.stderr
+    line = one_error_line(proc.stderr)
+    assert "disk" in line or "space" in line
+    assert not target.exists()
+    assert list(tmp.iterdir()) == [], "the snapshot folder was left behind"

@@ -1,0 +1,201 @@
+"""SIGKILL `lcm-etl migrate` at random instants (SPEC §4 "Atomic per session").
+
+A generated source of a few thousand messages is migrated with a small --batch-rows, so that some
+sessions fit in one batch and others are cut into chunks. Each trial kills a run at a random instant
+between 0.1 s and the length of an uninterrupted run (one instant per equal slice of that window, so the
+planning phase and the writing phase are both hit), checks what the kill left behind against the
+uninterrupted run, then re-runs and requires the uninterrupted run's content exactly.
+
+Reproduce a failing trial with FAULT_SEED=<seed printed in the failure>.
+"""
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import time
+
+import pytest
+
+from faultlib import (check_cut, file_copy, interrupt_checkpoint, copy_db, generate_source, kill_after, leftovers, make_existing_target,
+                      read_content, run, source_weights, spawn, summary_line, timed_run,
+                      wait_for_data)
+
+pytestmark = pytest.mark.slow
+
+BATCH_ROWS = 500
+EXISTING_TRIALS = 20
+FRESH_TRIALS = 12
+SEED = int(os.environ.get("FAULT_SEED", random.SystemRandom().randrange(1 << 30)))
+
+OUTCOMES: dict[str, list] = {"existing": [], "fresh": []}
+
+
+class World:
+    """One source, the target it starts from, and what an uninterrupted run makes of it."""
+
+    def __init__(self, base):
+        self.base = base
+        self.src = generate_source(base / "src" / "lcm.db", messages=4000, sessions=24, seed=7)
+        weights = source_weights(self.src)
+        self.chunked = {s for s, w in weights.items() if w > BATCH_ROWS}
+        assert self.chunked and set(weights) - self.chunked, "the source must mix whole and chunked sessions"
+        self.initial = make_existing_target(base / "initial" / "lcm.sqlite")
+        self.args = ("--batch-rows", BATCH_ROWS, "-q")
+
+        # timed twice (the shorter counts: a moment of load elsewhere must not stretch the kill window)
+        timings = []
+        for i in range(2):
+            existing = copy_db(self.initial, base / f"full-existing-{i}" / "lcm.sqlite")
+            timings.append(timed_run("migrate", "--src", self.src, "--dest", existing, *self.args, tmp=base / "tmp",
+                                     watch=existing.with_name("lcm.sqlite-wal")))
+        self.existing_duration, self.existing_writes = min(timings)
+        self.full_existing = read_content(existing)
+
+        timings = []
+        for i in range(2):
+            fresh = base / f"full-fresh-{i}" / "lcm.sqlite"
+            timings.append(timed_run("migrate", "--src", self.src, "--dest", fresh, *self.args, tmp=base / "tmp",
+                                     watch=fresh.with_name(".lcm.sqlite.lcm-etl-building")))
+        self.fresh_duration, self.fresh_writes = min(timings)
+        self.fresh_target = fresh
+        self.full_fresh = read_content(fresh)
+        assert self.full_fresh.messages == {k: v for k, v in self.full_existing.messages.items()
+                                            if k != "agent:main:main"}
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    return World(tmp_path_factory.mktemp("kill"))
+
+
+def instant(kind: str, trial: int, trials: int, duration: float, writes_from: float) -> tuple[float, bool]:
+    """(delay, anchored): a random instant in the trial's own slice of a window. The first half of the
+    trials share [0.1 s, duration] from the start of the run; the second half share the writing phase,
+    measured from the moment this very run begins writing (so load on the machine cannot move them)."""
+    rng = random.Random(f"{SEED}-{kind}-{trial}")
+    half = trials // 2
+    if trial < half:
+        width = (max(duration, 0.2) - 0.1) / half
+        return 0.1 + width * (trial + rng.random()), False
+    width = max(duration - writes_from, 0.05) / (trials - half)
+    return width * (trial - half + rng.random()), True
+
+
+@pytest.mark.parametrize("trial", range(EXISTING_TRIALS))
+def test_a_run_killed_while_appending_to_an_existing_target_leaves_clean_sessions_and_a_rerun_completes_it(
+        world, tmp_path, trial):
+    target = copy_db(world.initial, tmp_path / "t" / "lcm.sqlite")
+    delay, anchored = instant("existing", trial, EXISTING_TRIALS, world.existing_duration,
+                              world.existing_writes)
+    proc = spawn("migrate", "--src", world.src, "--dest", target, *world.args, tmp=tmp_path / "tmp")
+    if anchored:
+        wait_for_data(proc, target.with_name("lcm.sqlite-wal"))
+    killed = kill_after(proc, time.monotonic(), delay)
+    ctx = (f"seed {SEED}, trial {trial}, kill {delay:.3f}s after {'writing began' if anchored else 'start'} "
+           f"(uninterrupted: {world.existing_duration:.2f}s, writing from {world.existing_writes:.2f}s)")
+
+    states = check_cut(target, world.full_existing, world.chunked, scratch=tmp_path / "inspect")
+    OUTCOMES["existing"].append({"killed": killed, "anchored": anchored, "states": states})
+    print(ctx, "killed" if killed else "finished first", summary_line(states))
+
+    proc = run("migrate", "--src", world.src, "--dest", target, *world.args, tmp=tmp_path / "tmp")
+    assert proc.returncode == 0, f"{ctx}: {proc.stderr}"
+    after = read_content(target)
+    assert after == world.full_existing, f"{ctx}: {after.diff(world.full_existing)}"
+    check_cut(target, world.full_existing, set())
+
+
+@pytest.mark.parametrize("trial", range(FRESH_TRIALS))
+def test_a_run_killed_while_building_a_new_target_leaves_no_target_or_a_complete_one(world, tmp_path, trial):
+    target = tmp_path / "t" / "lcm.sqlite"
+    delay, anchored = instant("fresh", trial, FRESH_TRIALS, world.fresh_duration, world.fresh_writes)
+    proc = spawn("migrate", "--src", world.src, "--dest", target, *world.args, tmp=tmp_path / "tmp")
+    if anchored:
+        wait_for_data(proc, target.with_name(".lcm.sqlite.lcm-etl-building"))
+    killed = kill_after(proc, time.monotonic(), delay)
+    ctx = (f"seed {SEED}, trial {trial}, kill {delay:.3f}s after {'writing began' if anchored else 'start'} "
+           f"(uninterrupted: {world.fresh_duration:.2f}s, writing from {world.fresh_writes:.2f}s)")
+
+    existed = target.exists()
+    if existed:
+        check_cut(target, world.full_fresh, set(), scratch=tmp_path / "inspect")
+    OUTCOMES["fresh"].append({"killed": killed, "target": existed,
+                              "leftover": bool(target.parent.exists() and leftovers(target.parent))})
+    print(ctx, "killed" if killed else "finished first", "target" if existed else "no target",
+          leftovers(target.parent) if target.parent.exists() else [])
+
+    proc = run("migrate", "--src", world.src, "--dest", target, *world.args, tmp=tmp_path / "tmp")
+    assert proc.returncode == 0, f"{ctx}: {proc.stderr}"
+    assert read_content(target) == world.full_fresh, ctx
+    check_cut(target, world.full_fresh, set())
+    if not existed:
+        assert leftovers(target.parent) == [], ctx
+
+
+def test_the_kill_trials_hit_both_the_planning_and_the_writing_phase(world):
+    """Guards the trials above against becoming vacuous (e.g. a run so fast every kill lands too late)."""
+    existing = OUTCOMES["existing"]
+    if len(existing) < EXISTING_TRIALS:
+        pytest.skip("run together with the existing-target kill trials")
+    assert any(o["killed"] and o["anchored"] for o in existing), "no kill landed in the writing phase"
+    assert any("prefix" in o["states"].values() for o in existing), "no kill cut a chunked session"
+    fresh = OUTCOMES["fresh"]
+    if len(fresh) == FRESH_TRIALS:
+        assert any(o["killed"] and not o["target"] for o in fresh)
+        assert any(o["leftover"] for o in fresh), "no kill left a half-built file behind"
+
+
+def _leftover_files(world, folder):
+    """What a run killed in the middle of building leaves: a half-written building file, and (killed while
+    switching it to WAL) a -wal/-shm pair, here taken from another live WAL database."""
+    folder.mkdir(parents=True, exist_ok=True)
+    fresh = world.fresh_target
+    building = folder / ".lcm.sqlite.lcm-etl-building"
+    data = fresh.read_bytes()
+    building.write_bytes(data[: len(data) // 2])
+    import sqlite3
+
+    other = folder.parent / "other.db"
+    shutil.copyfile(fresh, other)
+    con = sqlite3.connect(other)
+    con.execute("PRAGMA journal_mode=WAL")
+    con.execute("PRAGMA wal_autocheckpoint=0")
+    con.execute("DELETE FROM lcm_messages WHERE turn_index % 2 = 0")
+    con.commit()
+    shutil.copyfile(str(other) + "-wal", str(building) + "-wal")
+    shutil.copyfile(str(other) + "-shm", str(building) + "-shm")
+    con.close()
+    return building
+
+
+def test_a_half_built_file_left_by_a_killed_run_does_not_break_the_next_run(world, tmp_path):
+    target = tmp_path / "t" / "lcm.sqlite"
+    _leftover_files(world, target.parent)
+    proc = run("migrate", "--src", world.src, "--dest", target, *world.args, tmp=tmp_path / "tmp")
+    assert proc.returncode == 0, proc.stderr
+    assert read_content(target) == world.full_fresh
+    check_cut(target, world.full_fresh, set())
+    assert leftovers(target.parent) == []
+
+
+def test_a_target_whose_checkpoint_was_interrupted_is_completed_by_the_next_run(world, tmp_path):
+    import sqlite3
+
+    # a target holding the first sessions, committed to its WAL by lcm-etl's own writer, then stopped
+    # mid-checkpoint: the run is killed right after a batch, exactly when SQLite would checkpoint
+    target = copy_db(world.initial, tmp_path / "t" / "lcm.sqlite")
+    live = sqlite3.connect(target)
+    live.execute("PRAGMA wal_autocheckpoint=0")
+    live.execute("SELECT count(*) FROM lcm_messages").fetchone()    # hold the WAL open across the run
+    proc = run("migrate", "--src", world.src, "--dest", target, *world.args, "--session-filter",
+               sorted(world.full_fresh.messages)[0], tmp=tmp_path / "tmp")
+    assert proc.returncode == 0, proc.stderr
+    left = file_copy(target, tmp_path / "left")
+    live.close()
+    interrupt_checkpoint(left)
+    check_cut(left, world.full_existing, world.chunked, scratch=tmp_path / "inspect")   # sound, a clean cut
+
+    proc = run("migrate", "--src", world.src, "--dest", left, *world.args, tmp=tmp_path / "tmp")
+    assert proc.returncode == 0, proc.stderr
+    assert read_content(left) == world.full_existing
