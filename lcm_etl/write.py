@@ -183,6 +183,9 @@ def _in_transaction(con: sqlite3.Connection, job: WriteJob, work) -> None:
 
 
 def _write_existing(job: WriteJob, finished_at) -> dict[str, int]:
+    # a build killed after it was linked into place leaves its private name behind (a second hard link
+    # to this very target): drop the name, never the data
+    building_path(job.target).unlink(missing_ok=True)
     counts: dict[str, int] = {}
     scratch = _Scratch(job).start() if job.scratch_step else None
     with closing(tgt.connect(job.target, job.lock_timeout)) as con:
