@@ -11,7 +11,7 @@ import duckdb
 from . import __version__, duck, plan, shortcut, target as tgt
 from .report import RunReport
 from .sources import check_sqlite_file, detect_schema, normalized_views, take_snapshot
-from .write import MIGRATE_STEPS, WriteJob, new_run_id, record_run, write
+from .write import ALL_OWNERS, MIGRATE_STEPS, Flattener, WriteJob, new_run_id, record_run, write
 
 
 @dataclass
@@ -46,10 +46,13 @@ def migrate(opts: MigrateOptions) -> RunReport:
     snap = take_snapshot(opts.src, "source", opts.tmp_dir)
     if not opts.dry_run:
         snap.hash_in_background()   # for the ledger; overlaps with planning
-    target_view = None
+    target_view = flattener = None
     try:
         schema = detect_schema(snap.path, opts.src)
         report.source_schema = schema.generation
+        if not existed and not opts.dry_run:   # a new target takes every part: flatten them while DuckDB plans
+            flattener = Flattener(snap.folder, {"src": snap.path}, normalized_views(schema, "sqlite"),
+                                  ALL_OWNERS).start()
         con = plan.open_source(snap.path, schema, opts.memory_limit)
         try:
             if existed:
@@ -72,7 +75,7 @@ def migrate(opts: MigrateOptions) -> RunReport:
             con.close()
         run_id = new_run_id()
         job = WriteJob(target=opts.target, target_existed=existed, stage=stage_path, batch_steps=MIGRATE_STEPS,
-                       final_step="95_", scratch_step="78_", batches=planned.batches,
+                       final_step="95_", flatten=True, flattener=flattener, batches=planned.batches,
                        params={"fired_at": started, "source_path": str(opts.src)},
                        lock_timeout=opts.lock_timeout, progress=opts.progress,
                        attach={"src": snap.path}, views=normalized_views(schema, "sqlite"))
@@ -89,6 +92,8 @@ def migrate(opts: MigrateOptions) -> RunReport:
         report.elapsed_s = time.monotonic() - t0
         return report
     finally:
+        if flattener is not None and flattener.thread.is_alive():
+            flattener.cancel()
         snap.close()
         if target_view:
             target_view.close()
@@ -110,7 +115,7 @@ def _nothing_changed(opts: MigrateOptions, report: RunReport, previous: tuple[st
                                 "(--full re-plans everything)")
     if not opts.dry_run:
         job = WriteJob(target=opts.target, target_existed=True, stage=Path(), batch_steps=(), final_step=None,
-                       scratch_step=None, batches=[], params={}, lock_timeout=opts.lock_timeout, progress=False)
+                       flatten=False, batches=[], params={}, lock_timeout=opts.lock_timeout, progress=False)
         job.ledger = {"run_id": new_run_id(), "tool_version": __version__, "command": "migrate",
                       "started_at": started, "finished_at": now_iso(), "status": "complete",
                       "source_path": str(opts.src), "source_size": opts.src.stat().st_size, "source_sha256": None,

@@ -200,7 +200,7 @@ def reconcile(opts: ReconcileOptions) -> RunReport:
             con.close()
         run_id = new_run_id()
         job = WriteJob(target=opts.target, target_existed=existed, stage=stage_path, batch_steps=RECONCILE_STEPS,
-                       final_step=None, scratch_step=None, batches=batches, params={"fired_at": started},
+                       final_step=None, flatten=False, batches=batches, params={"fired_at": started},
                        lock_timeout=opts.lock_timeout, progress=opts.progress)
         job.ledger = {"run_id": run_id, "tool_version": __version__, "command": "reconcile", "started_at": started,
                       "finished_at": None, "status": "complete", "source_path": str(opts.src) if opts.src else None,

@@ -53,7 +53,7 @@ class WriteJob:
     stage: Path                      # attached as `plan`: the narrow plan tables (and reconcile's content)
     batch_steps: tuple[str, ...]     # write steps run per batch, by file-name prefix
     final_step: str | None           # provenance step run once in the last transaction
-    scratch_step: str | None         # run once before the writes, on its own connection (78_flatten_parts)
+    flatten: bool                    # parts are flattened by 78_flatten_parts.sql (migrate), else not (reconcile)
     batches: list[int]
     params: dict                     # fired_at, source_path, ...
     lock_timeout: float
@@ -62,6 +62,7 @@ class WriteJob:
     views: dict[str, str] = field(default_factory=dict)     # TEMP views over the attachments
     ledger: dict = field(default_factory=dict)   # lcm_etl_runs row; counts are added when the run ends
     ledger_extra: dict = field(default_factory=dict)   # more for the ledger's counts JSON (totals, fingerprints)
+    flattener: Flattener | None = None   # already running (a new target's parts, started before planning)
 
 
 def building_path(target: Path) -> Path:
@@ -93,36 +94,69 @@ def _q(path: Path) -> str:
     return str(path).replace("'", "''")
 
 
-class _Scratch:
-    """Runs the scratch step (78_flatten_parts.sql) on its own connection, in a thread: SQLite releases
-    the GIL while it works, so the JSON flattening of parts overlaps with the message writes."""
+# Which source messages 78_flatten_parts.sql flattens the parts of (view `flatten_owners`).
+PLANNED_OWNERS = """SELECT q.message_id, q.batch, q.created_iso, NULL AS only_ordinal FROM plan.plan_messages q
+  UNION ALL SELECT q.message_id, q.batch, q.created_iso, q.ordinal FROM plan.plan_present_parts q"""
+# A new target receives every message, so its parts can be flattened before the plan exists, while
+# DuckDB plans (created_at falls back to the message's at copy time, 80_write_parts.sql).
+ALL_OWNERS = "SELECT message_id, 0 AS batch, NULL AS created_iso, NULL AS only_ordinal FROM src_messages"
 
-    def __init__(self, job: WriteJob):
-        self.job, self.error = job, None
-        self.path = job.stage.with_name("scratch.sqlite")
+
+class Flattener:
+    """Runs 78_flatten_parts.sql on its own connection, in a thread: SQLite releases the GIL while it
+    works, so the JSON flattening of parts (the costliest work of a run) overlaps with planning or
+    with the message writes, and never happens under the target's write lock."""
+
+    def __init__(self, folder: Path, attach: dict[str, Path], views: dict[str, str], owners: str):
+        self.path = folder / "scratch.sqlite"
+        self.attach_map, self.views, self.owners = attach, views, owners
+        self.error: BaseException | None = None
+        self.con: sqlite3.Connection | None = None
         self.thread = threading.Thread(target=self._run, name="lcm-etl-flatten", daemon=True)
 
     def _run(self) -> None:
         try:
             self.path.unlink(missing_ok=True)
-            with closing(sqlite3.connect(self.path, isolation_level=None)) as con:
+            with closing(sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)) as con:
+                self.con = con
                 con.execute("PRAGMA journal_mode=OFF")
                 con.execute("PRAGMA synchronous=OFF")
-                _prepare(con, self.job, work_tables=False)
+                for alias, path in self.attach_map.items():
+                    con.execute(f"ATTACH '{_q(path)}' AS {alias}")
+                for name, sql in self.views.items():
+                    con.execute(f"CREATE TEMP VIEW {name} AS {sql}")
+                con.execute(f"CREATE TEMP VIEW flatten_owners AS {self.owners}")
                 con.execute(f"ATTACH '{_q(self.path)}' AS scratch")
-                run_step(step_named(self.job.scratch_step), con)
+                run_step(step_named("78_"), con)
         except BaseException as exc:  # re-raised in the caller's thread by attach()
             self.error = exc
+        finally:
+            self.con = None
 
-    def start(self) -> "_Scratch":
+    def start(self) -> "Flattener":
         self.thread.start()
         return self
+
+    def cancel(self) -> None:
+        """Stop early (the run failed elsewhere): interrupt SQLite, wait for the thread."""
+        con = self.con
+        if con is not None:
+            con.interrupt()
+        self.thread.join()
 
     def attach(self, con: sqlite3.Connection) -> None:
         self.thread.join()
         if self.error is not None:
             raise self.error
         con.execute(f"ATTACH '{_q(self.path)}' AS scratch")
+
+
+def _flattener(job: WriteJob) -> Flattener | None:
+    if job.flattener is not None:
+        return job.flattener
+    if not job.flatten:
+        return None
+    return Flattener(job.stage.parent, {**job.attach, "plan": job.stage}, job.views, PLANNED_OWNERS).start()
 
 
 def _run_steps(con: sqlite3.Connection, job: WriteJob, prefixes, lo: int, hi: int) -> dict[str, int]:
@@ -187,7 +221,7 @@ def _write_existing(job: WriteJob, finished_at) -> dict[str, int]:
     # to this very target): drop the name, never the data
     building_path(job.target).unlink(missing_ok=True)
     counts: dict[str, int] = {}
-    scratch = _Scratch(job).start() if job.scratch_step else None
+    scratch = _flattener(job)
     with closing(tgt.connect(job.target, job.lock_timeout)) as con:
         # the journal mode is left as the target has it (Remnic sets WAL itself); changing it is a write
         con.execute("PRAGMA synchronous=NORMAL")
@@ -217,7 +251,7 @@ def _write_fresh(job: WriteJob, finished_at) -> dict[str, int]:
     building = building_path(job.target)
     building.unlink(missing_ok=True)   # left by a run that was killed while building
     counts: dict[str, int] = {}
-    scratch = _Scratch(job).start() if job.scratch_step else None
+    scratch = _flattener(job)
     try:
         with closing(tgt.connect(building, job.lock_timeout)) as con:
             con.execute("PRAGMA journal_mode=OFF")
@@ -260,7 +294,7 @@ def _write_fresh(job: WriteJob, finished_at) -> dict[str, int]:
         _fsync_dir(job.target.parent)
     finally:
         if scratch and scratch.thread.is_alive():
-            scratch.thread.join()
+            scratch.cancel()
         building.unlink(missing_ok=True)
         for side in ("-wal", "-shm", "-journal"):
             Path(str(building) + side).unlink(missing_ok=True)

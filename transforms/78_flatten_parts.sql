@@ -1,15 +1,17 @@
 -- step: flatten_parts (message_parts flattening)
 -- engine: sqlite (scratch: once per run, before the write transactions, on its own connection)
--- reads: plan.plan_messages, plan.plan_present_parts, src_parts
+-- reads: flatten_owners (write.PLANNED_OWNERS: plan.plan_messages and plan.plan_present_parts; or, for a
+--        new target, write.ALL_OWNERS: every source message, started before planning), src_parts
 -- produces: scratch.parts(message_id, ordinal, kind, payload, tool_name, file_path, created_at, batch)
 -- key: (source message id, ordinal)
 -- why: SPEC §3.4. One target row per source part. kind: Remnic's name where one exists (a tool part is
 --      tool_call, or tool_result when lossless-claw recorded a result block), else the source type.
 --      payload: a JSON object of every non-null source column that has no target column (built by
 --      sources.normalized_views, so it adapts to the schema generation). file_path from the file and
---      patch fields; created_at the part's own, else its message's. Building the JSON is the costliest
---      work of a migration, so it runs outside the target's write lock, in parallel with the message
---      writes of a new target; 80_write_parts.sql then only copies rows.
+--      patch fields; created_at the part's own, else its message's (filled by 80_write_parts.sql when
+--      the owner's time is not known yet). Building the JSON is the costliest work of a migration, so
+--      it runs outside the target's write lock, in parallel with planning or with the message writes;
+--      80_write_parts.sql then only copies rows.
 CREATE TABLE scratch.parts AS
 SELECT owner.message_id, p.ordinal,
        CASE WHEN p.source_kind = 'tool' THEN
@@ -21,11 +23,7 @@ SELECT owner.message_id, p.ordinal,
        p.payload, p.tool_name, p.file_path,
        coalesce(strftime('%Y-%m-%dT%H:%M:%fZ', p.created_at), p.created_at, owner.created_iso) AS created_at,
        owner.batch
-FROM (
-  SELECT q.message_id, q.batch, q.created_iso, NULL AS only_ordinal FROM plan.plan_messages q
-  UNION ALL
-  SELECT q.message_id, q.batch, q.created_iso, q.ordinal FROM plan.plan_present_parts q
-) owner
+FROM flatten_owners owner
 JOIN src_parts p ON p.message_id = owner.message_id
 WHERE owner.only_ordinal IS NULL OR owner.only_ordinal = p.ordinal;
 

@@ -3,11 +3,11 @@
 -- reads: scratch.parts (78_flatten_parts.sql), _map
 -- produces: lcm_message_parts rows
 -- key: (target message id, ordinal)
--- why: the parts of this batch's messages, attached to their target rows; in target id order so the
---      (message_id, ordinal) index grows at its end.
+-- why: the parts of this batch's messages, attached to their target rows (created_at: the part's, else
+--      its message's); in target id order so the (message_id, ordinal) index grows at its end.
 -- count: parts_inserted
 INSERT INTO lcm_message_parts (message_id, ordinal, kind, payload, tool_name, file_path, created_at)
-SELECT m.tid, s.ordinal, s.kind, s.payload, s.tool_name, s.file_path, s.created_at
+SELECT m.tid, s.ordinal, s.kind, s.payload, s.tool_name, s.file_path, coalesce(s.created_at, m.created_iso)
 FROM scratch.parts s JOIN _map m ON m.src_message_id = s.message_id
 WHERE s.batch BETWEEN :lo AND :hi
 ORDER BY m.tid, s.ordinal;
