@@ -65,7 +65,7 @@ def bench_size(n: int) -> list[dict]:
         r = run(cmd, stdin)
         r.update(size=n, case=name)
         rows.append(r)
-        print(f"  {n:>9,}  {name:<26} {r['wall_s']:>8.2f} s  {r['peak_rss_mb']:>7.1f} MB  exit {r['exit']}", flush=True)
+        print(f"  {n:>9,}  {name:<34} {r['wall_s']:>8.2f} s  {r['peak_rss_mb']:>7.1f} MB  exit {r['exit']}", flush=True)
         return r
 
     sqlite3 = shutil.which("sqlite3")
@@ -80,6 +80,8 @@ def bench_size(n: int) -> list[dict]:
     lcm = [str(LCM_ETL)]
     case("migrate (new target)", lcm + ["migrate", "--src", str(src), "--dest", str(target), "-q"])
     case("migrate (no-op re-run)", lcm + ["migrate", "--src", str(src), "--dest", str(target), "-q"])
+    case("migrate --full (no-op, full plan)", lcm + ["migrate", "--src", str(src), "--dest", str(target), "-q",
+                                                    "--full"])
     case("migrate --dry-run (new)", lcm + ["migrate", "--src", str(src), "--dest", str(work / "none.sqlite"),
                                            "--dry-run", "-q"])
     case("audit (clean target)", lcm + ["audit", "--src", str(src), "--dest", str(target), "-q"])
@@ -99,7 +101,7 @@ def bench_reconcile() -> list[dict]:
         r = run([str(LCM_ETL), "reconcile", "--sessions", str(jsonl), "--dest", str(target), "-q"])
         r.update(size=5000, case=name)
         rows.append(r)
-        print(f"  {5000:>9,}  {name:<26} {r['wall_s']:>8.2f} s  {r['peak_rss_mb']:>7.1f} MB  exit {r['exit']}", flush=True)
+        print(f"  {5000:>9,}  {name:<34} {r['wall_s']:>8.2f} s  {r['peak_rss_mb']:>7.1f} MB  exit {r['exit']}", flush=True)
     shutil.rmtree(work, ignore_errors=True)
     return rows
 
