@@ -18,11 +18,9 @@ from .errors import EXIT_FAILURE, LcmEtlError
 from .sources import default_source, expand
 
 
-def source_option(required_default: bool = True):
-    def deco(f):
-        return click.option("--src", "src", metavar="PATH",
-                            help="lossless-claw database (default $OPENCLAW_STATE_DIR/lcm.db, else ~/.openclaw/lcm.db)")(f)
-    return deco
+def source_option(f):
+    return click.option("--src", "src", metavar="PATH",
+                        help="lossless-claw database (default $OPENCLAW_STATE_DIR/lcm.db, else ~/.openclaw/lcm.db)")(f)
 
 
 def target_options(f):
@@ -101,7 +99,7 @@ def cli():
 
 
 @cli.command()
-@source_option()
+@source_option
 @target_options
 @run_options
 @write_options
@@ -177,7 +175,7 @@ def reconcile(sessions, src, dest, memory_dir, dry_run, session_filter, key_by, 
 
 
 @cli.command()
-@source_option()
+@source_option
 @click.option("--sessions", "sessions", multiple=True, metavar="PATH",
               help="also check JSONL transcripts (file or sessions folder, repeatable)")
 @target_options
@@ -204,7 +202,7 @@ def audit(src, sessions, dest, memory_dir, session_filter, key_by, as_json, quie
 
 
 @cli.command()
-@source_option()
+@source_option
 @click.option("--key-by", type=click.Choice(["session-id", "session-key"]), default="session-id", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="print the description as one JSON object")
 @click.option("--debug", is_flag=True)
