@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
+import orjson
 import pyarrow as pa
 
 from . import __version__, plan
@@ -103,17 +104,26 @@ def _arrow_tables(transcripts: list[Transcript], key_by: str, fallback_time: str
             for k, v in (("message_id", mid), ("file_order", order), ("path_index", i), ("file", str(t.path)),
                          ("session_id", session), ("entry_id", m.entry_id), ("role", m.role), ("content", m.content),
                          ("token_count", m.token_count), ("identity_hash", m.identity_hash),
-                         ("created_iso", m.created_at or fallback_time), ("metadata", js_stringify(meta)),
+                         ("created_iso", m.created_at or fallback_time), ("metadata", _dumps(meta)),
                          ("inner_ts", _ts_text(m.inner_timestamp))):
                 m_cols[k].append(v)
             for part in m.parts:
                 for k in p_cols:
                     v = mid if k == "message_id" else part.get(k)
-                    p_cols[k].append(js_stringify(v) if k == "payload" else v)
+                    p_cols[k].append(_dumps(v) if k == "payload" else v)
         for entry_id, role, inner in t.abandoned:
             for k, v in (("session_id", session), ("entry_id", entry_id), ("role", role), ("inner_ts", _ts_text(inner))):
                 a_cols[k].append(v)
     return pa.table(m_cols), pa.table(p_cols), pa.table(a_cols, schema=pa.schema([(k, pa.string()) for k in a_cols]))
+
+
+def _dumps(value) -> str:
+    """orjson when it can (fast); the JS-compatible writer for what orjson refuses (lone surrogates,
+    integers beyond 64 bits), which it writes as JSON.stringify would."""
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:   # orjson.JSONEncodeError is a TypeError
+        return js_stringify(value)
 
 
 def _ts_text(value) -> str | None:
