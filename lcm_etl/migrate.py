@@ -63,7 +63,8 @@ def migrate(opts: MigrateOptions) -> RunReport:
                 plan.load_target_state(con, target_view.path if target_view else opts.target)
             else:
                 plan.load_target_state(con, None)
-            planned = plan.build(con, opts.key_by, opts.session_filter, opts.batch_rows, report, str(opts.src))
+            planned = plan.build(con, opts.key_by, opts.session_filter, opts.batch_rows, report, str(opts.src),
+                                 opts.progress)
             if opts.dry_run:
                 report.elapsed_s = time.monotonic() - t0
                 return report

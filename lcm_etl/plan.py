@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
+from tqdm import tqdm
 
 from . import duck
 from .errors import BadInput
@@ -94,11 +95,11 @@ def load_target_state(con: duckdb.DuckDBPyConnection, target_db: Path | None) ->
 
 
 def build(con: duckdb.DuckDBPyConnection, key_by: str, session_filter: list[str], budget: int,
-          report: RunReport, source_label: str) -> PlannedRun:
+          report: RunReport, source_label: str, progress: bool = False) -> PlannedRun:
     params = {"key_by": key_by, "ws": WHITESPACE, "budget": budget}
     run_step(step_named("10_"), con, params)
     _select_sessions(con, session_filter, source_label)
-    for prefix in PLAN_STEPS:
+    for prefix in tqdm(PLAN_STEPS, desc="planning", unit="step", disable=not progress, leave=False):
         run_step(step_named(prefix), con, params)
     _fill_report(con, report, filtered=bool(session_filter))
     batches = all_batches(con)
