@@ -23,7 +23,7 @@ import orjson
 from tqdm import tqdm
 
 from . import shortcut, target as tgt
-from .errors import RunFailed
+from .errors import BadInput, RunFailed
 from .steps import run_step, step_named
 
 # Work tables take their column types from the stage, so that joins on the source message id (INTEGER in
@@ -190,19 +190,32 @@ def _add(total: dict, part: dict) -> None:
 
 def write(job: WriteJob, finished_at) -> dict[str, int]:
     """Land the staged plan. Returns the row counts SQLite reported. `finished_at()` stamps the ledger."""
+    after = ("the target was not created" if not job.target_existed else
+             "batches committed before this hold whole sessions (or turn-order prefixes); re-run to finish")
     try:
         _index_stage(job.stage)
         if job.target_existed:
             return _write_existing(job, finished_at)
         return _write_fresh(job, finished_at)
-    except sqlite3.Error as exc:
+    except (sqlite3.Error, OSError) as exc:
         if tgt.is_disk_full(exc):
-            raise RunFailed(f"disk full while writing {job.target}; the target is unchanged - free space and re-run") from None
-        raise RunFailed(f"writing {job.target} failed: {exc}; the target is unchanged") from None
-    except OSError as exc:
-        if tgt.is_disk_full(exc):
-            raise RunFailed(f"disk full while writing {job.target}; the target is unchanged - free space and re-run") from None
-        raise RunFailed(f"writing {job.target} failed: {exc}") from None
+            raise RunFailed(f"disk full while writing {job.target}; {after}; free space and re-run") from None
+        damaged = _damaged(job.attach.get("src")) if isinstance(exc, sqlite3.DatabaseError) else None
+        if damaged:   # SQLite met a bad page of the source's snapshot while copying content
+            raise BadInput(f"source is damaged: {damaged} ({exc}); {after}") from None
+        raise RunFailed(f"writing {job.target} failed: {exc}; {after}") from None
+
+
+def _damaged(snapshot: Path | None) -> str | None:
+    """Only after a failure: is the source snapshot itself corrupt? (quick_check is too slow to run always)."""
+    if snapshot is None:
+        return None
+    try:
+        with closing(sqlite3.connect(f"file:{snapshot}?mode=ro", uri=True)) as con:
+            rows = [r[0] for r in con.execute("PRAGMA quick_check(3)")]
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
+        return str(exc)
+    return None if rows == ["ok"] else "; ".join(rows)
 
 
 def _in_transaction(con: sqlite3.Connection, job: WriteJob, work) -> None:
@@ -248,6 +261,19 @@ def _write_existing(job: WriteJob, finished_at) -> dict[str, int]:
 
 
 def _write_fresh(job: WriteJob, finished_at) -> dict[str, int]:
+    made = [p for p in (job.target.parent, *job.target.parent.parents) if not p.exists()]   # folders we create
+    try:
+        return _build_fresh(job, finished_at)
+    except BaseException:
+        for folder in made:   # a failed run leaves no empty folders behind either
+            try:
+                folder.rmdir()
+            except OSError:
+                break
+        raise
+
+
+def _build_fresh(job: WriteJob, finished_at) -> dict[str, int]:
     building = building_path(job.target)
     building.unlink(missing_ok=True)   # left by a run that was killed while building
     counts: dict[str, int] = {}
