@@ -327,3 +327,16 @@ def test_a_target_with_a_newer_remnic_schema_exits_2_and_is_untouched(tmp_path):
     assert_one_line_error(proc, 2, f"lcm-etl: error: target has Remnic LCM schema version 3, newer than the 2 "
                                    f"this lcm-etl writes: {dest}")
     assert dest.read_bytes() == before
+
+
+def test_a_source_damaged_where_only_the_content_copy_reads_exits_2_and_creates_nothing(tmp_path):
+    # found by the fault suite's byte flips: the page survives planning and fails while content is copied
+    src = copy_fixture("multiparent-newest.db", tmp_path / "src")
+    data = bytearray(src.read_bytes())
+    data[int(0.8515625 * len(data))] ^= 1
+    src.write_bytes(bytes(data))
+    dest = tmp_path / "out" / "lcm.sqlite"
+    proc = run_cli("migrate", "--src", src, "--dest", dest)
+    assert_one_line_error(proc, 2, "lcm-etl: error: source is damaged: ")
+    assert "the target was not created" in proc.stderr
+    assert not dest.parent.exists()
