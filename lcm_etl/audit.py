@@ -18,9 +18,9 @@ from . import duck, plan
 from .migrate import now_iso
 from .reconcile import ReconcileOptions, plan_transcripts, read_all
 from .report import RunReport
-from .sources import detect_schema, take_snapshot
+from .sources import detect_schema, take_snapshot, target_view
 from .steps import run_step, step_named
-from .target import check_remnic, check_target
+from .target import check_target
 
 _DETAIL = {
     "tgt_detail": """SELECT id, role, sha256(content) AS content_hash, token_count,
@@ -65,12 +65,11 @@ def audit(opts: AuditOptions) -> tuple[RunReport, list[dict]]:
     snaps = []
     findings: list[dict] = []
     try:
-        target_db = None
-        if existed:
-            snaps.append(take_snapshot(opts.target, "target"))
-            target_db = snaps[-1].path
-            check_remnic(target_db, opts.target)
-        else:
+        view = target_view(opts.target, existed, private=True)
+        if view:
+            snaps.append(view)
+        target_db = view.path if view else None
+        if not existed:
             report.warnings.append(f"target does not exist: {opts.target}; everything is pending")
         src_db = None
         if opts.src:

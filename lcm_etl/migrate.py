@@ -10,7 +10,7 @@ import duckdb
 
 from . import __version__, duck, plan, shortcut, target as tgt
 from .report import RunReport
-from .sources import check_sqlite_file, detect_schema, normalized_views, take_snapshot
+from .sources import check_sqlite_file, detect_schema, normalized_views, take_snapshot, target_view
 from .write import ALL_OWNERS, MIGRATE_STEPS, Flattener, WriteJob, new_run_id, record_run, write
 
 
@@ -46,7 +46,7 @@ def migrate(opts: MigrateOptions) -> RunReport:
     snap = take_snapshot(opts.src, "source", opts.tmp_dir)
     if not opts.dry_run:
         snap.hash_in_background()   # for the ledger; overlaps with planning
-    target_view = flattener = None
+    view = flattener = None
     try:
         schema = detect_schema(snap.path, opts.src)
         report.source_schema = schema.generation
@@ -55,14 +55,8 @@ def migrate(opts: MigrateOptions) -> RunReport:
                                   ALL_OWNERS).start()
         con = plan.open_source(snap.path, schema, opts.memory_limit)
         try:
-            if existed:
-                # a dry run must not even create -wal/-shm beside the target: read a private copy
-                target_view = take_snapshot(opts.target, "target", opts.tmp_dir) if opts.dry_run else None
-                if target_view:
-                    tgt.check_remnic(target_view.path, opts.target)
-                plan.load_target_state(con, target_view.path if target_view else opts.target)
-            else:
-                plan.load_target_state(con, None)
+            view = target_view(opts.target, existed, private=opts.dry_run)
+            plan.load_target_state(con, view.path if view else opts.target if existed else None)
             planned = plan.build(con, opts.key_by, opts.session_filter, opts.batch_rows, report, str(opts.src),
                                  opts.progress)
             if opts.dry_run:
@@ -96,8 +90,8 @@ def migrate(opts: MigrateOptions) -> RunReport:
         if flattener is not None and flattener.thread.is_alive():
             flattener.cancel()
         snap.close()
-        if target_view:
-            target_view.close()
+        if view:
+            view.close()
 
 
 def _totals(report: RunReport) -> dict:

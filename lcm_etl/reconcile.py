@@ -22,9 +22,9 @@ from . import __version__, plan
 from .errors import BadInput
 from .migrate import now_iso, _check_counts
 from .report import RunReport
-from .sources import detect_schema, expand, take_snapshot
+from .sources import detect_schema, expand, take_snapshot, target_view
 from .steps import run_step, step_named
-from .target import check_remnic, check_target
+from .target import check_target
 from .transcript_blocks import js_stringify
 from .transcripts import Transcript, TranscriptError, discover_transcripts, load_session_keys, read_transcript
 from .write import RECONCILE_STEPS, WriteJob, new_run_id, write
@@ -190,11 +190,10 @@ def reconcile(opts: ReconcileOptions) -> RunReport:
         if opts.src:
             snaps.append(take_snapshot(opts.src, "source"))
             src_db = snaps[-1].path
-        target_db = opts.target if existed else None
-        if existed and opts.dry_run:   # a dry run must not even create -wal/-shm beside the target
-            snaps.append(take_snapshot(opts.target, "target"))
-            target_db = snaps[-1].path
-            check_remnic(target_db, opts.target)
+        view = target_view(opts.target, existed, private=opts.dry_run)
+        if view:
+            snaps.append(view)
+        target_db = view.path if view else opts.target if existed else None
         con = plan_transcripts(opts, transcripts, target_db, src_db, started, Path(work.name))
         try:
             _fill_report(con, report, transcripts, skipped)

@@ -21,18 +21,13 @@ from pathlib import Path
 
 import orjson
 
+from .sources import file_signature
+
 FINGERPRINT_TABLES = ("lcm_messages", "lcm_message_parts", "lcm_summary_nodes", "lcm_compaction_events")
 
 
 def source_fingerprint(src: Path) -> list:
-    out = []
-    for p in (src, Path(str(src) + "-wal")):
-        try:
-            st = p.stat()
-            out.append([st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns])
-        except FileNotFoundError:
-            out.append(None)
-    return [str(src.resolve()), out]
+    return [str(src.resolve()), file_signature(src)]
 
 
 def options_key(key_by: str, session_filter: list[str]) -> list:

@@ -103,15 +103,34 @@ class Snapshot:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-def _signature(path: Path) -> tuple:
+def file_signature(path: Path) -> list:
+    """[inode, size, mtime_ns, ctime_ns] of the database and of its -wal (None when absent). Any write,
+    checkpoint, WAL reset or restore changes it (ctime cannot be set back)."""
     out = []
     for p in (path, Path(str(path) + "-wal")):
         try:
             st = p.stat()
-            out.append((st.st_size, st.st_mtime_ns, st.st_ino))
+            out.append([st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns])
         except FileNotFoundError:
             out.append(None)
-    return tuple(out)
+    return out
+
+
+def target_view(target: Path, existed: bool, private: bool) -> Snapshot | None:
+    """What the plan reads of the target: nothing (absent), the target itself, or, when nothing may be
+    written (dry-run, audit), a private checked copy, since even a read-only open of a WAL database
+    creates -wal/-shm beside it. Returns the copy to close, or None."""
+    if not (existed and private):
+        return None
+    from .target import check_remnic
+
+    view = take_snapshot(target, "target")
+    try:
+        check_remnic(view.path, target)
+    except BaseException:
+        view.close()
+        raise
+    return view
 
 
 def take_snapshot(path: Path, what: str = "source", tmp_root: str | None = None, attempts: int = 20) -> Snapshot:
@@ -126,14 +145,14 @@ def take_snapshot(path: Path, what: str = "source", tmp_root: str | None = None,
     copy = folder / "snapshot.db"
     try:
         for _ in range(attempts):
-            before = _signature(path)
+            before = file_signature(path)
             for suffix in ("-wal", "-journal"):
                 Path(str(copy) + suffix).unlink(missing_ok=True)
             shutil.copyfile(path, copy)
             wal = Path(str(path) + "-wal")
             if wal.exists():
                 shutil.copyfile(wal, str(copy) + "-wal")
-            if _signature(path) == before:
+            if file_signature(path) == before:
                 break
         else:
             raise RunFailed(f"{what} kept changing while it was copied: {path}; retry when it is quieter")
