@@ -11,7 +11,7 @@ import duckdb
 from . import __version__, duck, plan, shortcut, target as tgt
 from .report import RunReport
 from .sources import check_sqlite_file, detect_schema, normalized_views, take_snapshot, target_view
-from .write import ALL_OWNERS, MIGRATE_STEPS, Flattener, WriteJob, new_run_id, record_run, write
+from .write import ALL_OWNERS, FRESH_STEPS, MIGRATE_STEPS, Flattener, WriteJob, new_run_id, record_run, write
 
 
 @dataclass
@@ -44,15 +44,16 @@ def migrate(opts: MigrateOptions) -> RunReport:
         if previous:
             return _nothing_changed(opts, report, previous, source_fp, opts_key, started, t0)
     snap = take_snapshot(opts.src, "source", opts.tmp_dir)
-    if not opts.dry_run:
-        snap.hash_in_background()   # for the ledger; overlaps with planning
     view = flattener = None
     try:
         schema = detect_schema(snap.path, opts.src)
         report.source_schema = schema.generation
-        if not existed and not opts.dry_run:   # a new target takes every part: flatten them while DuckDB plans
+        # a new target built from integer source ids keeps them as its message ids (FRESH_STEPS)
+        source_ids = not existed and schema.integer_ids
+        if not existed and not opts.dry_run and not opts.session_filter:
+            # a new target takes every part: flatten them while DuckDB plans
             flattener = Flattener(snap.folder, {"src": snap.path}, normalized_views(schema, "sqlite"),
-                                  ALL_OWNERS).start()
+                                  ALL_OWNERS, final=source_ids).start()
         con = plan.open_source(snap.path, schema, opts.memory_limit)
         try:
             view = target_view(opts.target, existed, private=opts.dry_run)
@@ -64,12 +65,14 @@ def migrate(opts: MigrateOptions) -> RunReport:
                 return report
             stage_path = snap.folder / "stage.sqlite"
             plan.stage(con, stage_path)
+            snap.hash_in_background()   # for the ledger; once DuckDB is done, so it does not slow planning
         except duckdb.Error as exc:
             raise duck.translate(exc, f"source could not be read as lossless-claw data: {opts.src}") from None
         finally:
             con.close()
         run_id = new_run_id()
-        job = WriteJob(target=opts.target, target_existed=existed, stage=stage_path, batch_steps=MIGRATE_STEPS,
+        job = WriteJob(target=opts.target, target_existed=existed, stage=stage_path,
+                       batch_steps=FRESH_STEPS if source_ids else MIGRATE_STEPS, source_ids=source_ids,
                        final_step="95_", flatten=True, flattener=flattener, batches=planned.batches,
                        params={"fired_at": started, "source_path": str(opts.src)},
                        lock_timeout=opts.lock_timeout, progress=opts.progress,
@@ -77,7 +80,7 @@ def migrate(opts: MigrateOptions) -> RunReport:
         job.ledger = {
             "run_id": run_id, "tool_version": __version__, "command": "migrate", "started_at": started,
             "finished_at": None, "status": "complete", "source_path": str(opts.src), "source_size": snap.size,
-            "source_sha256": snap.sha256,
+            "source_sha256": lambda: snap.sha256,   # read when the ledger row is written: hashing runs meanwhile
             "options": _options_json(opts),
         }
         job.ledger_extra = {"source_fingerprint": source_fp, "options_key": opts_key, "totals": _totals(report)}

@@ -189,6 +189,7 @@ def _fold_wal(copy: Path, original: Path, what: str) -> None:
 @dataclass
 class SourceSchema:
     columns: dict[str, list[str]] = field(default_factory=dict)   # table -> columns in table_info order
+    integer_ids: bool = False   # messages.message_id is an INTEGER PRIMARY KEY (every release; not the peer's shape)
 
     def has(self, table: str, column: str | None = None) -> bool:
         cols = self.columns.get(table)
@@ -233,7 +234,10 @@ def detect_schema(db: Path, original: Path) -> SourceSchema:
     try:
         names = [r[0] for r in con.execute(
             "SELECT name FROM sqlite_master WHERE type IN ('table','view') ORDER BY name")]
-        schema = SourceSchema({n: [r[1] for r in con.execute(f'PRAGMA table_info("{n}")')] for n in names})
+        info = {n: con.execute(f'PRAGMA table_info("{n}")').fetchall() for n in names}
+        schema = SourceSchema({n: [r[1] for r in rows] for n, rows in info.items()},
+                              integer_ids=any(r[1] == "message_id" and r[5] == 1 and r[2].upper() == "INTEGER"
+                                              for r in info.get("messages", [])))
     except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
         raise BadInput(f"source is not a readable SQLite database: {original} ({_one_line(exc)}; "
                        f"{_remedy('source')})") from None

@@ -38,6 +38,8 @@ CREATE UNIQUE INDEX temp._map_src ON _map(src_message_id);
 
 
 MIGRATE_STEPS = ("70_", "72_", "75_", "80_", "85_", "90_")   # 78_flatten_parts runs once, beside them
+# a new target built from integer source ids: parts are finished beside the writer (78, 79) and copied last
+FRESH_STEPS = ("70_", "72_", "75_", "85_", "90_", "81_")
 RECONCILE_STEPS = ("70_", "r72_", "75_", "r80_", "90_")
 
 _STAGE_INDEXES = (("plan_messages", "batch"), ("plan_messages", "message_id"), ("plan_present", "message_id"),
@@ -63,6 +65,7 @@ class WriteJob:
     ledger: dict = field(default_factory=dict)   # lcm_etl_runs row; counts are added when the run ends
     ledger_extra: dict = field(default_factory=dict)   # more for the ledger's counts JSON (totals, fingerprints)
     flattener: Flattener | None = None   # already running (a new target's parts, started before planning)
+    source_ids: bool = False   # a new target whose messages take their source ids (FRESH_STEPS)
 
 
 def building_path(target: Path) -> Path:
@@ -105,13 +108,21 @@ ALL_OWNERS = "SELECT message_id, 0 AS batch, NULL AS created_iso, NULL AS only_o
 class Flattener:
     """Runs 78_flatten_parts.sql on its own connection, in a thread: SQLite releases the GIL while it
     works, so the JSON flattening of parts (the costliest work of a run) overlaps with planning or
-    with the message writes, and never happens under the target's write lock."""
+    with the message writes, and never happens under the target's write lock.
 
-    def __init__(self, folder: Path, attach: dict[str, Path], views: dict[str, str], owners: str):
+    With `final=True` (a new target built from integer source ids) it goes on, once the stage exists,
+    to give the parts their final form and Remnic's indexes (79_final_parts.sql), so the writer only
+    copies pages (81_copy_parts.sql)."""
+
+    def __init__(self, folder: Path, attach: dict[str, Path], views: dict[str, str], owners: str,
+                 final: bool = False):
         self.path = folder / "scratch.sqlite"
-        self.attach_map, self.views, self.owners = attach, views, owners
+        self.attach_map, self.views, self.owners, self.final = attach, views, owners, final
         self.error: BaseException | None = None
         self.con: sqlite3.Connection | None = None
+        self.stage: Path | None = None
+        self._stage_ready = threading.Event()
+        self._cancelled = False
         self.thread = threading.Thread(target=self._run, name="lcm-etl-flatten", daemon=True)
 
     def _run(self) -> None:
@@ -128,17 +139,38 @@ class Flattener:
                 con.execute(f"CREATE TEMP VIEW flatten_owners AS {self.owners}")
                 con.execute(f"ATTACH '{_q(self.path)}' AS scratch")
                 run_step(step_named("78_"), con)
+                if self.final:
+                    self._finish_parts(con)
         except BaseException as exc:  # re-raised in the caller's thread by attach()
             self.error = exc
         finally:
             self.con = None
 
+    def _finish_parts(self, con: sqlite3.Connection) -> None:
+        self._stage_ready.wait()
+        if self._cancelled:
+            return
+        if "plan" not in self.attach_map:   # started before the plan existed
+            con.execute(f"ATTACH '{_q(self.stage)}' AS plan")
+        tables, indexes = tgt.table_ddl("lcm_message_parts", "scratch")
+        for ddl in tables:
+            con.execute(ddl)
+        run_step(step_named("79_"), con)
+        for ddl in indexes:   # built once over the loaded rows, here rather than in the target
+            con.execute(ddl)
+
     def start(self) -> "Flattener":
         self.thread.start()
         return self
 
+    def stage_ready(self, stage: Path) -> None:
+        self.stage = stage
+        self._stage_ready.set()
+
     def cancel(self) -> None:
         """Stop early (the run failed elsewhere): interrupt SQLite, wait for the thread."""
+        self._cancelled = True
+        self._stage_ready.set()
         con = self.con
         if con is not None:
             con.interrupt()
@@ -152,17 +184,19 @@ class Flattener:
 
 
 def _flattener(job: WriteJob) -> Flattener | None:
+    if job.flattener is None and job.flatten:
+        job.flattener = Flattener(job.stage.parent, {**job.attach, "plan": job.stage}, job.views, PLANNED_OWNERS,
+                                  final=job.source_ids).start()
     if job.flattener is not None:
-        return job.flattener
-    if not job.flatten:
-        return None
-    return Flattener(job.stage.parent, {**job.attach, "plan": job.stage}, job.views, PLANNED_OWNERS).start()
+        job.flattener.stage_ready(job.stage)   # indexed by _index_stage: the flattener may read it now
+    return job.flattener
 
 
 def _run_steps(con: sqlite3.Connection, job: WriteJob, prefixes, lo: int, hi: int) -> dict[str, int]:
     counts: dict[str, int] = {}
     for prefix in prefixes:
-        _add(counts, run_step(step_named(prefix), con, {**job.params, "lo": lo, "hi": hi}))
+        _add(counts, run_step(step_named(prefix), con,
+                              {**job.params, "lo": lo, "hi": hi, "source_ids": int(job.source_ids)}))
     return counts
 
 
@@ -175,7 +209,7 @@ def record_run(target: Path, job: WriteJob, counts: dict) -> None:
 def _finish(con: sqlite3.Connection, job: WriteJob, counts: dict) -> None:
     if job.final_step:
         run_step(step_named(job.final_step), con, job.params)
-    row = dict(job.ledger)
+    row = {k: v() if callable(v) else v for k, v in job.ledger.items()}   # late values (the source's sha256)
     # what this run wrote, plus the target's fingerprint after it (lcm_etl/shortcut.py reads it back)
     row["counts"] = orjson.dumps({"written": counts, **job.ledger_extra,
                                   "target_fingerprint": shortcut.target_fingerprint(con)}).decode()
@@ -283,15 +317,22 @@ def _build_fresh(job: WriteJob, finished_at) -> dict[str, int]:
             con.execute("PRAGMA journal_mode=OFF")
             con.execute("PRAGMA synchronous=OFF")
             con.execute("PRAGMA cache_size=-16384")
+            # nobody else sees this file until it is linked into place: foreign keys are checked once, with
+            # foreign_key_check below, which also lets 81_copy_parts.sql copy pages (SQLite skips its
+            # transfer optimisation while foreign keys are enforced)
+            con.execute("PRAGMA foreign_keys=OFF")
             con.execute("BEGIN")
             tgt.apply_schema(con)
-            # an empty target: load first, build the secondary indexes once at the end (same DDL)
+            # an empty target: load first, build the secondary indexes once at the end (same DDL); parts
+            # that arrive finished (81_copy_parts.sql) bring their indexes with them
+            built = ("lcm_messages",) + (() if job.source_ids else ("lcm_message_parts",))
             indexes = con.execute("SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL "
-                                  "AND tbl_name IN ('lcm_messages', 'lcm_message_parts')").fetchall()
+                                  f"AND tbl_name IN ({', '.join('?' * len(built))})", built).fetchall()
             for name, _ in indexes:
                 con.execute(f"DROP INDEX {name}")
             _prepare(con, job)
-            split = job.batch_steps.index("80_") if scratch else len(job.batch_steps)
+            split = (next(i for i, p in enumerate(job.batch_steps) if p in ("80_", "81_")) if scratch
+                     else len(job.batch_steps))
             with tqdm(total=2, desc="writing", disable=not job.progress, leave=False) as bar:
                 lo, hi = (min(job.batches), max(job.batches)) if job.batches else (0, -1)
                 _add(counts, _run_steps(con, job, job.batch_steps[:split], lo, hi))

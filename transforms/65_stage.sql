@@ -6,7 +6,8 @@
 -- why: the write steps run inside SQLite, next to the target, so content and payloads are copied by
 --      SQLite straight from the source snapshot; only ids, turn ranks and batches cross from DuckDB.
 CREATE TABLE stage.plan_messages AS
-SELECT w.message_id, w.session_id, w.new_rank, w.batch, m.created_iso,
+SELECT w.message_id, w.session_id, w.new_rank, w.batch,
+       row_number() OVER (ORDER BY w.batch, w.session_id, w.new_rank) AS write_order, m.created_iso,
        CASE WHEN m.created_iso IS DISTINCT FROM m.created_raw THEN m.created_raw END AS created_raw
 FROM write_messages w JOIN msg_plan m USING (message_id) ORDER BY w.batch, w.session_id, w.new_rank;
 

@@ -1,12 +1,15 @@
 -- step: assign_turns
 -- engine: sqlite (write, once per batch; :lo/:hi bound the batch numbers) — shared by migrate and reconcile
--- reads: plan.plan_messages (message_id, session_id, new_rank, batch, created_iso, created_raw), lcm_messages
+-- reads: plan.plan_messages (message_id, session_id, new_rank, batch, write_order, created_iso, created_raw),
+--        lcm_messages
 -- produces: _new(src_message_id, session_id, turn, id, ...) — the final turn_index and id of each new row
 -- key: plan.plan_messages.message_id (the source's own message identity)
 -- why: turn_index is fixed here, inside the write transaction: base = the session's maximum turn now
 --      (a live Remnic may have appended since planning) + 1, plus the planned rank. Ids are given
 --      explicitly (AUTOINCREMENT is honoured: max of sqlite_sequence and max(id)) so parts and FTS rows
---      can refer to them without reading them back.
+--      can refer to them without reading them back. A new target built from integer source ids
+--      (:source_ids = 1) takes each message's source id as its id, so its parts can be put in their
+--      final form before this step runs (79_final_parts.sql).
 DELETE FROM _new;
 
 INSERT INTO _new (src_message_id, session_id, turn, id, created_iso, created_raw)
@@ -16,10 +19,11 @@ WITH b AS (
   FROM plan.plan_messages q WHERE q.batch BETWEEN :lo AND :hi GROUP BY q.session_id
 ), id0 AS (
   SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'lcm_messages'), 0),
-             coalesce((SELECT max(id) FROM lcm_messages), 0)) AS v
+             coalesce((SELECT max(id) FROM lcm_messages), 0))
+         - (SELECT min(write_order) FROM plan.plan_messages WHERE batch BETWEEN :lo AND :hi) + 1 AS v
 )
 SELECT p.message_id, p.session_id, b.base + p.new_rank - b.first_rank,
-       (SELECT v FROM id0) + row_number() OVER (ORDER BY p.batch, p.session_id, p.new_rank),
+       CASE WHEN :source_ids THEN p.message_id ELSE (SELECT v FROM id0) + p.write_order END,
        p.created_iso, p.created_raw
 FROM plan.plan_messages p JOIN b USING (session_id)
 WHERE p.batch BETWEEN :lo AND :hi;

@@ -11,7 +11,8 @@
 --      patch fields; created_at the part's own, else its message's (filled by 80_write_parts.sql when
 --      the owner's time is not known yet). Building the JSON is the costliest work of a migration, so
 --      it runs outside the target's write lock, in parallel with planning or with the message writes;
---      80_write_parts.sql then only copies rows.
+--      80_write_parts.sql then only copies rows. Rows come in the order of the source's (message_id,
+--      ordinal) index, which SQLite then reads in one pass.
 CREATE TABLE scratch.parts AS
 SELECT owner.message_id, p.ordinal,
        CASE WHEN p.source_kind = 'tool' THEN
@@ -25,6 +26,7 @@ SELECT owner.message_id, p.ordinal,
        owner.batch
 FROM flatten_owners owner
 JOIN src_parts p ON p.message_id = owner.message_id
-WHERE owner.only_ordinal IS NULL OR owner.only_ordinal = p.ordinal;
+WHERE owner.only_ordinal IS NULL OR owner.only_ordinal = p.ordinal
+ORDER BY p.message_id, p.ordinal;
 
 CREATE INDEX scratch.parts_batch ON parts(batch);

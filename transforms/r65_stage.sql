@@ -6,7 +6,9 @@
 -- key: batch
 -- why: the write steps (70_assign_turns, r72, 75_index_messages, r80, 90_write_boundary) read these.
 CREATE TABLE stage.plan_messages AS
-SELECT w.message_id, w.session_id, w.new_rank, w.batch, m.created_iso, CAST(NULL AS VARCHAR) AS created_raw,
+SELECT w.message_id, w.session_id, w.new_rank, w.batch,
+       row_number() OVER (ORDER BY w.batch, w.session_id, w.new_rank) AS write_order,
+       m.created_iso, CAST(NULL AS VARCHAR) AS created_raw,
        m.role, m.content, m.token_count, m.metadata
 FROM write_messages w JOIN jsonl_messages m USING (message_id)
 ORDER BY w.batch, w.session_id, w.new_rank;
