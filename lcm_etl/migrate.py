@@ -74,6 +74,7 @@ def migrate(opts: MigrateOptions) -> RunReport:
         job = WriteJob(target=opts.target, target_existed=existed, stage=stage_path,
                        batch_steps=FRESH_STEPS if source_ids else MIGRATE_STEPS, source_ids=source_ids,
                        final_step="95_", flatten=True, flattener=flattener, batches=planned.batches,
+                       release=snap.discard_in_background,
                        params={"fired_at": started, "source_path": str(opts.src)},
                        lock_timeout=opts.lock_timeout, progress=opts.progress,
                        attach={"src": snap.path}, views=normalized_views(schema, "sqlite"))

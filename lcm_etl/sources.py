@@ -76,11 +76,12 @@ class Snapshot:
     size: int
     _digest: threading.Thread | None = None
     _sha256: list = field(default_factory=list)
+    _discard: threading.Thread | None = None
 
     @property
     def sha256(self) -> str:
         """The snapshot's content hash (for the run ledger), computed in a background thread: hashlib
-        releases the GIL, so hashing a large source overlaps with planning instead of adding to it."""
+        releases the GIL, so hashing a large source overlaps with other work instead of adding to it."""
         if self._digest is None:
             self._digest = self.hash_in_background()
         self._digest.join()
@@ -97,9 +98,20 @@ class Snapshot:
         self._digest.start()
         return self._digest
 
+    def discard_in_background(self) -> None:
+        """Start deleting the folder (snapshot, plan, stage, scratch: gigabytes on a large source, seconds
+        of unlinking) once nothing reads it any more, so it overlaps with the target's final fsync."""
+        if self._digest is not None:
+            self._digest.join()
+        self._discard = threading.Thread(target=shutil.rmtree, args=(self.folder,), kwargs={"ignore_errors": True},
+                                         name="lcm-etl-discard", daemon=True)
+        self._discard.start()
+
     def close(self) -> None:
         if self._digest is not None:
             self._digest.join()
+        if self._discard is not None:
+            self._discard.join()
         shutil.rmtree(self.folder, ignore_errors=True)
 
 

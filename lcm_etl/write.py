@@ -18,6 +18,7 @@ import uuid
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import orjson
 from tqdm import tqdm
@@ -66,6 +67,7 @@ class WriteJob:
     ledger_extra: dict = field(default_factory=dict)   # more for the ledger's counts JSON (totals, fingerprints)
     flattener: Flattener | None = None   # already running (a new target's parts, started before planning)
     source_ids: bool = False   # a new target whose messages take their source ids (FRESH_STEPS)
+    release: Callable[[], None] | None = None   # called once the attachments are no longer read
 
 
 def building_path(target: Path) -> Path:
@@ -242,7 +244,7 @@ def write(job: WriteJob, finished_at) -> dict[str, int]:
 
 def _damaged(snapshot: Path | None) -> str | None:
     """Only after a failure: is the source snapshot itself corrupt? (quick_check is too slow to run always)."""
-    if snapshot is None:
+    if snapshot is None or not snapshot.exists():   # gone: released after the content was copied
         return None
     try:
         with closing(sqlite3.connect(f"file:{snapshot}?mode=ro", uri=True)) as con:
@@ -351,6 +353,8 @@ def _build_fresh(job: WriteJob, finished_at) -> dict[str, int]:
                 raise RunFailed(f"internal error: {len(problems)} foreign key violations in the built target")
             for alias in (*job.attach, "plan", *(("scratch",) if scratch else ())):
                 con.execute(f"DETACH {alias}")
+            if job.release:
+                job.release()
             con.execute("PRAGMA journal_mode=WAL")
         with open(building, "rb") as fh:
             os.fsync(fh.fileno())
