@@ -25,8 +25,11 @@ test: $(STAMP)
 test-faults: $(STAMP)
 	$(BIN)/python -m pytest -m slow tests/faults
 
+# SIZES / REPEAT: e.g. `make bench SIZES=200000 REPEAT=5`
+SIZES  ?= 200000,2000000
+REPEAT ?= 3
 bench: $(STAMP)
-	$(BIN)/python bench/run.py
+	$(BIN)/python bench/run.py --sizes $(SIZES) --repeat $(REPEAT)
 
 clean:
 	rm -rf $(VENV) build .pytest_cache

@@ -7,6 +7,11 @@ target, a no-op re-run, a `--dry-run`, and `audit`; and `reconcile` of the 5,000
 into a new target and into one that already holds it. It prints wall time, peak RSS and the ratio to
 the yardstick, and writes the figures to bench/out/results.json. Nothing here asserts a time.
 
+The disk and the shared host make single timings vary by ±20-50 %, so `--repeat N` runs the yardstick
+and the new-target migrate N times each, alternating (yardstick, migrate, yardstick, ...), and reports
+their medians with the range; every case starts after a `sync` and a one-second pause, so writeback
+left by the previous case is not charged to the next.
+
 usage: python bench/run.py [--sizes 200000,2000000] [--repeat 1]
 """
 from __future__ import annotations
@@ -16,6 +21,7 @@ import gzip
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -29,6 +35,8 @@ LCM_ETL = Path(sys.executable).parent / "lcm-etl"
 def run(cmd: list[str], stdin: Path | None = None) -> dict:
     """Run one command in a fresh process; wall time and peak RSS from wait4's rusage."""
     fin = open(stdin, "rb") if stdin else subprocess.DEVNULL
+    os.sync()
+    time.sleep(1)
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, stdin=fin, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
@@ -54,31 +62,52 @@ def source(n: int) -> Path:
     return path
 
 
-def bench_size(n: int) -> list[dict]:
+def median_of(runs: list[dict]) -> dict:
+    """One row for N runs of a case: median wall and peak RSS, with the wall range."""
+    walls = sorted(r["wall_s"] for r in runs)
+    row = dict(runs[-1], wall_s=round(statistics.median(walls), 2),
+               peak_rss_mb=round(statistics.median(r["peak_rss_mb"] for r in runs), 1),
+               exit=max(runs, key=lambda r: abs(r["exit"]))["exit"])
+    if len(runs) > 1:
+        row.update(runs=len(runs), wall_min_s=walls[0], wall_max_s=walls[-1],
+                   peak_rss_max_mb=max(r["peak_rss_mb"] for r in runs))
+    return row
+
+
+def bench_size(n: int, repeat: int = 1) -> list[dict]:
     src = source(n)
     work = OUT / f"work-{n}"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     rows = []
 
-    def case(name: str, cmd: list[str], stdin: Path | None = None) -> dict:
+    def timed(name: str, cmd: list[str], stdin: Path | None = None) -> dict:
         r = run(cmd, stdin)
         r.update(size=n, case=name)
-        rows.append(r)
         print(f"  {n:>9,}  {name:<34} {r['wall_s']:>8.2f} s  {r['peak_rss_mb']:>7.1f} MB  exit {r['exit']}", flush=True)
         return r
 
+    def case(name: str, cmd: list[str], stdin: Path | None = None) -> dict:
+        rows.append(timed(name, cmd, stdin))
+        return rows[-1]
+
     sqlite3 = shutil.which("sqlite3")
-    if sqlite3:
-        y = work / "yardstick.sqlite"
-        case("yardstick (sqlite3 CLI)", [sqlite3, str(y), "-cmd", f"ATTACH 'file:{src}?mode=ro' AS src"],
-             stdin=ROOT / "bench" / "sqlite-yardstick.sql")
-        clean(y)
-    else:
+    if not sqlite3:
         print("  sqlite3 CLI not found: no yardstick (apt-get install sqlite3)")
     target = work / "lcm.sqlite"
     lcm = [str(LCM_ETL)]
-    case("migrate (new target)", lcm + ["migrate", "--src", str(src), "--dest", str(target), "-q"])
+    y = work / "yardstick.sqlite"
+    yard_runs, new_runs = [], []
+    for _ in range(repeat):   # alternate, so a slow spell of the host hits both sides alike
+        if sqlite3:
+            yard_runs.append(timed("yardstick (sqlite3 CLI)", [sqlite3, str(y), "-cmd",
+                                                               f"ATTACH 'file:{src}?mode=ro' AS src"],
+                                   stdin=ROOT / "bench" / "sqlite-yardstick.sql"))
+            clean(y)
+        clean(target)
+        new_runs.append(timed("migrate (new target)", lcm + ["migrate", "--src", str(src), "--dest", str(target),
+                                                              "-q"]))
+    rows += ([median_of(yard_runs)] if yard_runs else []) + [median_of(new_runs)]
     case("migrate (no-op re-run)", lcm + ["migrate", "--src", str(src), "--dest", str(target), "-q"])
     case("migrate --full (no-op, full plan)", lcm + ["migrate", "--src", str(src), "--dest", str(target), "-q",
                                                     "--full"])
@@ -111,19 +140,23 @@ def table(rows: list[dict]) -> str:
     yard = {r["size"]: r["wall_s"] for r in rows if r["case"].startswith("yardstick")}
     for r in rows:
         ratio = f"{r['wall_s'] / yard[r['size']]:.2f}x" if r["size"] in yard else "-"
-        lines.append(f"| {r['size']:,} | {r['case']} | {r['wall_s']:.2f} | {r['peak_rss_mb']:.0f} | {ratio} |")
+        wall = f"{r['wall_s']:.2f}" + (f" (median of {r['runs']}: {r['wall_min_s']:.2f}-{r['wall_max_s']:.2f})"
+                                       if r.get("runs") else "")
+        rss = f"{r['peak_rss_mb']:.0f}" + (f" (max {r['peak_rss_max_mb']:.0f})" if r.get("runs") else "")
+        lines.append(f"| {r['size']:,} | {r['case']} | {wall} | {rss} | {ratio} |")
     return "\n".join(lines)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="200000,2000000")
+    ap.add_argument("--repeat", type=int, default=1, help="runs of the yardstick and the new-target migrate")
     args = ap.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     print(f"lcm-etl benchmark on {os.cpu_count()} cores; {time.strftime('%Y-%m-%d %H:%M:%S')}")
     rows: list[dict] = []
     for n in (int(x) for x in args.sizes.split(",") if x):
-        rows += bench_size(n)
+        rows += bench_size(n, args.repeat)
     rows += bench_reconcile()
     print()
     print(table(rows))
