@@ -40,7 +40,7 @@ CREATE UNIQUE INDEX temp._map_src ON _map(src_message_id);
 
 MIGRATE_STEPS = ("70_", "72_", "75_", "80_", "85_", "90_")   # 78_flatten_parts runs once, beside them
 # a new target built from integer source ids: parts are finished beside the writer (78, 79) and copied last
-FRESH_STEPS = ("70_", "72_", "75_", "85_", "90_", "81_")
+FRESH_STEPS = ("69_", "72_", "75_", "85_", "90_", "81_")
 RECONCILE_STEPS = ("70_", "r72_", "75_", "r80_", "90_")
 
 _STAGE_INDEXES = (("plan_messages", "batch"), ("plan_messages", "message_id"), ("plan_present", "message_id"),
@@ -197,8 +197,7 @@ def _flattener(job: WriteJob) -> Flattener | None:
 def _run_steps(con: sqlite3.Connection, job: WriteJob, prefixes, lo: int, hi: int) -> dict[str, int]:
     counts: dict[str, int] = {}
     for prefix in prefixes:
-        _add(counts, run_step(step_named(prefix), con,
-                              {**job.params, "lo": lo, "hi": hi, "source_ids": int(job.source_ids)}))
+        _add(counts, run_step(step_named(prefix), con, {**job.params, "lo": lo, "hi": hi}))
     return counts
 
 
@@ -332,7 +331,7 @@ def _build_fresh(job: WriteJob, finished_at) -> dict[str, int]:
                                   f"AND tbl_name IN ({', '.join('?' * len(built))})", built).fetchall()
             for name, _ in indexes:
                 con.execute(f"DROP INDEX {name}")
-            _prepare(con, job)
+            _prepare(con, job, work_tables=not job.source_ids)   # else 69_new_target_turns.sql: views
             split = (next(i for i, p in enumerate(job.batch_steps) if p in ("80_", "81_")) if scratch
                      else len(job.batch_steps))
             with tqdm(total=2, desc="writing", disable=not job.progress, leave=False) as bar:

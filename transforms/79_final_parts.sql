@@ -5,7 +5,7 @@
 -- produces: scratch.lcm_message_parts — created beforehand with Remnic's own DDL (target.table_ddl),
 --           indexed afterwards with Remnic's own index DDL
 -- key: (target message id = source message id, ordinal)
--- why: a new target gives each message its source id (70_assign_turns.sql, :source_ids), so the parts
+-- why: a new target gives each message its source id (69_new_target_turns.sql), so the parts
 --      can take their final form here, beside the writer and outside its work: created_at falls back to
 --      the message's time as the plan wrote it, and parts of messages the plan does not write (orphans)
 --      drop out with the join. 81_copy_parts.sql then moves the table and its indexes into the
