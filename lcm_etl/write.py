@@ -314,7 +314,7 @@ def _build_fresh(job: WriteJob, finished_at) -> dict[str, int]:
     counts: dict[str, int] = {}
     scratch = _flattener(job)
     try:
-        with closing(tgt.connect(building, job.lock_timeout)) as con:
+        with closing(tgt.connect(building, job.lock_timeout)) as con, _EarlyWriteback(building):
             con.execute("PRAGMA journal_mode=OFF")
             con.execute("PRAGMA synchronous=OFF")
             con.execute("PRAGMA cache_size=-16384")
@@ -347,13 +347,13 @@ def _build_fresh(job: WriteJob, finished_at) -> dict[str, int]:
             job.ledger["finished_at"] = finished_at()
             _finish(con, job, counts)
             con.execute("COMMIT")
+            for alias in (*job.attach, "plan", *(("scratch",) if scratch else ())):
+                con.execute(f"DETACH {alias}")
+            if job.release:   # the check below reads only the target: let the private folder go meanwhile
+                job.release()
             problems = con.execute("PRAGMA foreign_key_check").fetchall()
             if problems:
                 raise RunFailed(f"internal error: {len(problems)} foreign key violations in the built target")
-            for alias in (*job.attach, "plan", *(("scratch",) if scratch else ())):
-                con.execute(f"DETACH {alias}")
-            if job.release:
-                job.release()
             con.execute("PRAGMA journal_mode=WAL")
         with open(building, "rb") as fh:
             os.fsync(fh.fileno())
@@ -369,6 +369,39 @@ def _build_fresh(job: WriteJob, finished_at) -> dict[str, int]:
         for side in ("-wal", "-shm", "-journal"):
             Path(str(building) + side).unlink(missing_ok=True)
     return counts
+
+
+class _EarlyWriteback:
+    """While a new target is built, flush what SQLite has written so far once a second, from a thread of
+    its own: the disk then writes while the CPUs work, and the final fsync before the link only waits
+    for the last second's pages (it waited for the whole file: 0.5 s on 200k messages, 1.3 s on 2M).
+    The file's content is not touched; a crash still leaves only a private file nobody uses."""
+
+    def __init__(self, path: Path, every: float = 1.0):
+        self.path, self.every = path, every
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="lcm-etl-writeback", daemon=True)
+
+    def _run(self) -> None:
+        while not self.stop.wait(self.every):
+            try:
+                fd = os.open(self.path, os.O_RDONLY)
+            except OSError:
+                continue
+            try:
+                os.fdatasync(fd)
+            except OSError:
+                pass   # only a head start: the final fsync reports real failures
+            finally:
+                os.close(fd)
+
+    def __enter__(self) -> "_EarlyWriteback":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        self.thread.join()
 
 
 def _fsync_dir(folder: Path) -> None:
