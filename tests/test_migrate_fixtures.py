@@ -265,13 +265,13 @@ def test_the_source_bytes_are_unchanged_and_no_file_appears_beside_it(imported):
 
 
 def test_a_new_target_keeps_integer_source_message_ids_as_its_ids(imported):
-    ids = [(r[0], json.loads(r[1]).get("source_message_id"))
+    # every lossless-claw release declares messages.message_id INTEGER PRIMARY KEY (TEXT ids: test_sources.py)
+    declared = [r[2].upper() for r in imported.src.execute("PRAGMA table_info(messages)")
+                if r[1] == "message_id" and r[5]]
+    assert declared == ["INTEGER"]
+    ids = [(r[0], json.loads(r[1])["source_message_id"])
            for r in imported.tgt.execute("SELECT id, metadata FROM lcm_messages ORDER BY id")]
-    declared = {r[2].upper() for r in imported.src.execute("PRAGMA table_info(messages)") if r[1] == "message_id" and r[5]}
-    if declared == {"INTEGER"}:
-        assert all(tid == sid for tid, sid in ids)
-    else:   # TEXT ids (the peer's shape): Remnic's own sequence from 1
-        assert [tid for tid, _ in ids] == list(range(1, len(ids) + 1))
+    assert ids and all(tid == sid for tid, sid in ids)
 
 
 def _content(con) -> dict:

@@ -150,6 +150,19 @@ def test_the_peer_test_shape_is_detected_and_its_messages_and_parts_import(tmp_p
     assert again["messages"]["inserted"] == again["parts"]["inserted"] == 0
 
 
+def test_a_new_target_from_text_message_ids_numbers_its_messages_from_one(tmp_path):
+    # TEXT ids cannot be Remnic ids: the new target takes its own sequence (write order), not the source's
+    src = peer_source(tmp_path, PARTS_WITH_ORDINAL)
+    dest = tmp_path / "out" / "lcm.sqlite"
+    migrate_api(src, dest)
+    with open_db(dest) as con:
+        rows = [(r[0], json.loads(r[1])["source_message_id"]) for r in con.execute(
+            "SELECT id, metadata FROM lcm_messages ORDER BY id")]
+        assert [r[0] for r in rows] == [1, 2, 3]
+        assert all(isinstance(source_id, str) for _, source_id in rows)
+        assert con.execute("PRAGMA foreign_key_check").fetchall() == []
+
+
 def test_peer_shape_parts_without_an_ordinal_are_numbered_in_insertion_order(tmp_path):
     src = peer_source(tmp_path, PARTS_WITHOUT_ORDINAL)
     dest = tmp_path / "out" / "lcm.sqlite"
