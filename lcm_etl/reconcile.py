@@ -16,7 +16,6 @@ from pathlib import Path
 
 import duckdb
 import orjson
-import pyarrow as pa
 
 from . import __version__, plan
 from .errors import BadInput
@@ -82,6 +81,8 @@ def read_all(opts: ReconcileOptions) -> tuple[list[Transcript], list[tuple[Path,
 
 def _arrow_tables(transcripts: list[Transcript], key_by: str, fallback_time: str) -> tuple[pa.Table, pa.Table, pa.Table]:
     """One row per active-path message and per part. message_id = file_order << 32 | path_index."""
+    import pyarrow as pa   # here, not at the top: `audit` imports this module and rarely reads transcripts (28 MB)
+
     keys_by_folder: dict[Path, dict[str, str]] = {}
     m_cols = {k: [] for k in ("message_id", "file_order", "path_index", "file", "session_id", "entry_id", "role",
                               "content", "token_count", "identity_hash", "created_iso", "metadata", "inner_ts")}
