@@ -59,7 +59,7 @@ def migrate(opts: MigrateOptions) -> RunReport:
             view = target_view(opts.target, existed, private=opts.dry_run)
             plan.load_target_state(con, view.path if view else opts.target if existed else None)
             planned = plan.build(con, opts.key_by, opts.session_filter, opts.batch_rows, report, str(opts.src),
-                                 opts.progress)
+                                 opts.progress, new_target=not existed)
             if opts.dry_run:
                 report.elapsed_s = time.monotonic() - t0
                 return report

@@ -20,6 +20,7 @@ from .sources import SourceSchema, normalized_views
 from .steps import run_step, step_named
 
 PLAN_STEPS = ("20_", "30_", "40_", "50_", "55_", "57_", "60_")   # after 10_sessions and the session filter
+NEW_TARGET_STEPS = ("20_", "30_", "40_", "50_", "56_", "60_")      # one transaction: one batch
 WHITESPACE = " \t\n\r\x0b\x0c\u00a0\ufeff"
 
 # The target's state as the plan sees it. Only rows imported from lossless-claw carry a source identity.
@@ -95,11 +96,12 @@ def load_target_state(con: duckdb.DuckDBPyConnection, target_db: Path | None) ->
 
 
 def build(con: duckdb.DuckDBPyConnection, key_by: str, session_filter: list[str], budget: int,
-          report: RunReport, source_label: str, progress: bool = False) -> PlannedRun:
+          report: RunReport, source_label: str, progress: bool = False, new_target: bool = False) -> PlannedRun:
     params = {"key_by": key_by, "ws": WHITESPACE, "budget": budget}
     run_step(step_named("10_"), con, params)
     _select_sessions(con, session_filter, source_label)
-    for prefix in tqdm(PLAN_STEPS, desc="planning", unit="step", disable=not progress, leave=False):
+    for prefix in tqdm(NEW_TARGET_STEPS if new_target else PLAN_STEPS, desc="planning", unit="step",
+                       disable=not progress, leave=False):
         run_step(step_named(prefix), con, params)
     _fill_report(con, report, filtered=bool(session_filter))
     batches = all_batches(con)

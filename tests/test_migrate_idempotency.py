@@ -203,3 +203,16 @@ def test_a_version_1_remnic_target_is_upgraded_and_the_import_appended_after_its
         assert ev == native_tokens + 1232
     again = migrate_api(src, dest)
     assert again["messages"]["inserted"] == again["parts"]["inserted"] == again["summaries"]["inserted"] == 0
+
+
+def test_a_new_target_is_planned_as_one_batch_whatever_batch_rows_says(fixture_copy, tmp_path):
+    # a new target is built in one transaction, so its plan (and the dry run's) says one batch
+    src = fixture_copy("basic-0.15.3.db")
+    dest = tmp_path / "new" / "lcm.sqlite"
+    dry = migrate_api(src, dest, batch_rows=5, dry_run=True)
+    real = migrate_api(src, dest, batch_rows=5)
+    assert dry["batches"] == real["batches"] == 1
+    assert real["messages"]["inserted"] > 5
+    again = tmp_path / "again" / "lcm.sqlite"
+    make_native_target(again).close()   # an existing (empty) target is still cut into batches
+    assert migrate_api(src, again, batch_rows=5)["batches"] > 1
