@@ -381,27 +381,24 @@ class _EarlyWriteback:
         self.path, self.every = path, every
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name="lcm-etl-writeback", daemon=True)
+        self.fd = -1
 
     def _run(self) -> None:
         while not self.stop.wait(self.every):
             try:
-                fd = os.open(self.path, os.O_RDONLY)
-            except OSError:
-                continue
-            try:
-                os.fdatasync(fd)
+                os.fdatasync(self.fd)
             except OSError:
                 pass   # only a head start: the final fsync reports real failures
-            finally:
-                os.close(fd)
 
     def __enter__(self) -> "_EarlyWriteback":
+        self.fd = os.open(self.path, os.O_RDONLY)   # sqlite3.connect has created the file
         self.thread.start()
         return self
 
     def __exit__(self, *exc) -> None:
         self.stop.set()
         self.thread.join()
+        os.close(self.fd)
 
 
 def _fsync_dir(folder: Path) -> None:

@@ -9,7 +9,7 @@ import json
 import re
 from pathlib import Path
 
-from conftest import ISO_MS, columns, comparable, open_db, resolve_session, source_messages, target_messages
+from conftest import ISO_MS, columns, comparable, resolve_session, source_messages, target_messages
 
 
 def conversation_sessions(src) -> dict:
@@ -272,36 +272,3 @@ def test_a_new_target_keeps_integer_source_message_ids_as_its_ids(imported):
     ids = [(r[0], json.loads(r[1])["source_message_id"])
            for r in imported.tgt.execute("SELECT id, metadata FROM lcm_messages ORDER BY id")]
     assert ids and all(tid == sid for tid, sid in ids)
-
-
-def _content(con) -> dict:
-    """The target's content with its own row ids replaced by source identities, for comparing two targets."""
-    def rows(sql):
-        return sorted((tuple(r) for r in con.execute(sql)), key=repr)
-
-    turn_of = {r[0]: (r[1], r[2]) for r in con.execute("SELECT id, session_id, turn_index FROM lcm_messages")}
-    return {
-        "messages": rows("SELECT session_id, turn_index, role, content, token_count, created_at, metadata "
-                         "FROM lcm_messages"),
-        "parts": sorted(((turn_of[r[0]], *r[1:]) for r in con.execute(
-            "SELECT message_id, ordinal, kind, payload, tool_name, file_path, created_at FROM lcm_message_parts")),
-            key=repr),
-        "summaries": rows("SELECT id, session_id, depth, parent_id, summary_text, token_count, msg_start, msg_end, "
-                          "created_at FROM lcm_summary_nodes"),
-        "events": rows("SELECT session_id, msg_before, tokens_before, tokens_after FROM lcm_compaction_events"),
-        "fts": con.execute("SELECT count(*) FROM lcm_messages_fts").fetchone()[0],
-    }
-
-
-def test_a_new_target_holds_the_same_content_as_an_empty_remnic_target_written_in_batches(imported, tmp_path):
-    # the new-target build (parts finished beside the writer and copied with their indexes) and the
-    # existing-target path (batched transactions) must land identical content
-    from conftest import make_native_target, migrate_api
-
-    native = tmp_path / "native" / "lcm.sqlite"
-    make_native_target(native).close()
-    migrate_api(imported.source, native, batch_rows=7)
-    with open_db(native) as con:
-        assert _content(con) == _content(imported.tgt)
-        assert con.execute("PRAGMA foreign_key_check").fetchall() == []
-    assert imported.tgt.execute("PRAGMA integrity_check").fetchone()[0] == "ok"

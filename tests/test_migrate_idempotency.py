@@ -166,14 +166,17 @@ def content_of(path) -> dict:
             "SELECT m.session_id, m.turn_index, p.ordinal, p.kind, p.payload, p.tool_name, p.file_path, p.created_at "
             "FROM lcm_message_parts p JOIN lcm_messages m ON m.id = p.message_id"))
         sums = sorted(tuple(r) for r in con.execute(
-            "SELECT id, session_id, depth, parent_id, summary_text, token_count, msg_start, msg_end FROM lcm_summary_nodes"))
+            "SELECT id, session_id, depth, parent_id, summary_text, token_count, msg_start, msg_end, created_at "
+            "FROM lcm_summary_nodes"))
         events = sorted(tuple(r) for r in con.execute(
             "SELECT session_id, msg_before, tokens_before, tokens_after FROM lcm_compaction_events"))
-    return {"messages": msgs, "parts": parts, "summaries": sums, "events": events}
+        fts = con.execute("SELECT count(*) FROM lcm_messages_fts").fetchone()[0]
+    return {"messages": msgs, "parts": parts, "summaries": sums, "events": events, "fts": fts}
 
 
 def test_small_write_batches_on_an_existing_target_give_the_same_content_as_one_batch(imported, tmp_path):
-    # with 100 rows per batch the basic-* fixtures' sessions are cut into several batches
+    # with 100 rows per batch the basic-* fixtures' sessions are cut into several batches; the other side is a
+    # new target, built in one transaction (parts finished beside the writer and copied with their indexes)
     dest = tmp_path / "chunked" / "lcm.sqlite"
     make_native_target(dest).close()            # an existing target is written batch by batch
     report = migrate_api(imported.source, dest, batch_rows=100)
@@ -181,6 +184,7 @@ def test_small_write_batches_on_an_existing_target_give_the_same_content_as_one_
     assert content_of(dest) == content_of(imported.target)
     with open_db(dest) as con:
         assert con.execute("PRAGMA foreign_key_check").fetchall() == []
+    assert imported.tgt.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 
 
 def test_a_version_1_remnic_target_is_upgraded_and_the_import_appended_after_its_rows(fixture_copy, tmp_path):

@@ -14,6 +14,7 @@ import os
 import random
 import shutil
 import time
+from pathlib import Path
 
 import pytest
 
@@ -82,18 +83,27 @@ def instant(kind: str, trial: int, trials: int, duration: float, writes_from: fl
     return width * (trial - half + rng.random()), True
 
 
+def kill_a_run(world, target: Path, tmp_path: Path, kind: str, trial: int, trials: int, duration: float,
+               writes_from: float, written: Path) -> tuple[bool, bool, str]:
+    """Start migrate and SIGKILL it at this trial's instant (counted from when `written` first holds data,
+    for trials anchored in the writing phase). Returns (killed, anchored, a context line for messages)."""
+    delay, anchored = instant(kind, trial, trials, duration, writes_from)
+    proc = spawn("migrate", "--src", world.src, "--dest", target, *world.args, tmp=tmp_path / "tmp")
+    if anchored:
+        wait_for_data(proc, written)
+    killed = kill_after(proc, time.monotonic(), delay)
+    ctx = (f"seed {SEED}, trial {trial}, kill {delay:.3f}s after {'writing began' if anchored else 'start'} "
+           f"(uninterrupted: {duration:.2f}s, writing from {writes_from:.2f}s)")
+    return killed, anchored, ctx
+
+
 @pytest.mark.parametrize("trial", range(EXISTING_TRIALS))
 def test_a_run_killed_while_appending_to_an_existing_target_leaves_clean_sessions_and_a_rerun_completes_it(
         world, tmp_path, trial):
     target = copy_db(world.initial, tmp_path / "t" / "lcm.sqlite")
-    delay, anchored = instant("existing", trial, EXISTING_TRIALS, world.existing_duration,
-                              world.existing_writes)
-    proc = spawn("migrate", "--src", world.src, "--dest", target, *world.args, tmp=tmp_path / "tmp")
-    if anchored:
-        wait_for_data(proc, target.with_name("lcm.sqlite-wal"))
-    killed = kill_after(proc, time.monotonic(), delay)
-    ctx = (f"seed {SEED}, trial {trial}, kill {delay:.3f}s after {'writing began' if anchored else 'start'} "
-           f"(uninterrupted: {world.existing_duration:.2f}s, writing from {world.existing_writes:.2f}s)")
+    killed, anchored, ctx = kill_a_run(world, target, tmp_path, "existing", trial, EXISTING_TRIALS,
+                                       world.existing_duration, world.existing_writes,
+                                       target.with_name("lcm.sqlite-wal"))
 
     states = check_cut(target, world.full_existing, world.chunked, scratch=tmp_path / "inspect")
     OUTCOMES["existing"].append({"killed": killed, "anchored": anchored, "states": states})
@@ -109,13 +119,8 @@ def test_a_run_killed_while_appending_to_an_existing_target_leaves_clean_session
 @pytest.mark.parametrize("trial", range(FRESH_TRIALS))
 def test_a_run_killed_while_building_a_new_target_leaves_no_target_or_a_complete_one(world, tmp_path, trial):
     target = tmp_path / "t" / "lcm.sqlite"
-    delay, anchored = instant("fresh", trial, FRESH_TRIALS, world.fresh_duration, world.fresh_writes)
-    proc = spawn("migrate", "--src", world.src, "--dest", target, *world.args, tmp=tmp_path / "tmp")
-    if anchored:
-        wait_for_data(proc, target.with_name(".lcm.sqlite.lcm-etl-building"))
-    killed = kill_after(proc, time.monotonic(), delay)
-    ctx = (f"seed {SEED}, trial {trial}, kill {delay:.3f}s after {'writing began' if anchored else 'start'} "
-           f"(uninterrupted: {world.fresh_duration:.2f}s, writing from {world.fresh_writes:.2f}s)")
+    killed, anchored, ctx = kill_a_run(world, target, tmp_path, "fresh", trial, FRESH_TRIALS, world.fresh_duration,
+                                       world.fresh_writes, target.with_name(".lcm.sqlite.lcm-etl-building"))
 
     existed = target.exists()
     if existed:
