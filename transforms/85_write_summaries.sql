@@ -1,7 +1,7 @@
 -- step: write_summaries
--- engine: sqlite (write, once per batch)
+-- engine: sqlite (write, once per batch; a new target's on the planning thread's scratch file, fresh.py)
 -- reads: plan.plan_summaries, plan.plan_edges, src_summaries, _map
--- produces: lcm_summary_nodes rows, their lcm_summaries_fts rows, lcm_etl_summaries provenance,
+-- produces: lcm_summary_nodes rows (their FTS rows: 86_index_summaries.sql), lcm_etl_summaries provenance,
 --           lcm_etl_summary_edges (every summary_parents edge of an imported summary, kept or dropped)
 -- key: summary id
 -- why: msg_start/msg_end are the final turn_index of the first/last own-session message beneath the
@@ -19,11 +19,6 @@ JOIN _map lo ON lo.src_message_id = p.lo_msg
 JOIN _map hi ON hi.src_message_id = p.hi_msg
 WHERE p.batch BETWEEN :lo AND :hi
 ORDER BY p.lvl, p.summary_id;
-
-INSERT INTO lcm_summaries_fts (rowid, summary_text)
-SELECT n.rowid, n.summary_text
-FROM plan.plan_summaries p JOIN lcm_summary_nodes n ON n.id = p.summary_id
-WHERE p.batch BETWEEN :lo AND :hi;
 
 INSERT OR REPLACE INTO lcm_etl_summaries (summary_id, session_id, source_conversation_id, kind, depth,
        earliest_at, latest_at, descendant_count, descendant_token_count, source_message_token_count, model,

@@ -1,0 +1,185 @@
+"""A new target built from integer source ids (every lossless-claw release): two threads, two files.
+
+Its messages keep their source ids, so what the parts and the message FTS rows hold needs nothing from
+the plan. A builder thread therefore creates the target's private building file and fills it from the
+source alone while DuckDB plans: Remnic's schema, every part in its final form (76_fresh_parts.sql) with
+its indexes, and the message FTS rows (77_fresh_fts.sql). The planning thread, once the plan is staged,
+writes what depends on it — messages (72), summaries and their provenance (85) — into a scratch file
+with the target's schema, and lists the part times the plan reads differently (73). Then it takes the
+building file: those rows move in as page copies (82_copy_scratch.sql), the part times are put right
+(84), summaries are indexed (86), boundary events follow (90), and write.seal checks foreign keys before
+the file is linked into place. SQLite allows one writer per file; two files let both threads write at once.
+"""
+from __future__ import annotations
+
+import sqlite3
+import threading
+from contextlib import closing
+from pathlib import Path
+from typing import Callable
+
+from . import target as tgt
+from .errors import RunFailed
+from .steps import run_step, step_named
+from .write import EarlyWriteback, add_counts, building_path, drop_building, link_into_place, prepare, run_steps, seal
+
+# fresh_owners: the messages the builder writes parts and FTS rows for, with the time a part without its
+# own takes. Without a session filter the plan writes every source message of a known conversation
+# (10_sessions.sql, 20_turn_index.sql), so the builder can start before the plan exists.
+SOURCE_OWNERS = """SELECT m.message_id, coalesce(strftime('%Y-%m-%dT%H:%M:%fZ', m.created_at), m.created_at) AS created_iso
+  FROM src_messages m JOIN src_conversations c ON c.conversation_id = m.conversation_id"""
+PLANNED_OWNERS = "SELECT message_id, created_iso FROM plan.plan_messages"
+
+BUILDER_STEPS = ("74_", "76_", "77_")                     # the builder thread, on the building file
+SCRATCH_STEPS = ("69_", "72_", "73_", "85_")              # the planning thread, on its scratch file
+FRESH_STEPS = ("69_", "74_", "82_", "84_", "86_", "90_")  # the planning thread, on the building file, after
+#                                                           the builder; then 95 (write.seal)
+
+
+def _tune(con: sqlite3.Connection, cache_kib: int = 16384) -> None:
+    # private files nobody reads before they are finished: no journal (a crash leaves a file the next
+    # run deletes), no syncs (one fsync before the link), foreign keys checked once before the link
+    con.execute("PRAGMA journal_mode=OFF")
+    con.execute("PRAGMA synchronous=OFF")
+    con.execute(f"PRAGMA cache_size=-{cache_kib}")
+    con.execute("PRAGMA foreign_keys=OFF")
+
+
+def _q(path: Path) -> str:
+    return str(path).replace("'", "''")
+
+
+class TargetBuilder:
+    """Fills a new target's building file from the source on a thread of its own (SQLite releases the GIL
+    while it works). Without a session filter it starts at once, beside DuckDB; with one it waits for
+    the stage (`stage_ready`) and reads the planned messages from it."""
+
+    def __init__(self, target: Path, attach: dict[str, Path], views: dict[str, str], planned: bool,
+                 lock_timeout: float, when_done: Callable[[], object] | None = None):
+        self.target, self.building = target, building_path(target)
+        self.attach_map, self.views, self.planned, self.lock_timeout = attach, views, planned, lock_timeout
+        self.when_done = when_done   # work for this thread's core once the file is built (the source hash)
+        self.made = [p for p in (target.parent, *target.parent.parents) if not p.exists()]   # folders we create
+        self.counts: dict[str, int] = {}
+        self.error: BaseException | None = None
+        self.linked = False
+        self.con: sqlite3.Connection | None = None
+        self.stage: Path | None = None
+        self._stage_ready = threading.Event()
+        self._cancelled = False
+        self.thread = threading.Thread(target=self._run, name="lcm-etl-build", daemon=True)
+
+    @property
+    def owners(self) -> str:
+        return PLANNED_OWNERS if self.planned else SOURCE_OWNERS
+
+    def start(self) -> "TargetBuilder":
+        self.thread.start()
+        return self
+
+    def stage_ready(self, stage: Path) -> None:
+        self.stage = stage
+        self._stage_ready.set()
+
+    def _run(self) -> None:
+        try:
+            if self.planned:
+                self._stage_ready.wait()
+                if self._cancelled:
+                    return
+            drop_building(self.building)   # left by a run that was killed while building
+            with closing(tgt.connect(self.building, self.lock_timeout)) as con, EarlyWriteback(self.building):
+                self.con = con
+                # SQLite's default 2 MB page cache: the builder appends, and it runs beside DuckDB's
+                # budget while the run's memory peaks
+                _tune(con, cache_kib=2000)
+                con.execute("BEGIN")
+                tgt.apply_schema(con)
+                indexes = tgt.secondary_indexes(con, "lcm_message_parts")   # built once over the loaded rows
+                for name, _ in indexes:
+                    con.execute(f"DROP INDEX {name}")
+                for alias, path in {**self.attach_map, **({"plan": self.stage} if self.planned else {})}.items():
+                    con.execute(f"ATTACH '{_q(path)}' AS {alias}")
+                for name, sql in {**self.views, "fresh_owners": self.owners}.items():
+                    con.execute(f"CREATE TEMP VIEW {name} AS {sql}")
+                for prefix in BUILDER_STEPS:
+                    add_counts(self.counts, run_step(step_named(prefix), con))
+                con.execute("PRAGMA cache_size=-16384")   # the index sorts stay in memory
+                for _, sql in indexes:
+                    con.execute(sql)
+                con.execute("COMMIT")
+            if self.when_done:
+                self.when_done()
+        except BaseException as exc:  # re-raised in the writer's thread by join()
+            self.error = exc
+        finally:
+            self.con = None
+
+    def join(self) -> dict[str, int]:
+        """Wait for the builder; its row counts, or the error it met (raised here, in the caller's thread)."""
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.counts
+
+    def cancel(self) -> None:
+        """Stop early (the run failed elsewhere): interrupt SQLite, wait for the thread."""
+        self._cancelled = True
+        self._stage_ready.set()
+        con = self.con
+        if con is not None:
+            con.interrupt()
+        self.thread.join()
+
+    def discard(self) -> None:
+        """Always, at the end of the run: the private name goes; a run that did not link the target also
+        leaves no file and no folder it created."""
+        if self.thread.is_alive():
+            self.cancel()
+        drop_building(self.building)
+        if not self.linked:
+            for folder in self.made:
+                try:
+                    folder.rmdir()
+                except OSError:
+                    break
+
+    def finish(self, job, finished_at) -> dict[str, int]:
+        """The planning thread's half (write.write calls it): the messages into a scratch file while the
+        builder works, then the building file finished, sealed and linked into place."""
+        self.stage_ready(job.stage)
+        scratch = job.stage.parent / "scratch-rows.sqlite"
+        counts: dict[str, int] = {}
+        with closing(sqlite3.connect(scratch, isolation_level=None)) as con:
+            _tune(con)
+            con.execute("BEGIN")
+            tgt.apply_schema(con)   # the target's own DDL: what is copied from here moves as pages
+            indexes = tgt.secondary_indexes(con, "lcm_messages")
+            for name, _ in indexes:
+                con.execute(f"DROP INDEX {name}")
+            prepare(con, job, work_tables=False)   # 69_new_target_turns.sql makes _new and _map views
+            con.execute(f"CREATE TEMP VIEW fresh_owners AS {self.owners}")
+            add_counts(counts, run_steps(con, job, SCRATCH_STEPS[:2]))
+            for _, sql in indexes:   # built once over the loaded rows
+                con.execute(sql)
+            add_counts(counts, run_steps(con, job, SCRATCH_STEPS[2:]))
+            con.execute("COMMIT")
+        if job.on_wait:   # the builder may still be busy: this core is free meanwhile
+            job.on_wait()
+        built = dict(self.join())
+        if built.pop("messages_indexed", 0) != counts.get("messages_inserted", 0):
+            raise RunFailed("internal error: the new target's FTS rows and its messages differ in number; "
+                            "the target was not created")
+        add_counts(counts, built)
+        with closing(tgt.connect(self.building, job.lock_timeout)) as con, EarlyWriteback(self.building):
+            _tune(con)
+            con.execute("BEGIN")
+            prepare(con, job, work_tables=False)
+            con.execute(f"ATTACH '{_q(scratch)}' AS msgs")
+            con.execute(f"CREATE TEMP VIEW fresh_owners AS {self.owners}")
+            add_counts(counts, run_steps(con, job, FRESH_STEPS))
+            counts.pop("part_times_fixed", None)   # a correction of rows counted already
+            seal(con, job, counts, finished_at, ("msgs",))
+        link_into_place(self.building, self.target)
+        self.linked = True
+        return counts
