@@ -20,6 +20,7 @@ import orjson
 from .errors import EXIT_FAILURE, BadInput, LcmEtlError
 from .migrate import MigrateOptions, migrate
 from .sources import expand
+from .sqlite_runtime import disable_memstatus
 from .target import resolve_target
 
 
@@ -82,7 +83,8 @@ def _run_pair(index: int, opts: MigrateOptions) -> PairResult:
 def run_fleet(pairs: list[tuple[Path, Path]], template: MigrateOptions, jobs: int | None, on_done) -> list[PairResult]:
     jobs = max(1, jobs or os.cpu_count() or 1)
     results: list[PairResult] = []
-    with ProcessPoolExecutor(max_workers=min(jobs, len(pairs))) as pool:
+    # a worker starts with no connection open, so it can turn SQLite's allocation counter off as the CLI does
+    with ProcessPoolExecutor(max_workers=min(jobs, len(pairs)), initializer=disable_memstatus) as pool:
         futures = [pool.submit(_run_pair, i, replace(template, src=s, target=d, progress=False))
                    for i, (s, d) in enumerate(pairs)]
         for fut in as_completed(futures):

@@ -21,7 +21,8 @@ from typing import Callable
 from . import target as tgt
 from .errors import RunFailed
 from .steps import run_step, step_named
-from .write import EarlyWriteback, add_counts, building_path, drop_building, link_into_place, prepare, run_steps, seal
+from .write import (EarlyWriteback, add_counts, building_path, drop_building, interrupt, link_into_place, prepare,
+                    run_steps, seal)
 
 # fresh_owners: the messages the builder writes parts and FTS rows for, with the time a part without its
 # own takes. Without a session filter the plan writes every source message of a known conversation
@@ -32,7 +33,7 @@ PLANNED_OWNERS = "SELECT message_id, created_iso FROM plan.plan_messages"
 
 BUILDER_STEPS = ("74_", "76_", "77_")                     # the builder thread, on the building file
 SCRATCH_STEPS = ("69_", "72_", "73_", "85_")              # the planning thread, on its scratch file
-FRESH_STEPS = ("69_", "74_", "82_", "84_", "86_", "90_")  # the planning thread, on the building file, after
+FRESH_STEPS = ("74_", "82_", "84_", "86_", "90_")        # the planning thread, on the building file, after
 #                                                           the builder; then 95 (write.seal)
 
 
@@ -67,6 +68,7 @@ class TargetBuilder:
         self.stage: Path | None = None
         self._stage_ready = threading.Event()
         self._cancelled = False
+        self._file_id: tuple[int, int] | None = None   # (device, inode) of the building file this run made
         self.thread = threading.Thread(target=self._run, name="lcm-etl-build", daemon=True)
 
     @property
@@ -88,7 +90,9 @@ class TargetBuilder:
                 if self._cancelled:
                     return
             drop_building(self.building)   # left by a run that was killed while building
-            with closing(tgt.connect(self.building, self.lock_timeout)) as con, EarlyWriteback(self.building):
+            con = tgt.connect(self.building, self.lock_timeout)
+            self._file_id = _file_id(self.building)   # from here on discard() removes the file
+            with closing(con), EarlyWriteback(self.building):
                 self.con = con
                 # SQLite's default 2 MB page cache: the builder appends, and it runs beside DuckDB's
                 # budget while the run's memory peaks
@@ -103,17 +107,34 @@ class TargetBuilder:
                 for name, sql in {**self.views, "fresh_owners": self.owners}.items():
                     con.execute(f"CREATE TEMP VIEW {name} AS {sql}")
                 for prefix in BUILDER_STEPS:
+                    self._check_cancelled()   # SQLite forgets an interrupt that lands between statements
                     add_counts(self.counts, run_step(step_named(prefix), con))
                 con.execute("PRAGMA cache_size=-16384")   # the index sorts stay in memory
                 for _, sql in indexes:
+                    self._check_cancelled()
                     con.execute(sql)
                 con.execute("COMMIT")
-            if self.when_done:
+            if self.when_done and not self._cancelled:
                 self.when_done()
         except BaseException as exc:  # re-raised in the writer's thread by join()
             self.error = exc
         finally:
             self.con = None
+
+    def _check_cancelled(self) -> None:
+        if self._cancelled:
+            raise sqlite3.OperationalError("interrupted")
+
+    def failed(self) -> BaseException | None:
+        """The builder's error if it has stopped on one (without waiting for it)."""
+        return None if self.thread.is_alive() else self.error
+
+    def _check_file(self) -> None:
+        """The building file is still the one this run made: a second run started on the same new target
+        deletes a leftover name and makes its own, and the two must never mix."""
+        if self._file_id is None or _file_id(self.building) != self._file_id:
+            raise RunFailed(f"another run is building the same new target: {self.target}; the target was not "
+                            "created by this run (run one migration per target at a time)")
 
     def join(self) -> dict[str, int]:
         """Wait for the builder; its row counts, or the error it met (raised here, in the caller's thread)."""
@@ -126,9 +147,7 @@ class TargetBuilder:
         """Stop early (the run failed elsewhere): interrupt SQLite, wait for the thread."""
         self._cancelled = True
         self._stage_ready.set()
-        con = self.con
-        if con is not None:
-            con.interrupt()
+        interrupt(self.con)
         self.thread.join()
 
     def discard(self) -> None:
@@ -136,8 +155,10 @@ class TargetBuilder:
         leaves no file and no folder it created."""
         if self.thread.is_alive():
             self.cancel()
-        drop_building(self.building)
-        if not self.linked:
+        linked = self.linked or _same_file(self.building, self.target)   # linked, then failed (dir fsync)
+        if self._file_id is not None and _file_id(self.building) == self._file_id:
+            drop_building(self.building)   # ours: another run's file of that name is left alone
+        if not linked:
             for folder in self.made:
                 try:
                     folder.rmdir()
@@ -148,6 +169,8 @@ class TargetBuilder:
         """The planning thread's half (write.write calls it): the messages into a scratch file while the
         builder works, then the building file finished, sealed and linked into place."""
         self.stage_ready(job.stage)
+        if self.failed():   # a builder that stopped early (disk full, a bad source page) fails the run now
+            self.join()
         scratch = job.stage.parent / "scratch-rows.sqlite"
         counts: dict[str, int] = {}
         with closing(sqlite3.connect(scratch, isolation_level=None)) as con:
@@ -171,15 +194,35 @@ class TargetBuilder:
             raise RunFailed("internal error: the new target's FTS rows and its messages differ in number; "
                             "the target was not created")
         add_counts(counts, built)
+        self._check_file()
         with closing(tgt.connect(self.building, job.lock_timeout)) as con, EarlyWriteback(self.building):
             _tune(con)
             con.execute("BEGIN")
             prepare(con, job, work_tables=False)
             con.execute(f"ATTACH '{_q(scratch)}' AS msgs")
-            con.execute(f"CREATE TEMP VIEW fresh_owners AS {self.owners}")
             add_counts(counts, run_steps(con, job, FRESH_STEPS))
             counts.pop("part_times_fixed", None)   # a correction of rows counted already
+            # as many FTS rows as messages (checked above), and every one of them a message's
+            stray = con.execute("SELECT count(*) FROM lcm_messages_fts_docsize d "
+                                "WHERE NOT EXISTS (SELECT 1 FROM lcm_messages m WHERE m.id = d.id)").fetchone()[0]
+            if stray:
+                raise RunFailed(f"internal error: {stray} FTS rows of the new target index no message; "
+                                "the target was not created")
             seal(con, job, counts, finished_at, ("msgs",))
+        self._check_file()
         link_into_place(self.building, self.target)
         self.linked = True
         return counts
+
+
+def _file_id(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    ia = _file_id(a)
+    return ia is not None and ia == _file_id(b)

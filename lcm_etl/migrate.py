@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import sqlite3
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,7 +13,7 @@ from . import __version__, duck, plan, shortcut, target as tgt
 from .report import RunReport
 from .sources import check_sqlite_file, detect_schema, normalized_views, take_snapshot, target_view
 from .fresh import TargetBuilder
-from .write import ALL_OWNERS, MIGRATE_STEPS, Flattener, WriteJob, new_run_id, record_run, write
+from .write import ALL_OWNERS, MIGRATE_STEPS, Flattener, WriteJob, new_run_id, record_run, write, write_failure
 
 
 @dataclass
@@ -74,6 +75,7 @@ def migrate(opts: MigrateOptions) -> RunReport:
             if builder is None:   # for the ledger; once DuckDB is done, so it does not slow planning
                 snap.hash_in_background()
         except duckdb.Error as exc:
+            _builder_failure(builder, opts, snap.path)   # a full disk shows first where the builder writes
             raise duck.translate(exc, f"source could not be read as lossless-claw data: {opts.src}") from None
         finally:
             con.close()
@@ -99,13 +101,29 @@ def migrate(opts: MigrateOptions) -> RunReport:
         report.elapsed_s = time.monotonic() - t0
         return report
     finally:
-        if flattener is not None and flattener.thread.is_alive():
-            flattener.cancel()
-        if builder is not None:
-            builder.discard()
-        snap.close()
+        try:
+            if flattener is not None and flattener.thread.is_alive():
+                flattener.cancel()
+            if builder is not None:
+                builder.discard()
+        finally:
+            snap.close()
         if view:
             view.close()
+
+
+def _builder_failure(builder: TargetBuilder | None, opts: MigrateOptions, snapshot: Path) -> None:
+    """Planning failed: if the builder had failed first (its own disk full, say), that is the run's error."""
+    if builder is None:
+        return
+    builder.cancel()
+    error = builder.failed()
+    if isinstance(error, (sqlite3.Error, OSError)) and not _interrupted(error):
+        raise write_failure(error, opts.target, False, snapshot) from None
+
+
+def _interrupted(error: BaseException) -> bool:
+    return isinstance(error, sqlite3.OperationalError) and str(error) == "interrupted"
 
 
 def _totals(report: RunReport) -> dict:

@@ -27,6 +27,7 @@ def disable_memstatus() -> bool:
 
         # the module's own symbols, or those of the libsqlite3 it links (dlsym searches its dependencies)
         lib = ctypes.CDLL(_sqlite3.__file__)
+        lib.sqlite3_config.argtypes = [ctypes.c_int]   # the rest is variadic: passed as such
         if lib.sqlite3_shutdown() != SQLITE_OK:
             return False
         done = lib.sqlite3_config(SQLITE_CONFIG_MEMSTATUS, ctypes.c_int(0)) == SQLITE_OK

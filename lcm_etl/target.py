@@ -7,7 +7,6 @@ it is 2. lcm-etl adds its own `lcm_etl_*` tables (ledger and provenance); Remnic
 from __future__ import annotations
 
 import os
-import re
 import sqlite3
 from pathlib import Path
 
@@ -63,18 +62,6 @@ CREATE TABLE IF NOT EXISTS lcm_etl_large_files (source_path TEXT NOT NULL, file_
   exploration_summary TEXT, created_at TEXT, PRIMARY KEY (source_path, file_id));
 """
 REMNIC_TABLES = ("lcm_meta", "lcm_messages", "lcm_message_parts", "lcm_summary_nodes", "lcm_compaction_events")
-
-
-def table_ddl(table: str, schema: str) -> tuple[list[str], list[str]]:
-    """Remnic's CREATE TABLE and CREATE INDEX statements of one table, aimed at another attached schema:
-    a copy built with the very same DDL lets SQLite move its pages into the target (transfer optimisation)."""
-    tables, indexes = [], []
-    for stmt in REMNIC_SCHEMA.split(";"):
-        m = re.match(r"\s*CREATE (TABLE|INDEX) IF NOT EXISTS (\w+)( ON (\w+))?", stmt)
-        if m and (m.group(2) == table or m.group(4) == table):
-            qualified = stmt.strip().replace(f"EXISTS {m.group(2)}", f"EXISTS {schema}.{m.group(2)}", 1)
-            (tables if m.group(1) == "TABLE" else indexes).append(qualified)
-    return tables, indexes
 
 
 def secondary_indexes(con: sqlite3.Connection, *tables: str) -> list[tuple[str, str]]:

@@ -147,9 +147,7 @@ class Flattener:
 
     def cancel(self) -> None:
         """Stop early (the run failed elsewhere): interrupt SQLite, wait for the thread."""
-        con = self.con
-        if con is not None:
-            con.interrupt()
+        interrupt(self.con)
         self.thread.join()
 
     def attach(self, con: sqlite3.Connection) -> None:
@@ -157,6 +155,15 @@ class Flattener:
         if self.error is not None:
             raise self.error
         con.execute(f"ATTACH '{_q(self.path)}' AS scratch")
+
+
+def interrupt(con: sqlite3.Connection | None) -> None:
+    """Interrupt a connection another thread may be closing this very moment."""
+    if con is not None:
+        try:
+            con.interrupt()
+        except sqlite3.ProgrammingError:   # closed meanwhile: nothing left to interrupt
+            pass
 
 
 def _flattener(job: WriteJob) -> Flattener | None:
@@ -201,8 +208,6 @@ def add_counts(total: dict, part: dict) -> None:
 
 def write(job: WriteJob, finished_at) -> dict[str, int]:
     """Land the staged plan. Returns the row counts SQLite reported. `finished_at()` stamps the ledger."""
-    after = ("the target was not created" if not job.target_existed else
-             "batches committed before this hold whole sessions (or turn-order prefixes); re-run to finish")
     try:
         _index_stage(job.stage)
         if job.target_existed:
@@ -211,12 +216,19 @@ def write(job: WriteJob, finished_at) -> dict[str, int]:
             return job.builder.finish(job, finished_at)
         return _write_fresh(job, finished_at)
     except (sqlite3.Error, OSError) as exc:
-        if tgt.is_disk_full(exc):
-            raise RunFailed(f"disk full while writing {job.target}; {after}; free space and re-run") from None
-        damaged = _damaged(job.attach.get("src")) if isinstance(exc, sqlite3.DatabaseError) else None
-        if damaged:   # SQLite met a bad page of the source's snapshot while copying content
-            raise BadInput(f"source is damaged: {damaged} ({exc}); {after}") from None
-        raise RunFailed(f"writing {job.target} failed: {exc}; {after}") from None
+        raise write_failure(exc, job.target, job.target_existed, job.attach.get("src")) from None
+
+
+def write_failure(exc: sqlite3.Error | OSError, target: Path, existed: bool, snapshot: Path | None) -> Exception:
+    """The one-line error for SQLite or the disk failing while a target is written (or a new one built)."""
+    after = ("the target was not created" if not existed else
+             "batches committed before this hold whole sessions (or turn-order prefixes); re-run to finish")
+    if tgt.is_disk_full(exc):
+        return RunFailed(f"disk full while writing {target}; {after}; free space and re-run")
+    damaged = _damaged(snapshot) if isinstance(exc, sqlite3.DatabaseError) else None
+    if damaged:   # SQLite met a bad page of the source's snapshot while copying content
+        return BadInput(f"source is damaged: {damaged} ({exc}); {after}")
+    return RunFailed(f"writing {target} failed: {exc}; {after}")
 
 
 def _damaged(snapshot: Path | None) -> str | None:

@@ -1,11 +1,12 @@
 -- step: new_target_turns
--- engine: sqlite (write, once; a new target built from integer source ids, in place of 70_assign_turns.sql)
+-- engine: sqlite (write, once, on the planning thread's scratch file; a new target built from integer
+--         source ids, in place of 70_assign_turns.sql — lcm_etl/fresh.py)
 -- reads: plan.plan_messages
 -- produces: TEMP VIEWs _new and _map, with the columns 70_assign_turns.sql gives those tables
 -- key: source message id = target message id
 -- why: nothing else writes to a target that is being built: each session's base turn is 0 and its first
 --      planned rank is 0, so a message's turn_index is its planned rank, and its id is its source id
---      (which lets 79_final_parts.sql finish the parts before the messages land). Views over the
+--      (which lets the builder write parts and FTS rows before the plan exists). Views over the
 --      stage cost nothing where filling the two tables costs about 0.7 s per 200k messages.
 CREATE TEMP VIEW _new AS
 SELECT message_id AS src_message_id, session_id, new_rank AS turn, message_id AS id, created_iso, created_raw
