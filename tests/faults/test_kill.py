@@ -204,3 +204,16 @@ def test_a_target_whose_checkpoint_was_interrupted_is_completed_by_the_next_run(
     proc = run("migrate", "--src", world.src, "--dest", left, *world.args, tmp=tmp_path / "tmp")
     assert proc.returncode == 0, proc.stderr
     assert read_content(left) == world.full_existing
+
+
+def test_the_kill_soak_script_runs_its_trials_and_reports_them(tmp_path):
+    # bench/soak_kill.py is the long form of this file; a short run keeps it from drifting from faultlib
+    import subprocess
+    import sys
+
+    soak = Path(__file__).resolve().parents[2] / "bench" / "soak_kill.py"
+    proc = subprocess.run([sys.executable, str(soak), "--trials", "4", "--messages", "800", "--sessions", "6",
+                           "--fresh-share", "0.5", "--seed", "7", "--keep", str(tmp_path / "soak")],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "soak: 4 trials" in proc.stdout and "0 failed" in proc.stdout
