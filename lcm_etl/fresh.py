@@ -21,8 +21,8 @@ from typing import Callable
 from . import target as tgt
 from .errors import RunFailed
 from .steps import run_step, step_named
-from .write import (EarlyWriteback, add_counts, building_path, drop_building, interrupt, link_into_place, prepare,
-                    run_steps, seal)
+from .flatten import interrupt
+from .write import EarlyWriteback, add_counts, building_path, drop_building, link_into_place, prepare, run_steps, seal
 
 # fresh_owners: the messages the builder writes parts and FTS rows for, with the time a part without its
 # own takes. Without a session filter the plan writes every source message of a known conversation

@@ -13,7 +13,8 @@ from . import __version__, duck, plan, shortcut, target as tgt
 from .report import RunReport
 from .sources import check_sqlite_file, detect_schema, normalized_views, take_snapshot, target_view
 from .fresh import TargetBuilder
-from .write import ALL_OWNERS, MIGRATE_STEPS, Flattener, WriteJob, new_run_id, record_run, write, write_failure
+from .flatten import ALL_OWNERS, Flattener
+from .write import MIGRATE_STEPS, WriteJob, new_run_id, record_run, write, write_failure
 
 
 @dataclass

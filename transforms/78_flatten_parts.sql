@@ -1,7 +1,7 @@
 -- step: flatten_parts (message_parts flattening, an existing target)
 -- engine: sqlite (scratch: once per run, before the write transactions, on its own connection)
--- reads: flatten_owners (write.PLANNED_OWNERS: plan.plan_messages and plan.plan_present_parts; or, for a
---        new target from TEXT ids, write.ALL_OWNERS: every source message, started before planning),
+-- reads: flatten_owners (flatten.PLANNED_OWNERS: plan.plan_messages and plan.plan_present_parts; or, for a
+--        new target from TEXT ids, flatten.ALL_OWNERS: every source message, started before planning),
 --        part_rows (74_part_rows.sql)
 -- produces: scratch.parts(message_id, ordinal, kind, payload, tool_name, file_path, created_at, batch)
 -- key: (source message id, ordinal)

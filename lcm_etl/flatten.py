@@ -1,0 +1,80 @@
+"""The parts flattener of an existing target (and of a new one from TEXT ids): 74_part_rows.sql and
+78_flatten_parts.sql on a connection of their own, in a thread, into the run's scratch file. A new target
+from integer ids is built differently (lcm_etl/fresh.py)."""
+from __future__ import annotations
+
+import sqlite3
+import threading
+from contextlib import closing
+from pathlib import Path
+
+from .steps import run_step, step_named
+
+
+def _q(path: Path) -> str:
+    return str(path).replace("'", "''")
+
+
+# Which source messages 78_flatten_parts.sql flattens the parts of (view `flatten_owners`).
+PLANNED_OWNERS = """SELECT q.message_id, q.batch, q.created_iso, NULL AS only_ordinal FROM plan.plan_messages q
+  UNION ALL SELECT q.message_id, q.batch, q.created_iso, q.ordinal FROM plan.plan_present_parts q"""
+# A new target receives every message, so its parts can be flattened before the plan exists, while
+# DuckDB plans (created_at falls back to the message's at copy time, 80_write_parts.sql).
+ALL_OWNERS = "SELECT message_id, 0 AS batch, NULL AS created_iso, NULL AS only_ordinal FROM src_messages"
+
+
+class Flattener:
+    """Runs 78_flatten_parts.sql on its own connection, in a thread: SQLite releases the GIL while it
+    works, so the JSON flattening of parts (the costliest work of a run) overlaps with planning or
+    with the message writes, and never happens under the target's write lock."""
+
+    def __init__(self, folder: Path, attach: dict[str, Path], views: dict[str, str], owners: str):
+        self.path = folder / "scratch.sqlite"
+        self.attach_map, self.views, self.owners = attach, views, owners
+        self.error: BaseException | None = None
+        self.con: sqlite3.Connection | None = None
+        self.thread = threading.Thread(target=self._run, name="lcm-etl-flatten", daemon=True)
+
+    def _run(self) -> None:
+        try:
+            self.path.unlink(missing_ok=True)
+            with closing(sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)) as con:
+                self.con = con
+                con.execute("PRAGMA journal_mode=OFF")
+                con.execute("PRAGMA synchronous=OFF")
+                for alias, path in self.attach_map.items():
+                    con.execute(f"ATTACH '{_q(path)}' AS {alias}")
+                for name, sql in self.views.items():
+                    con.execute(f"CREATE TEMP VIEW {name} AS {sql}")
+                con.execute(f"CREATE TEMP VIEW flatten_owners AS {self.owners}")
+                con.execute(f"ATTACH '{_q(self.path)}' AS scratch")
+                for prefix in ("74_", "78_"):
+                    run_step(step_named(prefix), con)
+        except BaseException as exc:  # re-raised in the caller's thread by attach()
+            self.error = exc
+        finally:
+            self.con = None
+
+    def start(self) -> "Flattener":
+        self.thread.start()
+        return self
+
+    def cancel(self) -> None:
+        """Stop early (the run failed elsewhere): interrupt SQLite, wait for the thread."""
+        interrupt(self.con)
+        self.thread.join()
+
+    def attach(self, con: sqlite3.Connection) -> None:
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        con.execute(f"ATTACH '{_q(self.path)}' AS scratch")
+
+
+def interrupt(con: sqlite3.Connection | None) -> None:
+    """Interrupt a connection another thread may be closing this very moment."""
+    if con is not None:
+        try:
+            con.interrupt()
+        except sqlite3.ProgrammingError:   # closed meanwhile: nothing left to interrupt
+            pass
