@@ -8,11 +8,8 @@ import threading
 from contextlib import closing
 from pathlib import Path
 
+from .sqlite_runtime import attach_all, interrupt, private_file
 from .steps import run_step, step_named
-
-
-def _q(path: Path) -> str:
-    return str(path).replace("'", "''")
 
 
 # Which source messages 78_flatten_parts.sql flattens the parts of (view `flatten_owners`).
@@ -40,14 +37,9 @@ class Flattener:
             self.path.unlink(missing_ok=True)
             with closing(sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)) as con:
                 self.con = con
-                con.execute("PRAGMA journal_mode=OFF")
-                con.execute("PRAGMA synchronous=OFF")
-                for alias, path in self.attach_map.items():
-                    con.execute(f"ATTACH '{_q(path)}' AS {alias}")
-                for name, sql in self.views.items():
-                    con.execute(f"CREATE TEMP VIEW {name} AS {sql}")
-                con.execute(f"CREATE TEMP VIEW flatten_owners AS {self.owners}")
-                con.execute(f"ATTACH '{_q(self.path)}' AS scratch")
+                private_file(con, cache_kib=2000)
+                attach_all(con, {**self.attach_map, "scratch": self.path},
+                           {**self.views, "flatten_owners": self.owners})
                 for prefix in ("74_", "78_"):
                     run_step(step_named(prefix), con)
         except BaseException as exc:  # re-raised in the caller's thread by attach()
@@ -68,13 +60,4 @@ class Flattener:
         self.thread.join()
         if self.error is not None:
             raise self.error
-        con.execute(f"ATTACH '{_q(self.path)}' AS scratch")
-
-
-def interrupt(con: sqlite3.Connection | None) -> None:
-    """Interrupt a connection another thread may be closing this very moment."""
-    if con is not None:
-        try:
-            con.interrupt()
-        except sqlite3.ProgrammingError:   # closed meanwhile: nothing left to interrupt
-            pass
+        attach_all(con, {"scratch": self.path}, {})

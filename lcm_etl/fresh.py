@@ -20,9 +20,10 @@ from typing import Callable
 
 from . import target as tgt
 from .errors import RunFailed
+from .sqlite_runtime import attach_all, interrupt, private_file
 from .steps import run_step, step_named
-from .flatten import interrupt
-from .write import EarlyWriteback, add_counts, building_path, drop_building, link_into_place, prepare, run_steps, seal
+from .write import (EarlyWriteback, add_counts, building_path, drop_building, folders_to_make, link_into_place,
+                    prepare, remove_folders, run_steps, seal)
 
 # fresh_owners: the messages the builder writes parts and FTS rows for, with the time a part without its
 # own takes. Without a session filter the plan writes every source message of a known conversation
@@ -32,22 +33,10 @@ SOURCE_OWNERS = """SELECT m.message_id, coalesce(strftime('%Y-%m-%dT%H:%M:%fZ', 
 PLANNED_OWNERS = "SELECT message_id, created_iso FROM plan.plan_messages"
 
 BUILDER_STEPS = ("74_", "76_", "77_")                     # the builder thread, on the building file
-SCRATCH_STEPS = ("69_", "72_", "73_", "85_")              # the planning thread, on its scratch file
+MESSAGE_STEPS = ("69_", "72_")                            # the planning thread, on its scratch file,
+AFTER_MESSAGE_STEPS = ("73_", "85_")                       # once the messages' index is built
 FRESH_STEPS = ("74_", "82_", "84_", "86_", "90_")        # the planning thread, on the building file, after
 #                                                           the builder; then 95 (write.seal)
-
-
-def _tune(con: sqlite3.Connection, cache_kib: int = 16384) -> None:
-    # private files nobody reads before they are finished: no journal (a crash leaves a file the next
-    # run deletes), no syncs (one fsync before the link), foreign keys checked once before the link
-    con.execute("PRAGMA journal_mode=OFF")
-    con.execute("PRAGMA synchronous=OFF")
-    con.execute(f"PRAGMA cache_size=-{cache_kib}")
-    con.execute("PRAGMA foreign_keys=OFF")
-
-
-def _q(path: Path) -> str:
-    return str(path).replace("'", "''")
 
 
 class TargetBuilder:
@@ -56,11 +45,13 @@ class TargetBuilder:
     the stage (`stage_ready`) and reads the planned messages from it."""
 
     def __init__(self, target: Path, attach: dict[str, Path], views: dict[str, str], planned: bool,
-                 lock_timeout: float, when_done: Callable[[], object] | None = None):
+                 lock_timeout: float, spare_work: Callable[[], object] | None = None):
         self.target, self.building = target, building_path(target)
         self.attach_map, self.views, self.planned, self.lock_timeout = attach, views, planned, lock_timeout
-        self.when_done = when_done   # work for this thread's core once the file is built (the source hash)
-        self.made = [p for p in (target.parent, *target.parent.parents) if not p.exists()]   # folders we create
+        # work for whichever of the two threads is free first (the source's hash): the builder once the file
+        # is built, or the writer when it would wait for the builder
+        self.spare_work = spare_work
+        self.made = folders_to_make(target)
         self.counts: dict[str, int] = {}
         self.error: BaseException | None = None
         self.linked = False
@@ -96,26 +87,20 @@ class TargetBuilder:
                 self.con = con
                 # SQLite's default 2 MB page cache: the builder appends, and it runs beside DuckDB's
                 # budget while the run's memory peaks
-                _tune(con, cache_kib=2000)
+                private_file(con, cache_kib=2000)
                 con.execute("BEGIN")
                 tgt.apply_schema(con)
-                indexes = tgt.secondary_indexes(con, "lcm_message_parts")   # built once over the loaded rows
-                for name, _ in indexes:
-                    con.execute(f"DROP INDEX {name}")
-                for alias, path in {**self.attach_map, **({"plan": self.stage} if self.planned else {})}.items():
-                    con.execute(f"ATTACH '{_q(path)}' AS {alias}")
-                for name, sql in {**self.views, "fresh_owners": self.owners}.items():
-                    con.execute(f"CREATE TEMP VIEW {name} AS {sql}")
-                for prefix in BUILDER_STEPS:
-                    self._check_cancelled()   # SQLite forgets an interrupt that lands between statements
-                    add_counts(self.counts, run_step(step_named(prefix), con))
-                con.execute("PRAGMA cache_size=-16384")   # the index sorts stay in memory
-                for _, sql in indexes:
+                attach_all(con, {**self.attach_map, **({"plan": self.stage} if self.planned else {})},
+                           {**self.views, "fresh_owners": self.owners})
+                with tgt.indexes_after_load(con, "lcm_message_parts"):
+                    for prefix in BUILDER_STEPS:
+                        self._check_cancelled()   # SQLite forgets an interrupt that lands between statements
+                        add_counts(self.counts, run_step(step_named(prefix), con))
                     self._check_cancelled()
-                    con.execute(sql)
+                    con.execute("PRAGMA cache_size=-16384")   # the index sorts stay in memory
                 con.execute("COMMIT")
-            if self.when_done and not self._cancelled:
-                self.when_done()
+            if self.spare_work and not self._cancelled:
+                self.spare_work()
         except BaseException as exc:  # re-raised in the writer's thread by join()
             self.error = exc
         finally:
@@ -159,11 +144,7 @@ class TargetBuilder:
         if self._file_id is not None and _file_id(self.building) == self._file_id:
             drop_building(self.building)   # ours: another run's file of that name is left alone
         if not linked:
-            for folder in self.made:
-                try:
-                    folder.rmdir()
-                except OSError:
-                    break
+            remove_folders(self.made)
 
     def finish(self, job, finished_at) -> dict[str, int]:
         """The planning thread's half (write.write calls it): the messages into a scratch file while the
@@ -174,21 +155,17 @@ class TargetBuilder:
         scratch = job.stage.parent / "scratch-rows.sqlite"
         counts: dict[str, int] = {}
         with closing(sqlite3.connect(scratch, isolation_level=None)) as con:
-            _tune(con)
+            private_file(con)
             con.execute("BEGIN")
             tgt.apply_schema(con)   # the target's own DDL: what is copied from here moves as pages
-            indexes = tgt.secondary_indexes(con, "lcm_messages")
-            for name, _ in indexes:
-                con.execute(f"DROP INDEX {name}")
             prepare(con, job, work_tables=False)   # 69_new_target_turns.sql makes _new and _map views
-            con.execute(f"CREATE TEMP VIEW fresh_owners AS {self.owners}")
-            add_counts(counts, run_steps(con, job, SCRATCH_STEPS[:2]))
-            for _, sql in indexes:   # built once over the loaded rows
-                con.execute(sql)
-            add_counts(counts, run_steps(con, job, SCRATCH_STEPS[2:]))
+            attach_all(con, {}, {"fresh_owners": self.owners})
+            with tgt.indexes_after_load(con, "lcm_messages"):
+                add_counts(counts, run_steps(con, job, MESSAGE_STEPS))
+            add_counts(counts, run_steps(con, job, AFTER_MESSAGE_STEPS))
             con.execute("COMMIT")
-        if job.on_wait:   # the builder may still be busy: this core is free meanwhile
-            job.on_wait()
+        if self.spare_work:   # the builder may still be busy: this core is free meanwhile
+            self.spare_work()
         built = dict(self.join())
         if built.pop("messages_indexed", 0) != counts.get("messages_inserted", 0):
             raise RunFailed("internal error: the new target's FTS rows and its messages differ in number; "
@@ -196,10 +173,10 @@ class TargetBuilder:
         add_counts(counts, built)
         self._check_file()
         with closing(tgt.connect(self.building, job.lock_timeout)) as con, EarlyWriteback(self.building):
-            _tune(con)
+            private_file(con)
             con.execute("BEGIN")
             prepare(con, job, work_tables=False)
-            con.execute(f"ATTACH '{_q(scratch)}' AS msgs")
+            attach_all(con, {"msgs": scratch}, {})
             add_counts(counts, run_steps(con, job, FRESH_STEPS))
             counts.pop("part_times_fixed", None)   # a correction of rows counted already
             # as many FTS rows as messages (checked above), and every one of them a message's

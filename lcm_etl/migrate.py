@@ -58,7 +58,7 @@ def migrate(opts: MigrateOptions) -> RunReport:
                 # it from the source while DuckDB plans (at once, or once the stage exists with a filter)
                 builder = TargetBuilder(opts.target, {"src": snap.path}, sqlite_views,
                                         planned=bool(opts.session_filter), lock_timeout=opts.lock_timeout,
-                                        when_done=snap.hash_in_background).start()
+                                        spare_work=snap.hash_in_background).start()
             elif not opts.session_filter:
                 # a new target takes every part: flatten them while DuckDB plans
                 flattener = Flattener(snap.folder, {"src": snap.path}, sqlite_views, ALL_OWNERS).start()
@@ -85,7 +85,6 @@ def migrate(opts: MigrateOptions) -> RunReport:
                        batch_steps=MIGRATE_STEPS, builder=builder,
                        final_step="95_", flatten=True, flattener=flattener, batches=planned.batches,
                        release=snap.discard_in_background,
-                       on_wait=snap.hash_in_background,   # with a builder: by whichever thread is free first
                        params={"fired_at": started, "source_path": str(opts.src)},
                        lock_timeout=opts.lock_timeout, progress=opts.progress,
                        attach={"src": snap.path}, views=normalized_views(schema, "sqlite"))
@@ -117,14 +116,10 @@ def _builder_failure(builder: TargetBuilder | None, opts: MigrateOptions, snapsh
     """Planning failed: if the builder had failed first (its own disk full, say), that is the run's error."""
     if builder is None:
         return
+    error = builder.failed()   # read before cancelling: the builder's own failure, not the interruption
     builder.cancel()
-    error = builder.failed()
-    if isinstance(error, (sqlite3.Error, OSError)) and not _interrupted(error):
+    if isinstance(error, (sqlite3.Error, OSError)):
         raise write_failure(error, opts.target, False, snapshot) from None
-
-
-def _interrupted(error: BaseException) -> bool:
-    return isinstance(error, sqlite3.OperationalError) and str(error) == "interrupted"
 
 
 def _totals(report: RunReport) -> dict:

@@ -1,4 +1,5 @@
-"""One process-wide SQLite setting for lcm-etl's own processes (the CLI applies it first thing).
+"""SQLite as lcm-etl's threads use it: one process-wide setting (the CLI applies it first thing) and the
+helpers every connection of a run shares (attachments, private-file pragmas, interruption).
 
 SQLite counts every allocation for sqlite3_status() under one global mutex (SQLITE_CONFIG_MEMSTATUS, on
 by default). A run drives SQLite from two threads at once — a new target's builder beside the writer, or
@@ -15,6 +16,8 @@ merely slower.
 from __future__ import annotations
 
 import ctypes
+import sqlite3
+from pathlib import Path
 
 SQLITE_OK = 0
 SQLITE_CONFIG_MEMSTATUS = 9
@@ -34,3 +37,34 @@ def disable_memstatus() -> bool:
         return lib.sqlite3_initialize() == SQLITE_OK and done
     except (ImportError, OSError, AttributeError):
         return False
+
+
+def attach_all(con: sqlite3.Connection, attachments: dict[str, Path], views: dict[str, str]) -> None:
+    """ATTACH each database under its alias, then create the TEMP views that read them."""
+    for alias, path in attachments.items():
+        con.execute(f"ATTACH '{quote_path(path)}' AS {alias}")
+    for name, sql in views.items():
+        con.execute(f"CREATE TEMP VIEW {name} AS {sql}")
+
+
+def quote_path(path: Path) -> str:
+    return str(path).replace("'", "''")
+
+
+def private_file(con: sqlite3.Connection, cache_kib: int = 16384) -> None:
+    """Pragmas for a file nobody reads before it is finished (a scratch file, a new target being built):
+    no journal (a crash leaves a file the next run deletes), no syncs (one fsync before a link), foreign
+    keys checked once at the end (write.seal)."""
+    con.execute("PRAGMA journal_mode=OFF")
+    con.execute("PRAGMA synchronous=OFF")
+    con.execute(f"PRAGMA cache_size=-{cache_kib}")
+    con.execute("PRAGMA foreign_keys=OFF")
+
+
+def interrupt(con: sqlite3.Connection | None) -> None:
+    """Interrupt a connection another thread may be closing this very moment."""
+    if con is not None:
+        try:
+            con.interrupt()
+        except sqlite3.ProgrammingError:   # closed meanwhile: nothing left to interrupt
+            pass

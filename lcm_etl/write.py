@@ -26,6 +26,7 @@ from tqdm import tqdm
 from . import shortcut, target as tgt
 from .errors import BadInput, RunFailed
 from .flatten import PLANNED_OWNERS, Flattener
+from .sqlite_runtime import attach_all, private_file
 from .steps import run_step, step_named
 
 if TYPE_CHECKING:
@@ -70,7 +71,6 @@ class WriteJob:
     flattener: Flattener | None = None   # already running (a new target's parts, started before planning)
     builder: "TargetBuilder | None" = None   # a new target from integer source ids (lcm_etl/fresh.py)
     release: Callable[[], None] | None = None   # called once the attachments are no longer read
-    on_wait: Callable[[], None] | None = None   # called when the writer may wait for a new target's builder
 
 
 def building_path(target: Path) -> Path:
@@ -78,10 +78,7 @@ def building_path(target: Path) -> Path:
 
 
 def prepare(con: sqlite3.Connection, job: WriteJob, work_tables: bool = True) -> None:
-    for alias, path in {**job.attach, "plan": job.stage}.items():
-        con.execute(f"ATTACH '{_q(path)}' AS {alias}")
-    for name, sql in job.views.items():
-        con.execute(f"CREATE TEMP VIEW {name} AS {sql}")
+    attach_all(con, {**job.attach, "plan": job.stage}, job.views)
     if work_tables:
         for stmt in _WORK_TABLES.split(";"):
             if stmt.strip():
@@ -96,10 +93,6 @@ def _index_stage(stage: Path) -> None:
         for table, cols in _STAGE_INDEXES:
             if table in staged:
                 con.execute(f"CREATE INDEX IF NOT EXISTS {table}_{cols.replace(', ', '_')} ON {table}({cols})")
-
-
-def _q(path: Path) -> str:
-    return str(path).replace("'", "''")
 
 
 def _flattener(job: WriteJob) -> Flattener | None:
@@ -222,16 +215,25 @@ def _write_existing(job: WriteJob, finished_at) -> dict[str, int]:
 
 
 def _write_fresh(job: WriteJob, finished_at) -> dict[str, int]:
-    made = [p for p in (job.target.parent, *job.target.parent.parents) if not p.exists()]   # folders we create
+    made = folders_to_make(job.target)
     try:
         return _build_fresh(job, finished_at)
     except BaseException:
-        for folder in made:   # a failed run leaves no empty folders behind either
-            try:
-                folder.rmdir()
-            except OSError:
-                break
+        remove_folders(made)   # a failed run leaves no empty folders behind either
         raise
+
+
+def folders_to_make(target: Path) -> list[Path]:
+    """The target's folders that do not exist yet, deepest first (the run creates them)."""
+    return [p for p in (target.parent, *target.parent.parents) if not p.exists()]
+
+
+def remove_folders(made: list[Path]) -> None:
+    for folder in made:
+        try:
+            folder.rmdir()
+        except OSError:   # not empty: something else lives there now
+            break
 
 
 def _build_fresh(job: WriteJob, finished_at) -> dict[str, int]:
@@ -243,29 +245,19 @@ def _build_fresh(job: WriteJob, finished_at) -> dict[str, int]:
     scratch = _flattener(job)
     try:
         with closing(tgt.connect(building, job.lock_timeout)) as con, EarlyWriteback(building):
-            con.execute("PRAGMA journal_mode=OFF")
-            con.execute("PRAGMA synchronous=OFF")
-            con.execute("PRAGMA cache_size=-16384")
-            # nobody else sees this file until it is linked into place: foreign keys are checked once, with
-            # foreign_key_check in seal()
-            con.execute("PRAGMA foreign_keys=OFF")
+            private_file(con)   # nobody else sees this file until it is linked into place
             con.execute("BEGIN")
             tgt.apply_schema(con)
-            # an empty target: load first, build the secondary indexes once at the end (same DDL)
-            indexes = tgt.secondary_indexes(con, "lcm_messages", "lcm_message_parts")
-            for name, _ in indexes:
-                con.execute(f"DROP INDEX {name}")
             prepare(con, job)
             split = job.batch_steps.index("80_") if scratch else len(job.batch_steps)
-            with tqdm(total=2, desc="writing", disable=not job.progress, leave=False) as bar:
+            with tgt.indexes_after_load(con, "lcm_messages", "lcm_message_parts"), \
+                    tqdm(total=2, desc="writing", disable=not job.progress, leave=False) as bar:
                 add_counts(counts, run_steps(con, job, job.batch_steps[:split]))
                 bar.update(1)
                 if scratch:
                     scratch.attach(con)
                 add_counts(counts, run_steps(con, job, job.batch_steps[split:]))
                 bar.update(1)
-            for _, sql in indexes:
-                con.execute(sql)
             seal(con, job, counts, finished_at, ("scratch",) if scratch else ())
         link_into_place(building, job.target)
     finally:
