@@ -3,9 +3,9 @@ helpers every connection of a run shares (attachments, private-file pragmas, int
 
 SQLite counts every allocation for sqlite3_status() under one global mutex (SQLITE_CONFIG_MEMSTATUS, on
 by default). A run drives SQLite from two threads at once — a new target's builder beside the writer, or
-the parts flattener beside an existing target's writer — and both allocate per row: with the counter on,
-two threads flattening parts of the 200k-message source took 5.4 s each, against 2.3–3.0 s for one alone
-and 3.0 s each with the counter off, the contended pair burning twice the CPU. lcm-etl never reads
+the parts flattener beside an existing target's writer — and both allocate per row: two threads
+flattening every part of the 200k-message source took 11.2 s each with the counter on, 3.6 s each with
+it off, against 4.3 s for one thread alone (`bench/micro.py`). lcm-etl never reads
 sqlite3_status(), so its processes turn the counter off.
 
 SQLite takes configuration only between sqlite3_shutdown() and sqlite3_initialize(), with no connection
