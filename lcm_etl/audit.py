@@ -96,7 +96,7 @@ def audit(opts: AuditOptions) -> tuple[RunReport, list[dict]]:
 def _audit_source(opts: AuditOptions, src_db: Path, target_db: Path | None, report: RunReport) -> list[dict]:
     schema = detect_schema(src_db, opts.src)
     report.source_schema = schema.generation
-    con = plan.open_source(src_db, schema)
+    con = plan.open_source(src_db, schema, opts.src)
     try:
         plan.load_target_state(con, target_db)
         plan.build(con, opts.key_by, opts.session_filter, 50_000, report, str(opts.src))

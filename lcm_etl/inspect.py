@@ -44,7 +44,7 @@ def describe(src: Path, key_by: str = "session-id") -> SourceInfo:
     snap = take_snapshot(src)
     try:
         schema = detect_schema(snap.path, src)
-        con = plan.open_source(snap.path, schema)
+        con = plan.open_source(snap.path, schema, src)
         try:
             run_step(step_named("10_"), con, {"key_by": key_by, "ws": plan.WHITESPACE})
             info = SourceInfo(source=str(src), generation=schema.generation)

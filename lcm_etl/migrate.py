@@ -62,7 +62,7 @@ def migrate(opts: MigrateOptions) -> RunReport:
             elif not opts.session_filter:
                 # a new target takes every part: flatten them while DuckDB plans
                 flattener = Flattener(snap.folder, {"src": snap.path}, sqlite_views, ALL_OWNERS).start()
-        con = plan.open_source(snap.path, schema, opts.memory_limit)
+        con = plan.open_source(snap.path, schema, opts.src, opts.memory_limit)
         try:
             view = target_view(opts.target, existed, private=opts.dry_run)
             plan.load_target_state(con, view.path if view else opts.target if existed else None)
@@ -77,7 +77,7 @@ def migrate(opts: MigrateOptions) -> RunReport:
                 snap.hash_in_background()
         except duckdb.Error as exc:
             _builder_failure(builder, opts, snap.path)   # a full disk shows first where the builder writes
-            raise duck.translate(exc, f"source could not be read as lossless-claw data: {opts.src}") from None
+            raise duck.translate(exc, plan.unreadable_source(opts.src)) from None
         finally:
             con.close()
         run_id = new_run_id()

@@ -71,13 +71,23 @@ class PlannedRun:
     has_work: bool
 
 
-def open_source(snapshot_path: Path, schema: SourceSchema,
+def open_source(snapshot_path: Path, schema: SourceSchema, original: Path,
                 memory_limit: str = duck.DEFAULT_MEMORY_LIMIT) -> duckdb.DuckDBPyConnection:
+    """DuckDB with the snapshot attached and the normalised views over it. A source DuckDB cannot read
+    (a damaged page met already here) is the same one-line error as one met while planning."""
     con = duck.connect(snapshot_path.parent, memory_limit)   # the snapshot's private folder holds the plan database
-    duck.attach_sqlite(con, str(snapshot_path), "src", read_only=True)
-    for name, sql in normalized_views(schema, "duckdb").items():
-        con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS {sql}")
+    try:
+        duck.attach_sqlite(con, str(snapshot_path), "src", read_only=True)
+        for name, sql in normalized_views(schema, "duckdb").items():
+            con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS {sql}")
+    except duckdb.Error as exc:
+        con.close()
+        raise duck.translate(exc, unreadable_source(original)) from None
     return con
+
+
+def unreadable_source(original: Path | str) -> str:
+    return f"source could not be read as lossless-claw data: {original}"
 
 
 def load_target_state(con: duckdb.DuckDBPyConnection, target_db: Path | None) -> None:
