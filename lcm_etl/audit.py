@@ -98,7 +98,7 @@ def _audit_source(opts: AuditOptions, src_db: Path, target_db: Path | None, repo
     report.source_schema = schema.generation
     con = plan.open_source(src_db, schema, opts.src)
     try:
-        plan.load_target_state(con, target_db)
+        plan.load_target_state(con, target_db, src_db.parent)
         plan.build(con, opts.key_by, opts.session_filter, 50_000, report, str(opts.src))
         tables: set[str] = set()
         if target_db is not None:
@@ -111,6 +111,8 @@ def _audit_source(opts: AuditOptions, src_db: Path, target_db: Path | None, repo
         if target_db is not None:
             con.execute("DETACH tgt")
         run_step(step_named("a10_"), con)
+        for kind, n in con.execute("SELECT kind, n FROM audit_archive WHERE n > 0 ORDER BY kind").fetchall():
+            report.extra[f"{kind} kept, no longer in the source"] = n
         rows = con.execute("SELECT * FROM audit_findings ORDER BY kind, session_id, source_id").fetchall()
         return [dict(zip(FINDING_KEYS, r)) for r in rows]
     finally:

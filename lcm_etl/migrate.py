@@ -65,7 +65,7 @@ def migrate(opts: MigrateOptions) -> RunReport:
         con = plan.open_source(snap.path, schema, opts.src, opts.memory_limit)
         try:
             view = target_view(opts.target, existed, private=opts.dry_run)
-            plan.load_target_state(con, view.path if view else opts.target if existed else None)
+            plan.load_target_state(con, view.path if view else opts.target if existed else None, snap.folder)
             planned = plan.build(con, opts.key_by, opts.session_filter, opts.batch_rows, report, str(opts.src),
                                  opts.progress, new_target=not existed)
             if opts.dry_run:
@@ -161,7 +161,9 @@ def _options_json(opts: MigrateOptions) -> str:
 def _check_counts(report: RunReport, counts: dict) -> None:
     """The plan said what would be written; SQLite says what was. They must agree."""
     planned = {"messages_inserted": report.messages.inserted, "parts_inserted": report.parts.inserted,
-               "summaries_inserted": report.summaries.inserted, "boundary_events": report.boundary_events}
+               "summaries_inserted": report.summaries.inserted, "boundary_events": report.boundary_events,
+               "messages_updated": report.messages.updated, "summaries_updated": report.summaries.updated,
+               "parents_updated": report.parents_updated}
     for key, want in planned.items():
         got = counts.get(key, 0)
         if got != want:
@@ -170,3 +172,6 @@ def _check_counts(report: RunReport, counts: dict) -> None:
     report.parts.inserted = counts.get("parts_inserted", 0)
     report.summaries.inserted = counts.get("summaries_inserted", 0)
     report.boundary_events = counts.get("boundary_events", 0)
+    report.messages.updated = counts.get("messages_updated", 0)
+    report.summaries.updated = counts.get("summaries_updated", 0)
+    report.parents_updated = counts.get("parents_updated", 0)

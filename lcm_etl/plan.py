@@ -7,6 +7,8 @@ content inside SQLite. Dry-run reports come straight from the plan, so they are 
 """
 from __future__ import annotations
 
+import sqlite3
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,51 +19,13 @@ from . import duck
 from .errors import BadInput
 from .report import RunReport
 from .sources import SourceSchema, normalized_views
+from .target import apply_schema
 from .steps import run_step, step_named
 
-PLAN_STEPS = ("20_", "30_", "40_", "50_", "55_", "57_", "60_")   # after 10_sessions and the session filter
-NEW_TARGET_STEPS = ("20_", "30_", "40_", "50_", "56_", "60_")      # one transaction: one batch
+PLAN_STEPS = ("20_", "30_", "40_", "50_", "52_", "55_", "57_", "60_")   # after 10, 15 and the session filter
+NEW_TARGET_STEPS = ("20_", "30_", "40_", "50_", "52_", "56_", "60_")      # one transaction: one batch
 WHITESPACE = " \t\n\r\x0b\x0c\u00a0\ufeff"
-
-# The target's state as the plan sees it. Only rows imported from lossless-claw carry a source identity.
-_TARGET_STATE = {
-    "tgt_messages": """
-        SELECT session_id, conversation_id, source_seq, min(id) AS id, arg_min(turn_index, id) AS turn_index,
-               count(*) AS copies, CAST(min(id) AS VARCHAR) || CASE WHEN count(*) > 1
-                                        THEN ',' || CAST(max(id) AS VARCHAR) ELSE '' END AS ids
-        FROM (SELECT id, session_id, turn_index, v[2] AS conversation_id, try_cast(v[3] AS BIGINT) AS source_seq
-              FROM (SELECT id, session_id, turn_index,
-                           json_extract_string(metadata, ['$.source', '$.conversation_id', '$.source_seq']) AS v
-                    FROM tgt.lcm_messages
-                    WHERE metadata LIKE '%lossless-claw%' AND json_valid(metadata))
-              WHERE v[1] = 'lossless-claw')
-        GROUP BY session_id, conversation_id, source_seq""",
-    "tgt_entries": """
-        SELECT session_id, entry_id, min(id) AS id, arg_min(turn_index, id) AS turn_index
-        FROM (SELECT id, session_id, turn_index, json_extract_string(metadata, '$.transcript_entry_id') AS entry_id
-              FROM tgt.lcm_messages
-              WHERE metadata LIKE '%openclaw-jsonl%' AND json_valid(metadata)
-                AND json_extract_string(metadata, '$.source') = 'openclaw-jsonl')
-        WHERE entry_id IS NOT NULL
-        GROUP BY session_id, entry_id""",
-    "tgt_max_turn": "SELECT session_id, max(turn_index) AS max_turn FROM tgt.lcm_messages GROUP BY session_id",
-    "tgt_parts": """SELECT p.message_id, p.ordinal FROM tgt.lcm_message_parts p
-                    WHERE p.message_id IN (SELECT id FROM tgt_messages UNION ALL SELECT id FROM tgt_entries)""",
-    "tgt_summaries": "SELECT id FROM tgt.lcm_summary_nodes",
-    "tgt_boundaries": """SELECT DISTINCT session_id FROM tgt.lcm_compaction_events
-                         WHERE tokens_before = tokens_after""",
-}
-_EMPTY_STATE = {
-    "tgt_messages": "SELECT NULL::VARCHAR AS session_id, NULL::VARCHAR AS conversation_id, NULL::BIGINT AS source_seq, "
-                    "NULL::BIGINT AS id, NULL::BIGINT AS turn_index, NULL::BIGINT AS copies, NULL::VARCHAR AS ids "
-                    "WHERE false",
-    "tgt_entries": "SELECT NULL::VARCHAR AS session_id, NULL::VARCHAR AS entry_id, NULL::BIGINT AS id, "
-                   "NULL::BIGINT AS turn_index WHERE false",
-    "tgt_max_turn": "SELECT NULL::VARCHAR AS session_id, NULL::BIGINT AS max_turn WHERE false",
-    "tgt_parts": "SELECT NULL::BIGINT AS message_id, NULL::BIGINT AS ordinal WHERE false",
-    "tgt_summaries": "SELECT NULL::VARCHAR AS id WHERE false",
-    "tgt_boundaries": "SELECT NULL::VARCHAR AS session_id WHERE false",
-}
+_TARGET_TABLES = {"lcm_messages", "lcm_message_parts", "lcm_summary_nodes", "lcm_compaction_events"}
 
 
 @dataclass
@@ -90,25 +54,40 @@ def unreadable_source(original: Path | str) -> str:
     return f"source could not be read as lossless-claw data: {original}"
 
 
-def load_target_state(con: duckdb.DuckDBPyConnection, target_db: Path | None) -> None:
-    """Materialise the target's identities once; a missing or empty target is an empty state."""
-    tables: set[str] = set()
+def load_target_state(con: duckdb.DuckDBPyConnection, target_db: Path | None, scratch: Path) -> None:
+    """Materialise the target's identities once (transforms/05_target_state.sql). A missing target, or one
+    without Remnic's tables yet, reads as an empty target: a file with the schema, made in `scratch`."""
     if target_db is not None:
         duck.attach_sqlite(con, str(target_db), "tgt", read_only=True)
         tables = {r[0] for r in con.execute(
             "SELECT table_name FROM information_schema.tables WHERE table_catalog = 'tgt'").fetchall()}
-    have_all = {"lcm_messages", "lcm_message_parts", "lcm_summary_nodes", "lcm_compaction_events"} <= tables
-    for name in _TARGET_STATE:
-        sql = _TARGET_STATE[name] if have_all else _EMPTY_STATE[name]
-        con.execute(f"CREATE OR REPLACE TABLE {name} AS {sql}")
-    if target_db is not None:
+        if not _TARGET_TABLES <= tables:
+            con.execute("DETACH tgt")
+            target_db = None
+    if target_db is None:
+        duck.attach_sqlite(con, str(empty_target(scratch)), "tgt", read_only=True)
+    try:
+        run_step(step_named("05_"), con)
+    finally:
         con.execute("DETACH tgt")
+
+
+def empty_target(folder: Path) -> Path:
+    """An empty target with Remnic's schema and lcm-etl's tables, private to the run."""
+    path = folder / "empty-target.sqlite"
+    if not path.exists():
+        with closing(sqlite3.connect(path, isolation_level=None)) as con:
+            con.execute("BEGIN")
+            apply_schema(con)
+            con.execute("COMMIT")
+    return path
 
 
 def build(con: duckdb.DuckDBPyConnection, key_by: str, session_filter: list[str], budget: int,
           report: RunReport, source_label: str, progress: bool = False, new_target: bool = False) -> PlannedRun:
     params = {"key_by": key_by, "ws": WHITESPACE, "budget": budget}
     run_step(step_named("10_"), con, params)
+    run_step(step_named("15_"), con, params)
     _select_sessions(con, session_filter, source_label)
     for prefix in tqdm(NEW_TARGET_STEPS if new_target else PLAN_STEPS, desc="planning", unit="step",
                        disable=not progress, leave=False):
@@ -128,13 +107,18 @@ def _select_sessions(con, session_filter: list[str], source_label: str) -> None:
     con.execute("CREATE OR REPLACE TABLE selected (session_id VARCHAR)")
     if session_filter:
         wanted = sorted(set(session_filter))
-        con.executemany("INSERT INTO selected VALUES (?)", [[s] for s in wanted])
+        con.execute("CREATE OR REPLACE TEMP TABLE wanted (session_id VARCHAR)")
+        con.executemany("INSERT INTO wanted VALUES (?)", [[s] for s in wanted])
         unknown = [r[0] for r in con.execute(
-            "SELECT session_id FROM selected WHERE session_id NOT IN (SELECT session_id FROM sessions) "
-            "ORDER BY 1").fetchall()]
+            "SELECT session_id FROM wanted WHERE session_id NOT IN (SELECT session_id FROM sessions) "
+            "AND session_id NOT IN (SELECT rule_session FROM sessions) ORDER BY 1").fetchall()]
         if unknown:
             raise BadInput(f"unknown --session-filter {', '.join(repr(u) for u in unknown)}: no such session in "
                            f"{source_label} (list them with `lcm-etl inspect --src {source_label}`)")
+        # a conversation kept in the session it was first imported into (15_kept_sessions.sql) is also
+        # found by the session id it has now
+        con.execute("INSERT INTO selected SELECT DISTINCT session_id FROM sessions "
+                    "WHERE session_id IN (SELECT session_id FROM wanted) OR rule_session IN (SELECT session_id FROM wanted)")
     else:
         con.execute("INSERT INTO selected SELECT DISTINCT session_id FROM sessions")
 
@@ -175,7 +159,16 @@ def _fill_report(con, report: RunReport, filtered: bool) -> None:
     report.cross_session_links = _one(con, "SELECT sum(foreign_msgs) FROM write_summaries")
     report.sessions_touched = [r[0] for r in con.execute(
         "SELECT session_id FROM session_work ORDER BY session_id").fetchall()]
-    report.boundary_events = len(report.sessions_touched)
+    report.boundary_events = _one(con, "SELECT count(*) FROM session_work WHERE needs_boundary")
+    # in place (52_in_place_changes.sql): what lossless-claw changed in rows an earlier run imported
+    m.updated = _one(con, "SELECT count(*) FROM message_refresh")
+    s.updated = _one(con, "SELECT count(*) FROM summary_refresh")
+    report.parents_updated = _one(con, "SELECT count(*) FROM parent_updates")
+    report.changes = {what: n for what, n in con.execute(
+        "SELECT what, count(*) FROM (SELECT unnest(string_split(changed, ', ')) AS what FROM message_refresh) "
+        "GROUP BY what ORDER BY what"
+    ).fetchall()}
+    report.sessions_kept = _one(con, "SELECT count(*) FROM sessions WHERE session_id <> rule_session")
     report.batches = len(all_batches(con))
 
 

@@ -160,7 +160,7 @@ def plan_transcripts(opts: ReconcileOptions, transcripts: list[Transcript], targ
                 WHERE s.session_id IN (SELECT session_id FROM jsonl_sessions)""")
         else:
             con.execute(f"CREATE TABLE held_lcm AS {_HELD_LCM_EMPTY}")
-        plan.load_target_state(con, target_db)
+        plan.load_target_state(con, target_db, workdir)
         held_sql = _HELD_TGT_EMPTY
         if target_db is not None:
             plan.duck.attach_sqlite(con, str(target_db), "tgt")

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 class KindCounts:
     inserted: int = 0
     already_present: int = 0
+    updated: int = 0        # already present, changed in place by the source since (SPEC §8)
     skipped: dict[str, int] = field(default_factory=dict)   # reason -> count
 
     def skip(self, reason: str, n: int = 1) -> None:
@@ -30,6 +31,9 @@ class RunReport:
     parts: KindCounts = field(default_factory=KindCounts)
     summaries: KindCounts = field(default_factory=KindCounts)
     collapsed_parents: int = 0
+    parents_updated: int = 0   # imported summaries given the parent that now covers them (SPEC §8)
+    changes: dict[str, int] = field(default_factory=dict)   # what changed in updated messages -> count
+    sessions_kept: int = 0     # conversations kept in the session they were first imported into
     dropped_parent_edges: int = 0
     cross_session_links: int = 0
     skipped_summaries: list[dict] = field(default_factory=list)   # {summary_id, session_id, reason}
@@ -61,6 +65,15 @@ class RunReport:
                 lines.append(f"               skipped {n}: {reason}")
         lines.append(f"  parents collapsed {self.collapsed_parents} (dropped edges {self.dropped_parent_edges})"
                      f"   cross-session links ignored {self.cross_session_links}")
+        if self.messages.updated or self.summaries.updated or self.parents_updated:
+            verb = "would update" if self.dry_run else "updated"
+            what = ", ".join(f"{k} {n}" for k, n in sorted(self.changes.items()))
+            lines.append(f"  changed in the source since imported: messages {verb} {self.messages.updated}"
+                         + (f" ({what})" if what else "") + f", summary texts {self.summaries.updated}"
+                         f", parents {self.parents_updated}")
+        if self.sessions_kept:
+            lines.append(f"  conversations kept in the session they were first imported into: {self.sessions_kept}"
+                         " (their session id or key has changed since, or --key-by differs)")
         touched = self.sessions_touched
         shown = ", ".join(touched[:limit]) + (f", ... (+{len(touched) - limit})" if len(touched) > limit else "")
         lines.append(f"  sessions touched {len(touched)}" + (f": {shown}" if touched else ""))

@@ -43,7 +43,7 @@ CREATE UNIQUE INDEX temp._map_src ON _map(src_message_id);
 """
 
 
-MIGRATE_STEPS = ("70_", "72_", "75_", "80_", "85_", "86_", "90_")   # 78_flatten_parts runs once, beside them
+MIGRATE_STEPS = ("70_", "72_", "75_", "80_", "85_", "86_", "87_", "90_")   # 78_flatten_parts runs once, beside them
 RECONCILE_STEPS = ("70_", "r72_", "75_", "r80_", "90_")
 
 _STAGE_INDEXES = (("plan_messages", "batch"), ("plan_messages", "message_id"), ("plan_present", "message_id"),

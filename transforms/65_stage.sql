@@ -1,6 +1,7 @@
 -- step: stage
 -- engine: duckdb (stage: plan tables → the stage file)
--- reads: write_messages, write_present, part_plan, session_work, write_summaries, sum_edges, sum_plan
+-- reads: write_messages, write_present, part_plan, session_work, write_summaries, sum_edges, sum_plan,
+--        message_refresh, summary_refresh, parent_updates
 -- produces: the narrow plan tables in the stage file (a private SQLite file), read by the write steps
 -- key: batch
 -- why: the write steps run inside SQLite, next to the target, so content and payloads are copied by
@@ -20,15 +21,29 @@ FROM part_plan p JOIN session_work w USING (session_id) JOIN msg_plan m USING (m
 WHERE NOT p.is_new;
 
 CREATE TABLE stage.plan_sessions AS
-SELECT session_id, batch, CAST(gains_data AS INTEGER) AS gains_data FROM session_work;
+SELECT session_id, batch, CAST(gains_data AS INTEGER) AS gains_data,
+       CAST(needs_boundary AS INTEGER) AS needs_boundary FROM session_work;
 
 CREATE TABLE stage.plan_summaries AS
 SELECT summary_id, session_id, depth, parent_id, lo_msg, hi_msg, created_iso, batch, candidates, lvl
 FROM write_summaries ORDER BY batch, lvl, summary_id;
 
+-- the edges of every summary this run writes or re-parents: their provenance follows the parent chosen
 CREATE TABLE stage.plan_edges AS
 SELECT e.cover_id, e.source_id, e.ordinal, CAST(e.kept AS INTEGER) AS kept, e.reason, s.session_id, w.batch
-FROM sum_edges e JOIN write_summaries s ON s.summary_id = e.source_id JOIN session_work w ON w.session_id = s.session_id;
+FROM sum_edges e
+JOIN (SELECT summary_id, session_id FROM write_summaries UNION ALL SELECT summary_id, session_id FROM parent_updates) s
+  ON s.summary_id = e.source_id
+JOIN session_work w ON w.session_id = s.session_id;
+
+CREATE TABLE stage.plan_message_refresh AS
+SELECT r.message_id, r.tid, r.changed, w.batch FROM message_refresh r JOIN session_work w USING (session_id);
+
+CREATE TABLE stage.plan_summary_refresh AS
+SELECT r.summary_id, w.batch FROM summary_refresh r JOIN session_work w USING (session_id);
+
+CREATE TABLE stage.plan_parent_updates AS
+SELECT u.summary_id, u.parent_id, u.candidates, w.batch FROM parent_updates u JOIN session_work w USING (session_id);
 
 CREATE TABLE stage.plan_skipped AS
 SELECT summary_id, session_id, kind, depth, reason, foreign_msgs

@@ -5,12 +5,14 @@
 -- key: session_id (one per session per run that changed it)
 -- why: SPEC §3.7. Remnic treats tokens_before == tokens_after as "nothing was compacted here": the
 --      marker tells it where imported history ends. Totals are read from the target at write time, so
---      they include native rows and earlier imports. A session that gained nothing gets no event,
---      unless its imported rows have none yet (a run killed before its last batch).
+--      they include native rows and earlier imports. A session that gained nothing gets no event (one
+--      that only changed in place neither), unless its imported rows have none yet (a run killed before
+--      its last batch).
 -- count: boundary_events
 INSERT INTO lcm_compaction_events (session_id, fired_at, msg_before, tokens_before, tokens_after)
 SELECT t.session_id, :fired_at, max(t.turn_index) + 1, sum(t.token_count), sum(t.token_count)
 FROM lcm_messages t
-WHERE t.session_id IN (SELECT session_id FROM plan.plan_sessions WHERE batch BETWEEN :lo AND :hi)
+WHERE t.session_id IN (SELECT session_id FROM plan.plan_sessions
+                       WHERE batch BETWEEN :lo AND :hi AND needs_boundary)
 GROUP BY t.session_id
 ORDER BY t.session_id;

@@ -1,9 +1,10 @@
 -- step: audit (lossless-claw source against the target)
 -- engine: duckdb (audit; runs after the plan steps 10-60, on read-only copies of source and target)
--- reads: msg_plan, src_msgs, src_messages, tgt_messages, tgt_detail, part_plan, src_parts, tgt_part_keys,
---        sum_plan, sum_parent, tgt_summary_detail, tgt_provenance_summaries, tgt_skipped, session_work,
---        tgt_boundaries, selected
+-- reads: msg_plan, src_msgs, src_messages, tgt_ids, tgt_legacy, tgt_lc, tgt_detail, message_refresh, part_plan,
+--        src_parts, tgt_part_keys, sum_plan, sum_parent, tgt_summary_detail, tgt_provenance_summaries,
+--        tgt_skipped, session_work, tgt_boundaries, selected
 -- produces: audit_findings(kind, problem, session_id, source_id, detail) — one row per offending fact
+--           audit_archive(kind, n) — imported rows the source no longer holds (kept: the target is the archive)
 -- key: (kind, source_id)
 -- why: CI needs proof that the target holds every source fact or accounts for it (SPEC §1 audit, §5).
 --      The comparison is against the sources, never against the ledger; content is compared by hash.
@@ -31,20 +32,19 @@ WHERE NOT m.is_new
   AND (d.role IS DISTINCT FROM s.role OR d.content_hash IS DISTINCT FROM sha256(s.content)
        OR d.token_count IS DISTINCT FROM s.token_count OR d.ts IS DISTINCT FROM m.ts);
 
--- target rows claiming a source identity twice
+-- target rows claiming one source message twice (its identity, or the key of rows without a message id)
 INSERT INTO audit_findings
 SELECT 'message', 'duplicated in target (' || copies || ' rows)', session_id, conversation_id || ':' || source_seq,
        'target ids ' || ids
-FROM tgt_messages WHERE copies > 1 AND session_id IN (SELECT session_id FROM selected);
+FROM (SELECT session_id, conversation_id, source_seq, copies, ids FROM tgt_ids
+      UNION ALL SELECT session_id, conversation_id, source_seq, copies, ids FROM tgt_legacy)
+WHERE copies > 1 AND session_id IN (SELECT session_id FROM selected);
 
--- target rows claiming a source identity the source no longer has
+-- imported messages whose source row changed in place since (what a migrate would update)
 INSERT INTO audit_findings
-SELECT 'message', 'in target but not in source', t.session_id, t.conversation_id || ':' || t.source_seq,
-       'target id ' || t.id
-FROM tgt_messages t
-WHERE t.session_id IN (SELECT session_id FROM selected)
-  AND NOT EXISTS (SELECT 1 FROM src_msgs m WHERE m.session_id = t.session_id AND m.conv_key = t.conversation_id
-                                             AND m.seq = t.source_seq);
+SELECT 'message', 'changed in the source: ' || r.changed, r.session_id, m.conv_key || ':' || m.seq,
+       'target id ' || r.tid
+FROM message_refresh r JOIN msg_plan m USING (message_id);
 
 -- parts
 INSERT INTO audit_findings
@@ -67,9 +67,8 @@ SELECT 'summary', 'differs: ' || concat_ws(', ',
          CASE WHEN d.text_hash IS DISTINCT FROM sha256(s.content) THEN 'summary_text' END,
          CASE WHEN d.token_count IS DISTINCT FROM s.token_count THEN 'token_count' END,
          CASE WHEN d.depth IS DISTINCT FROM s.depth THEN 'depth' END,
-         CASE WHEN d.session_id IS DISTINCT FROM p.session_id THEN 'session_id' END,
          CASE WHEN d.msg_start IS DISTINCT FROM p.lo_turn OR d.msg_end IS DISTINCT FROM p.hi_turn THEN 'range' END,
-         CASE WHEN d.parent_id IS DISTINCT FROM sp.parent_id THEN 'parent_id' END),
+         CASE WHEN sp.parent_id IS NOT NULL AND d.parent_id IS DISTINCT FROM sp.parent_id THEN 'parent_id' END),
        p.session_id, p.summary_id, NULL
 FROM sum_plan p
 JOIN src_summaries s USING (summary_id)
@@ -77,9 +76,9 @@ JOIN tgt_summary_detail d ON d.id = p.summary_id
 LEFT JOIN sum_parent sp ON sp.source_id = p.summary_id
 WHERE p.status = 'present'
   AND (d.text_hash IS DISTINCT FROM sha256(s.content) OR d.token_count IS DISTINCT FROM s.token_count
-       OR d.depth IS DISTINCT FROM s.depth OR d.session_id IS DISTINCT FROM p.session_id
+       OR d.depth IS DISTINCT FROM s.depth
        OR d.msg_start IS DISTINCT FROM p.lo_turn OR d.msg_end IS DISTINCT FROM p.hi_turn
-       OR d.parent_id IS DISTINCT FROM sp.parent_id);
+       OR (sp.parent_id IS NOT NULL AND d.parent_id IS DISTINCT FROM sp.parent_id));
 
 INSERT INTO audit_findings
 SELECT 'summary', 'skipped and not accounted for in provenance', session_id, summary_id, reason
@@ -87,9 +86,15 @@ FROM sum_plan
 WHERE status = 'skipped' AND (session_id IS NULL OR session_id IN (SELECT session_id FROM selected))
   AND summary_id NOT IN (SELECT source_id FROM tgt_skipped);
 
-INSERT INTO audit_findings
-SELECT 'summary', 'in target but not in source', v.session_id, v.summary_id, NULL
-FROM tgt_provenance_summaries v
+-- rows the source deleted since they were imported (heartbeat prunes, doctor clean, dissolve): the target is
+-- the archive and keeps them (SPEC §8), so they are counted, not findings. A summary's session and a parent
+-- that no longer covers it are kept the same way.
+CREATE OR REPLACE TABLE audit_archive AS
+SELECT 'messages' AS kind, count(*) AS n FROM tgt_lc t
+WHERE t.session_id IN (SELECT session_id FROM selected)
+  AND t.id NOT IN (SELECT tid_present FROM msg_plan WHERE tid_present IS NOT NULL)
+UNION ALL
+SELECT 'summaries', count(*) FROM tgt_provenance_summaries v
 WHERE v.session_id IN (SELECT session_id FROM selected)
   AND v.summary_id NOT IN (SELECT summary_id FROM src_summaries);
 

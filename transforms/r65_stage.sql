@@ -18,7 +18,7 @@ SELECT p.message_id, p.ordinal, p.kind, p.payload, p.tool_name, p.file_path, p.c
 FROM jsonl_parts p WHERE p.message_id IN (SELECT message_id FROM write_messages);
 
 CREATE TABLE stage.plan_sessions AS
-SELECT session_id, batch, CAST(gains_data AS INTEGER) AS gains_data FROM session_work;
+SELECT session_id, batch, CAST(gains_data AS INTEGER) AS gains_data, 1 AS needs_boundary FROM session_work;
 
 CREATE TABLE stage.plan_present AS
 SELECT CAST(NULL AS BIGINT) AS message_id, CAST(NULL AS BIGINT) AS tid_present, CAST(NULL AS BIGINT) AS turn_present
