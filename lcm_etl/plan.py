@@ -85,7 +85,7 @@ def empty_target(folder: Path) -> Path:
 
 def build(con: duckdb.DuckDBPyConnection, key_by: str, session_filter: list[str], budget: int,
           report: RunReport, source_label: str, progress: bool = False, new_target: bool = False) -> PlannedRun:
-    params = {"key_by": key_by, "ws": WHITESPACE, "budget": budget}
+    params = {"key_by": key_by, "ws": WHITESPACE, "budget": budget, "source_path": source_label}
     run_step(step_named("10_"), con, params)
     run_step(step_named("15_"), con, params)
     _select_sessions(con, session_filter, source_label)
@@ -168,6 +168,9 @@ def _fill_report(con, report: RunReport, filtered: bool) -> None:
         "SELECT what, count(*) FROM (SELECT unnest(string_split(changed, ', ')) AS what FROM message_refresh) "
         "GROUP BY what ORDER BY what"
     ).fetchall()}
+    report.conversations_changed = _one(
+        con, "SELECT count(*) FROM sessions WHERE session_id IN (SELECT session_id FROM selected) AND conversation_id "
+             "NOT IN (SELECT conversation_id FROM conversation_same)")
     report.sessions_kept = _one(con, "SELECT count(*) FROM sessions WHERE session_id <> rule_session")
     report.batches = len(all_batches(con))
 

@@ -34,6 +34,7 @@ class RunReport:
     parents_updated: int = 0   # imported summaries given the parent that now covers them (SPEC §8)
     changes: dict[str, int] = field(default_factory=dict)   # what changed in updated messages -> count
     sessions_kept: int = 0     # conversations kept in the session they were first imported into
+    conversations_changed: int = 0   # conversations new to the provenance, or changed there since (archived...)
     dropped_parent_edges: int = 0
     cross_session_links: int = 0
     skipped_summaries: list[dict] = field(default_factory=list)   # {summary_id, session_id, reason}
@@ -71,6 +72,8 @@ class RunReport:
             lines.append(f"  changed in the source since imported: messages {verb} {self.messages.updated}"
                          + (f" ({what})" if what else "") + f", summary texts {self.summaries.updated}"
                          f", parents {self.parents_updated}")
+        if self.conversations_changed:
+            lines.append(f"  conversations new or changed in the source (provenance refreshed): {self.conversations_changed}")
         if self.sessions_kept:
             lines.append(f"  conversations kept in the session they were first imported into: {self.sessions_kept}"
                          " (their session id or key has changed since, or --key-by differs)")

@@ -1,7 +1,7 @@
 -- step: in_place_changes
 -- engine: duckdb (plan)
 -- reads: msg_plan, src_messages, src_conversations, tgt_ids, sum_plan, src_summaries, sum_parent, sum_level,
---        tgt_summaries
+--        tgt_summaries, tgt_conversations, sessions, selected
 -- produces: message_refresh(message_id, tid, session_id, changed) — imported messages whose source attributes
 --                        kept in metadata have changed since (the rollover-split repair's move, entry ids and
 --                        sender metadata filled in later, identity_hash backfills, a session key or title set)
@@ -9,7 +9,9 @@
 --                        (lossless-claw's doctor, lcm-tui repair/rewrite)
 --           parent_updates(summary_id, session_id, parent_id, candidates) — imported summaries whose §3.6
 --                        parent is now another summary (lossless-claw condensed them after they were imported)
--- key: target message id / summary id
+--           conversation_same(conversation_id) — conversations whose provenance row for this source path is
+--                        as the source has it now (archiving, rebinds and lifecycle stamps change the others)
+-- key: target message id / summary id / (source path, conversation id)
 -- why: SPEC §8: a re-run converges on what §3 gives for the source as it is now, and the target's rows
 --      follow what lossless-claw changes in place (docs/mapping.md, "When the source changes"). Nothing is
 --      ever removed here: a parent is only set or moved to the summary that covers a node now, never
@@ -52,3 +54,15 @@ JOIN sum_parent sp ON sp.source_id = p.summary_id
 JOIN sum_level l ON l.summary_id = p.summary_id
 JOIN tgt_summaries t ON t.id = p.summary_id
 WHERE p.status = 'present' AND sp.parent_id IS NOT NULL AND t.parent_id IS DISTINCT FROM sp.parent_id;
+
+CREATE OR REPLACE TABLE conversation_same AS
+SELECT c.conversation_id
+FROM src_conversations c
+JOIN sessions s USING (conversation_id)
+JOIN tgt_conversations t ON t.source_path = $source_path AND t.conv_key = s.conv_key
+WHERE t.session_id = s.session_id
+  AND t.source_session_id IS NOT DISTINCT FROM c.session_id AND t.session_key IS NOT DISTINCT FROM c.session_key
+  AND t.title IS NOT DISTINCT FROM c.title AND t.active IS NOT DISTINCT FROM CAST(c.active AS VARCHAR)
+  AND t.archived_at IS NOT DISTINCT FROM c.archived_at AND t.archive_cause IS NOT DISTINCT FROM c.archive_cause
+  AND t.bootstrapped_at IS NOT DISTINCT FROM c.bootstrapped_at AND t.created_at IS NOT DISTINCT FROM c.created_at
+  AND t.updated_at IS NOT DISTINCT FROM c.updated_at;

@@ -1,7 +1,7 @@
 -- step: stage
 -- engine: duckdb (stage: plan tables → the stage file)
 -- reads: write_messages, write_present, part_plan, session_work, write_summaries, sum_edges, sum_plan,
---        message_refresh, summary_refresh, parent_updates
+--        message_refresh, summary_refresh, parent_updates, conversation_same
 -- produces: the narrow plan tables in the stage file (a private SQLite file), read by the write steps
 -- key: batch
 -- why: the write steps run inside SQLite, next to the target, so content and payloads are copied by
@@ -50,4 +50,6 @@ SELECT summary_id, session_id, kind, depth, reason, foreign_msgs
 FROM sum_plan WHERE status = 'skipped';
 
 CREATE TABLE stage.plan_conversations AS
-SELECT conversation_id, session_id FROM sessions WHERE session_id IN (SELECT session_id FROM selected);
+SELECT s.conversation_id, s.session_id,
+       CAST(s.conversation_id NOT IN (SELECT conversation_id FROM conversation_same) AS INTEGER) AS changed
+FROM sessions s WHERE s.session_id IN (SELECT session_id FROM selected);

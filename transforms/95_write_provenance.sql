@@ -5,13 +5,18 @@
 -- key: (source_path, conversation_id) / (source_path, file_id) / (source_path, kind, source_id)
 -- why: Remnic has no conversations and no large-file registry; keeping them (and every summary the
 --      run could not import, with the reason) lets `audit` account for every source fact (SPEC §5).
-INSERT OR IGNORE INTO lcm_etl_conversations (source_path, conversation_id, session_id, source_session_id,
+--      Conversations and large files are replaced with what the source says now: lossless-claw archives
+--      conversations, rebinds their session id and moves large files in place (SPEC §8); session_id stays
+--      the Remnic session the conversation's rows are in (15_kept_sessions.sql).
+-- count: conversations_refreshed
+INSERT OR REPLACE INTO lcm_etl_conversations (source_path, conversation_id, session_id, source_session_id,
        session_key, title, active, archived_at, archive_cause, bootstrapped_at, created_at, updated_at)
 SELECT :source_path, c.conversation_id, p.session_id, c.session_id, c.session_key, c.title, c.active,
        c.archived_at, c.archive_cause, c.bootstrapped_at, c.created_at, c.updated_at
-FROM src_conversations c JOIN plan.plan_conversations p ON p.conversation_id = c.conversation_id;
+FROM src_conversations c JOIN plan.plan_conversations p ON p.conversation_id = c.conversation_id
+WHERE p.changed;
 
-INSERT OR IGNORE INTO lcm_etl_large_files (source_path, file_id, conversation_id, file_name, mime_type, byte_size,
+INSERT OR REPLACE INTO lcm_etl_large_files (source_path, file_id, conversation_id, file_name, mime_type, byte_size,
        line_count, storage_uri, exploration_summary, created_at)
 SELECT :source_path, f.file_id, f.conversation_id, f.file_name, f.mime_type, f.byte_size, f.line_count,
        f.storage_uri, f.exploration_summary, f.created_at
