@@ -57,19 +57,19 @@ def unreadable_source(original: Path | str) -> str:
 def load_target_state(con: duckdb.DuckDBPyConnection, target_db: Path | None, scratch: Path) -> None:
     """Materialise the target's identities once (transforms/05_target_state.sql). A missing target, or one
     without Remnic's tables yet, reads as an empty target: a file with the schema, made in `scratch`."""
+    tables: set[str] = set()
     if target_db is not None:
         duck.attach_sqlite(con, str(target_db), "tgt", read_only=True)
         tables = {r[0] for r in con.execute(
             "SELECT table_name FROM information_schema.tables WHERE table_catalog = 'tgt'").fetchall()}
-        if not _TARGET_TABLES <= tables:
-            con.execute("DETACH tgt")
-            target_db = None
-    if target_db is None:
-        duck.attach_sqlite(con, str(empty_target(scratch)), "tgt", read_only=True)
-    try:
-        run_step(step_named("05_"), con)
-    finally:
         con.execute("DETACH tgt")
+    for alias, step, needs in (("tgt", "05_", _TARGET_TABLES), ("prov", "06_", {"lcm_etl_conversations"})):
+        db = target_db if target_db is not None and needs <= tables else empty_target(scratch)
+        duck.attach_sqlite(con, str(db), alias, read_only=True)
+        try:
+            run_step(step_named(step), con)
+        finally:
+            con.execute(f"DETACH {alias}")
 
 
 def empty_target(folder: Path) -> Path:

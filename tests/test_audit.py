@@ -73,13 +73,24 @@ def test_a_deleted_message_is_pending_and_named(migrated):
 
 @pytest.mark.parametrize("column,value,what", [
     ("content", "'tampered'", "content"), ("role", "'system'", "role"),
-    ("token_count", "token_count + 1", "token_count"), ("created_at", "'1999-01-01T00:00:00.000Z'", "created_at")])
+    ("token_count", "token_count + 1", "token_count")])
 def test_an_altered_message_is_named_with_what_differs(migrated, column, value, what):
     src, dest = migrated
     alter(dest, f"UPDATE lcm_messages SET {column} = {value} WHERE id = {target_id(dest, 3)}")
     code, report = audit(src, dest)
     assert code == 3
     assert ("message", f"differs: {what}", "1:3") in problems(report)
+
+
+def test_a_target_row_whose_created_at_was_altered_no_longer_holds_its_source_message(migrated):
+    # created_at is part of a message's identity (transforms/05_target_state.sql): lossless-claw never
+    # changes it, so a row with another instant is another message (a restored backup re-issues ids)
+    src, dest = migrated
+    alter(dest, f"UPDATE lcm_messages SET created_at = '1999-01-01T00:00:00.000Z' WHERE id = {target_id(dest, 3)}")
+    code, report = audit(src, dest)
+    assert code == 3
+    assert ("message", "missing in target", "1:3") in problems(report)
+    assert report["messages"]["inserted"] == 1
 
 
 def test_a_duplicated_target_row_is_named(migrated):
@@ -119,14 +130,38 @@ def test_a_row_added_to_the_source_is_pending(migrated):
     assert ("message", "missing in target", "1:999") in problems(report)
 
 
-def test_a_target_row_whose_source_row_is_gone_is_named(migrated):
+def test_a_target_row_whose_recorded_source_position_is_stale_is_named_and_a_migrate_refreshes_it(migrated):
+    # the message is found by its source message id; its (conversation, seq) in metadata is an attribute
+    # lossless-claw's rollover-split repair changes in place (SPEC §8)
     src, dest = migrated
     alter(dest, f"UPDATE lcm_messages SET metadata = json_set(metadata, '$.source_seq', 4242) "
                 f"WHERE id = {target_id(dest, 9)}")
     code, report = audit(src, dest)
     assert code == 3
-    assert ("message", "in target but not in source", "1:4242") in problems(report)
-    assert ("message", "missing in target", "1:9") in problems(report)
+    assert ("message", "changed in the source: moved", "1:9") in problems(report)
+    assert report["messages"]["inserted"] == 0
+    # --full: the source is unchanged and an UPDATE keeps the target's fingerprint, so the no-op shortcut
+    # would (rightly, for lossless-claw's own changes, which always change the source) skip the run
+    assert run_cli("migrate", "--src", src, "--dest", dest, "-q", "--full").returncode == 0
+    assert audit(src, dest)[0] == 0
+    assert target_id(dest, 9) is not None   # its metadata names seq 9 again
+
+
+def test_a_message_the_source_deleted_stays_in_the_target_and_is_counted_not_flagged(migrated):
+    # as lossless-claw's heartbeat prune does: the newest message no summary links is deleted
+    src, dest = migrated
+    con = sqlite3.connect(src)
+    with con:
+        seq = con.execute("SELECT seq FROM messages WHERE conversation_id = 1 AND message_id NOT IN "
+                          "(SELECT message_id FROM summary_messages) ORDER BY seq DESC LIMIT 1").fetchone()[0]
+        con.execute("DELETE FROM message_parts WHERE message_id = (SELECT message_id FROM messages "
+                    "WHERE conversation_id = 1 AND seq = ?)", (seq,))
+        con.execute("DELETE FROM messages WHERE conversation_id = 1 AND seq = ?", (seq,))
+    con.close()
+    code, report = audit(src, dest)
+    assert (code, report["differences"]) == (0, [])
+    assert report["extra"]["messages kept, no longer in the source"] == 1
+    assert target_id(dest, seq) is not None
 
 
 def test_an_altered_summary_is_named(migrated):

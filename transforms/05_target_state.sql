@@ -1,20 +1,19 @@
 -- step: target_state
 -- engine: duckdb (plan; the target attached read-only as `tgt` — an empty Remnic schema when there is none)
--- reads: tgt.lcm_messages, tgt.lcm_message_parts, tgt.lcm_summary_nodes, tgt.lcm_compaction_events,
---        tgt.lcm_etl_conversations
+-- reads: tgt.lcm_messages, tgt.lcm_message_parts, tgt.lcm_summary_nodes, tgt.lcm_compaction_events
 -- produces: tgt_lc       one row per target message imported from lossless-claw, with the source facts its
 --                        metadata carries (identity and the attributes lossless-claw may change in place)
---           tgt_ids      the same, one row per message identity (source message id, created_at, role)
+--           tgt_ids      the same, one row per message identity (source message id, created_at)
 --           tgt_legacy   rows written without a source message id (older writers), keyed as they were:
 --                        (session, conversation_id, source_seq)
 --           tgt_entries  rows `reconcile` brought in from transcripts, by entry id
---           tgt_max_turn, tgt_parts, tgt_summaries, tgt_boundaries, tgt_conversations (provenance)
--- key: message identity = (metadata.source_message_id, created_at, role)
+--           tgt_max_turn, tgt_parts, tgt_summaries, tgt_boundaries
+-- key: message identity = (metadata.source_message_id, created_at)
 -- why: lossless-claw's message_id survives every change it makes to a row (rebinds, the rollover-split
 --      repair's move and renumbering, entry-id adoption; reference/lossless-claw-in-place-changes.md §7),
 --      while (conversation_id, seq) does not: seq is reused after a heartbeat prune and renumbered by the
---      repair. created_at and role are never changed in place, so they tell a message from another file's
---      (or a restored backup's) message that happens to carry the same id. Only identities and the small
+--      repair. created_at is never changed in place, so it tells a message from another file's (or a
+--      restored backup's) message that happens to carry the same id. Only identities and the small
 --      attributes that can drift are read here: content never passes through the plan.
 CREATE OR REPLACE TABLE tgt_lc AS
 SELECT id, session_id, turn_index, role, created_at,
@@ -31,10 +30,10 @@ WHERE v[1] = 'lossless-claw';
 
 CREATE OR REPLACE TABLE tgt_ids AS
 WITH g AS (
-  SELECT source_message_id, created_at, role, min(id) AS id, count(*) AS copies,
+  SELECT source_message_id, created_at, min(id) AS id, count(*) AS copies,
          CAST(min(id) AS VARCHAR) || CASE WHEN count(*) > 1 THEN ',' || CAST(max(id) AS VARCHAR) ELSE '' END AS ids
   FROM tgt_lc WHERE source_message_id IS NOT NULL
-  GROUP BY source_message_id, created_at, role
+  GROUP BY source_message_id, created_at
 )
 SELECT t.*, g.copies, g.ids FROM g JOIN tgt_lc t USING (id);
 
@@ -68,7 +67,3 @@ SELECT id, session_id, parent_id, md5(summary_text) AS text_md5, token_count FRO
 CREATE OR REPLACE TABLE tgt_boundaries AS
 SELECT DISTINCT session_id FROM tgt.lcm_compaction_events WHERE tokens_before = tokens_after;
 
-CREATE OR REPLACE TABLE tgt_conversations AS
-SELECT source_path, CAST(conversation_id AS VARCHAR) AS conv_key, session_id, source_session_id, session_key, title,
-       CAST(active AS VARCHAR) AS active, archived_at, archive_cause, bootstrapped_at, created_at, updated_at
-FROM tgt.lcm_etl_conversations;

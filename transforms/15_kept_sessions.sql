@@ -22,7 +22,7 @@ WITH t AS (
 SELECT c.*, i.id AS id_tid, i.turn_index AS id_turn, i.session_id AS id_session
 FROM c
 LEFT JOIN tgt_ids i
-       ON i.source_message_id = CAST(c.message_id AS VARCHAR) AND i.created_at = c.created_iso AND i.role = c.role;
+       ON i.source_message_id = CAST(c.message_id AS VARCHAR) AND i.created_at = c.created_iso;
 
 UPDATE sessions SET session_id = k.kept
 FROM (SELECT conversation_id, arg_min(id_session, id_tid) AS kept
