@@ -10,6 +10,7 @@ from pathlib import Path
 import duckdb
 
 from . import __version__, duck, plan, shortcut, target as tgt
+from .runlock import target_lock
 from .report import RunReport
 from .sources import check_sqlite_file, detect_schema, normalized_views, take_snapshot, target_view
 from .fresh import TargetBuilder
@@ -37,10 +38,16 @@ def now_iso() -> str:
 
 
 def migrate(opts: MigrateOptions) -> RunReport:
+    check_sqlite_file(opts.src, "source")    # source problems are reported before target problems,
+    tgt.check_target(opts.target, open_it=not opts.dry_run)   # and both before waiting for another run
+    with target_lock(opts.target, opts.lock_timeout, opts.dry_run):   # one run per target (lcm_etl/runlock.py)
+        return _migrate(opts)
+
+
+def _migrate(opts: MigrateOptions) -> RunReport:
     started, t0 = now_iso(), time.monotonic()
     report = RunReport(command="migrate", dry_run=opts.dry_run, source=str(opts.src), target=str(opts.target))
-    check_sqlite_file(opts.src, "source")    # source problems are reported before target problems
-    existed = tgt.check_target(opts.target, open_it=not opts.dry_run)
+    existed = tgt.check_target(opts.target, open_it=not opts.dry_run)   # again: a run we waited for made it
     source_fp, opts_key = shortcut.source_fingerprint(opts.src), shortcut.options_key(opts.key_by, opts.session_filter)
     if existed and not opts.full:
         previous = shortcut.previous_totals(opts.target, source_fp, opts_key, opts.dry_run)

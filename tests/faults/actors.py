@@ -4,6 +4,8 @@ source-writer DB STOP     a live lossless-claw: commits 3 messages and a leaf su
                           loop, until the file STOP exists; prints one line per commit ("commit N").
 lock-holder DB SECONDS    holds a write lock (BEGIN IMMEDIATE) on DB for SECONDS, then rolls back;
                           prints "locked" once it holds it.
+run-lock-holder LOCK      another lcm-etl run as far as the run lock goes: holds flock on the file LOCK
+                          until its stdin is closed; prints "locked" once it holds it.
 remnic-writer DB STOP OUT a live Remnic: every ~100 ms opens DB with busy_timeout=5000 and appends a native
                           row to session agent:main:main (with its FTS row) in its own transaction; writes
                           {"waits": [...], "errors": [...]} to OUT when STOP exists.
@@ -60,6 +62,15 @@ def lock_holder(db: str, seconds: str) -> None:
     con.close()
 
 
+def run_lock_holder(lock: str) -> None:
+    import fcntl
+
+    with open(lock, "a") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        print("locked", flush=True)
+        sys.stdin.read()   # until the test closes our stdin (or dies)
+
+
 def remnic_writer(db: str, stop: str, out: str) -> None:
     waits, errors = [], []
     n = 0
@@ -92,4 +103,5 @@ def remnic_writer(db: str, stop: str, out: str) -> None:
 
 if __name__ == "__main__":
     role, *args = sys.argv[1:]
-    {"source-writer": source_writer, "lock-holder": lock_holder, "remnic-writer": remnic_writer}[role](*args)
+    {"source-writer": source_writer, "lock-holder": lock_holder, "run-lock-holder": run_lock_holder,
+     "remnic-writer": remnic_writer}[role](*args)
