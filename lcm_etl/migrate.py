@@ -11,6 +11,7 @@ import duckdb
 
 from . import __version__, duck, plan, shortcut, target as tgt
 from .runlock import target_lock
+from .progress import Progress
 from .report import RunReport
 from .sources import check_sqlite_file, detect_schema, normalized_views, take_snapshot, target_view
 from .fresh import TargetBuilder
@@ -53,7 +54,13 @@ def _migrate(opts: MigrateOptions) -> RunReport:
         previous = shortcut.previous_totals(opts.target, source_fp, opts_key, opts.dry_run)
         if previous:
             return _nothing_changed(opts, report, previous, source_fp, opts_key, started, t0)
-    snap = take_snapshot(opts.src, "source", opts.tmp_dir)
+    bars = Progress(opts.progress)   # the phases before the writer's (planning has its own bar)
+    bars.phase("reading source")
+    try:
+        snap = take_snapshot(opts.src, "source", opts.tmp_dir)
+    except BaseException:
+        bars.close()   # before the error line
+        raise
     view = flattener = builder = None
     try:
         schema = detect_schema(snap.path, opts.src)
@@ -73,13 +80,16 @@ def _migrate(opts: MigrateOptions) -> RunReport:
         try:
             view = target_view(opts.target, existed, private=opts.dry_run)
             plan.load_target_state(con, view.path if view else opts.target if existed else None)
+            bars.close()
             planned = plan.build(con, opts.key_by, opts.session_filter, opts.batch_rows, report, str(opts.src),
                                  opts.progress, new_target=not existed)
             if opts.dry_run:
                 report.elapsed_s = time.monotonic() - t0
                 return report
             stage_path = snap.folder / "stage.sqlite"
+            bars.phase("staging")
             plan.stage(con, stage_path)
+            bars.close()
             if builder is None:   # for the ledger; once DuckDB is done, so it does not slow planning
                 snap.hash_in_background()
         except duckdb.Error as exc:
@@ -108,6 +118,7 @@ def _migrate(opts: MigrateOptions) -> RunReport:
         report.elapsed_s = time.monotonic() - t0
         return report
     finally:
+        bars.close()   # before the error line, if any
         try:
             if flattener is not None and flattener.thread.is_alive():
                 flattener.cancel()
