@@ -18,8 +18,8 @@ import time
 
 import pytest
 
-from faultlib import (HERE, LCM_ETL, ROOT, assert_sound, connect, env_for, generate_source, one_error_line,
-                      read_content, run, wait_until)
+from faultlib import (HERE, LCM_ETL, PATIENCE_S, ROOT, assert_sound, connect, env_for, generate_source,
+                      one_error_line, read_content, run, wait_until)
 
 pytestmark = pytest.mark.slow
 
@@ -48,7 +48,7 @@ def migrate(source, target, tmp) -> subprocess.Popen:
 
 
 def finish(proc: subprocess.Popen) -> tuple[int, str, str]:
-    out, err = proc.communicate(timeout=900)
+    out, err = proc.communicate(timeout=PATIENCE_S)
     return proc.returncode, out, err
 
 
@@ -109,11 +109,11 @@ class RunLockHolder:
 
     def release(self) -> None:
         self.proc.stdin.close()
-        assert self.proc.wait(timeout=60) == 0
+        assert self.proc.wait(timeout=PATIENCE_S) == 0
 
     def kill(self) -> None:
         self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(timeout=60)
+        self.proc.wait(timeout=PATIENCE_S)
         self.proc.stdin.close()
 
 
