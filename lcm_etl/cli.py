@@ -46,7 +46,7 @@ def write_options(f):
     f = click.option("--memory-limit", default="96MB", show_default=True, metavar="SIZE",
                      help="DuckDB's memory budget for planning; it spills to disk beyond it")(f)
     f = click.option("--lock-timeout", type=float, default=10.0, show_default=True, metavar="SECONDS",
-                     help="how long to wait for a target locked by another writer")(f)
+                     help="how long to wait for a target locked by another writer or lcm-etl run")(f)
     f = click.option("--batch-rows", type=click.IntRange(min=100), default=50_000, show_default=True,
                      help="rows per write transaction on an existing target (keeps a live Remnic unblocked)")(f)
     return f

@@ -44,6 +44,10 @@ class TargetBuilder:
     while it works). Without a session filter it starts at once, beside DuckDB; with one it waits for
     the stage (`stage_ready`) and reads the planned messages from it."""
 
+    # the writer's progress bar (lcm_etl/progress.py): the planning thread's steps, the builder's as one
+    PHASE = ("building", ("indexing the plan", "messages", "parts and FTS rows", "copying into the target",
+                          "checking and linking"))
+
     def __init__(self, target: Path, attach: dict[str, Path], views: dict[str, str], planned: bool,
                  lock_timeout: float, spare_work: Callable[[], object] | None = None):
         self.target, self.building = target, building_path(target)
@@ -146,7 +150,7 @@ class TargetBuilder:
         if not linked:
             remove_folders(self.made)
 
-    def finish(self, job, finished_at) -> dict[str, int]:
+    def finish(self, job, finished_at, bars) -> dict[str, int]:
         """The planning thread's half (write.write calls it): the messages into a scratch file while the
         builder works, then the building file finished, sealed and linked into place."""
         self.stage_ready(job.stage)
@@ -154,6 +158,7 @@ class TargetBuilder:
             self.join()
         scratch = job.stage.parent / "scratch-rows.sqlite"
         counts: dict[str, int] = {}
+        bars.step("messages")
         with closing(sqlite3.connect(scratch, isolation_level=None)) as con:
             private_file(con)
             con.execute("BEGIN")
@@ -164,6 +169,7 @@ class TargetBuilder:
                 add_counts(counts, run_steps(con, job, MESSAGE_STEPS))
             add_counts(counts, run_steps(con, job, AFTER_MESSAGE_STEPS))
             con.execute("COMMIT")
+        bars.step("parts and FTS rows")   # what is left of the builder's work, if anything
         if self.spare_work:   # the builder may still be busy: this core is free meanwhile
             self.spare_work()
         built = dict(self.join())
@@ -172,6 +178,7 @@ class TargetBuilder:
                             "the target was not created")
         add_counts(counts, built)
         self._check_file()
+        bars.step("copying into the target")
         with closing(tgt.connect(self.building, job.lock_timeout)) as con, EarlyWriteback(self.building):
             private_file(con)
             con.execute("BEGIN")
@@ -185,6 +192,7 @@ class TargetBuilder:
             if stray:
                 raise RunFailed(f"internal error: {stray} FTS rows of the new target index no message; "
                                 "the target was not created")
+            bars.step("checking and linking")
             seal(con, job, counts, finished_at, ("msgs",))
         self._check_file()
         link_into_place(self.building, self.target)

@@ -10,6 +10,8 @@ from pathlib import Path
 import duckdb
 
 from . import __version__, duck, plan, shortcut, target as tgt
+from .runlock import target_lock
+from .progress import Progress
 from .report import RunReport
 from .sources import check_sqlite_file, detect_schema, normalized_views, take_snapshot, target_view
 from .fresh import TargetBuilder
@@ -37,16 +39,28 @@ def now_iso() -> str:
 
 
 def migrate(opts: MigrateOptions) -> RunReport:
+    check_sqlite_file(opts.src, "source")    # source problems are reported before target problems,
+    tgt.check_target(opts.target, open_it=not opts.dry_run)   # and both before waiting for another run
+    with target_lock(opts.target, opts.lock_timeout, opts.dry_run):   # one run per target (lcm_etl/runlock.py)
+        return _migrate(opts)
+
+
+def _migrate(opts: MigrateOptions) -> RunReport:
     started, t0 = now_iso(), time.monotonic()
     report = RunReport(command="migrate", dry_run=opts.dry_run, source=str(opts.src), target=str(opts.target))
-    check_sqlite_file(opts.src, "source")    # source problems are reported before target problems
-    existed = tgt.check_target(opts.target, open_it=not opts.dry_run)
+    existed = tgt.check_target(opts.target, open_it=not opts.dry_run)   # again: a run we waited for made it
     source_fp, opts_key = shortcut.source_fingerprint(opts.src), shortcut.options_key(opts.key_by, opts.session_filter)
     if existed and not opts.full:
         previous = shortcut.previous_totals(opts.target, source_fp, opts_key, opts.dry_run)
         if previous:
             return _nothing_changed(opts, report, previous, source_fp, opts_key, started, t0)
-    snap = take_snapshot(opts.src, "source", opts.tmp_dir)
+    bars = Progress(opts.progress)   # the phases before the writer's (planning has its own bar)
+    bars.phase("reading source")
+    try:
+        snap = take_snapshot(opts.src, "source", opts.tmp_dir)
+    except BaseException:
+        bars.close()   # before the error line
+        raise
     view = flattener = builder = None
     try:
         schema = detect_schema(snap.path, opts.src)
@@ -66,13 +80,16 @@ def migrate(opts: MigrateOptions) -> RunReport:
         try:
             view = target_view(opts.target, existed, private=opts.dry_run)
             plan.load_target_state(con, view.path if view else opts.target if existed else None, snap.folder)
+            bars.close()
             planned = plan.build(con, opts.key_by, opts.session_filter, opts.batch_rows, report, str(opts.src),
                                  opts.progress, new_target=not existed)
             if opts.dry_run:
                 report.elapsed_s = time.monotonic() - t0
                 return report
             stage_path = snap.folder / "stage.sqlite"
+            bars.phase("staging")
             plan.stage(con, stage_path)
+            bars.close()
             if builder is None:   # for the ledger; once DuckDB is done, so it does not slow planning
                 snap.hash_in_background()
         except duckdb.Error as exc:
@@ -101,6 +118,7 @@ def migrate(opts: MigrateOptions) -> RunReport:
         report.elapsed_s = time.monotonic() - t0
         return report
     finally:
+        bars.close()   # before the error line, if any
         try:
             if flattener is not None and flattener.thread.is_alive():
                 flattener.cancel()

@@ -21,6 +21,7 @@ from . import __version__, plan
 from .errors import BadInput
 from .migrate import now_iso, _check_counts
 from .report import RunReport
+from .runlock import target_lock
 from .sources import detect_schema, expand, take_snapshot, target_view
 from .steps import run_step, step_named
 from .target import check_target
@@ -179,10 +180,17 @@ def plan_transcripts(opts: ReconcileOptions, transcripts: list[Transcript], targ
 
 
 def reconcile(opts: ReconcileOptions) -> RunReport:
+    read = read_all(opts)   # transcript problems are reported first, then target problems, then a wait
+    check_target(opts.target, open_it=not opts.dry_run)
+    with target_lock(opts.target, opts.lock_timeout, opts.dry_run):   # one run per target (lcm_etl/runlock.py)
+        return _reconcile(opts, read)
+
+
+def _reconcile(opts: ReconcileOptions, read: tuple[list[Transcript], list[tuple[Path, str]]]) -> RunReport:
     started, t0 = now_iso(), time.monotonic()
     report = RunReport(command="reconcile", dry_run=opts.dry_run, source=str(opts.src) if opts.src else None,
                        target=str(opts.target))
-    transcripts, skipped = read_all(opts)
+    transcripts, skipped = read
     existed = check_target(opts.target, open_it=not opts.dry_run)
     snaps = []
     work = tempfile.TemporaryDirectory(prefix="lcm-etl-")

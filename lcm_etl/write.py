@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 import orjson
-from tqdm import tqdm
 
 from . import shortcut, target as tgt
 from .errors import BadInput, RunFailed
 from .flatten import PLANNED_OWNERS, Flattener
+from .progress import Progress
 from .sqlite_runtime import attach_all, private_file
 from .steps import run_step, step_named
 
@@ -45,6 +45,11 @@ CREATE UNIQUE INDEX temp._map_src ON _map(src_message_id);
 
 MIGRATE_STEPS = ("70_", "72_", "75_", "80_", "85_", "86_", "87_", "90_")   # 78_flatten_parts runs once, beside them
 RECONCILE_STEPS = ("70_", "r72_", "75_", "r80_", "90_")
+
+# The steps of the writer's first phase as its progress bar names them (lcm_etl/progress.py); then an
+# existing target's batches have a bar of their own. A new target from integer ids: TargetBuilder.PHASE.
+PREPARING = ("indexing the plan", "reading the target", "flattening parts")
+BUILDING = ("indexing the plan", "messages", "flattening parts", "parts", "checking and linking")
 
 _STAGE_INDEXES = (("plan_messages", "batch"), ("plan_messages", "message_id"), ("plan_present", "message_id"),
                   ("plan_present_parts", "batch"), ("plan_summaries", "summary_id"), ("plan_summaries", "batch"),
@@ -137,15 +142,18 @@ def add_counts(total: dict, part: dict) -> None:
 
 def write(job: WriteJob, finished_at) -> dict[str, int]:
     """Land the staged plan. Returns the row counts SQLite reported. `finished_at()` stamps the ledger."""
-    try:
-        _index_stage(job.stage)
-        if job.target_existed:
-            return _write_existing(job, finished_at)
-        if job.builder is not None:   # it created the building file and cleans up after a failure
-            return job.builder.finish(job, finished_at)
-        return _write_fresh(job, finished_at)
-    except (sqlite3.Error, OSError) as exc:
-        raise write_failure(exc, job.target, job.target_existed, job.attach.get("src")) from None
+    with Progress(job.progress) as bars:
+        try:
+            bars.phase(*(("preparing", PREPARING) if job.target_existed else job.builder.PHASE if job.builder
+                         else ("building", BUILDING)))
+            _index_stage(job.stage)
+            if job.target_existed:
+                return _write_existing(job, finished_at, bars)
+            if job.builder is not None:   # it created the building file and cleans up after a failure
+                return job.builder.finish(job, finished_at, bars)
+            return _write_fresh(job, finished_at, bars)
+        except (sqlite3.Error, OSError) as exc:
+            raise write_failure(exc, job.target, job.target_existed, job.attach.get("src")) from None
 
 
 def write_failure(exc: sqlite3.Error | OSError, target: Path, existed: bool, snapshot: Path | None) -> Exception:
@@ -183,17 +191,19 @@ def _in_transaction(con: sqlite3.Connection, job: WriteJob, work) -> None:
         raise
 
 
-def _write_existing(job: WriteJob, finished_at) -> dict[str, int]:
+def _write_existing(job: WriteJob, finished_at, bars: Progress) -> dict[str, int]:
     # a build killed after it was linked into place leaves its private name behind (a second hard link
     # to this very target): drop the name, never the data
     building_path(job.target).unlink(missing_ok=True)
     counts: dict[str, int] = {}
     scratch = _flattener(job)
+    bars.step("reading the target")
     with closing(tgt.connect(job.target, job.lock_timeout)) as con:
         # the journal mode is left as the target has it (Remnic sets WAL itself); changing it is a write
         con.execute("PRAGMA synchronous=NORMAL")
         prepare(con, job)
         if scratch:   # flattened before the first write lock is taken, so it never lengthens one
+            bars.step("flattening parts")
             scratch.attach(con)
         # Remnic's schema (for a v1 or empty target) and lcm-etl's tables land with the first batch, so a
         # run that fails before it (locked, disk full) leaves the target exactly as it was
@@ -206,18 +216,19 @@ def _write_existing(job: WriteJob, finished_at) -> dict[str, int]:
             if b is not None:
                 add_counts(counts, run_steps(con, job, job.batch_steps, b, b))
 
-        bar = tqdm(job.batches, desc="writing", unit="batch", disable=not job.progress, leave=False)
-        for b in bar:
+        bars.phase("writing", len(job.batches) + 1, unit="batch")   # + the last transaction (ledger)
+        for b in job.batches:
             _in_transaction(con, job, lambda: batch(b))
+            bars.step()
         job.ledger["finished_at"] = finished_at()
         _in_transaction(con, job, lambda: (batch(), _finish(con, job, counts)))
     return counts
 
 
-def _write_fresh(job: WriteJob, finished_at) -> dict[str, int]:
+def _write_fresh(job: WriteJob, finished_at, bars: Progress) -> dict[str, int]:
     made = folders_to_make(job.target)
     try:
-        return _build_fresh(job, finished_at)
+        return _build_fresh(job, finished_at, bars)
     except BaseException:
         remove_folders(made)   # a failed run leaves no empty folders behind either
         raise
@@ -236,7 +247,7 @@ def remove_folders(made: list[Path]) -> None:
             break
 
 
-def _build_fresh(job: WriteJob, finished_at) -> dict[str, int]:
+def _build_fresh(job: WriteJob, finished_at, bars: Progress) -> dict[str, int]:
     """A new target from TEXT source ids (the peer's shape): numbered from 1 by 70_assign_turns.sql, its
     parts flattened beside the writer (78) and copied per message (80). Integer ids: lcm_etl/fresh.py."""
     building = building_path(job.target)
@@ -250,14 +261,15 @@ def _build_fresh(job: WriteJob, finished_at) -> dict[str, int]:
             tgt.apply_schema(con)
             prepare(con, job)
             split = job.batch_steps.index("80_") if scratch else len(job.batch_steps)
-            with tgt.indexes_after_load(con, "lcm_messages", "lcm_message_parts"), \
-                    tqdm(total=2, desc="writing", disable=not job.progress, leave=False) as bar:
+            with tgt.indexes_after_load(con, "lcm_messages", "lcm_message_parts"):
+                bars.step("messages")
                 add_counts(counts, run_steps(con, job, job.batch_steps[:split]))
-                bar.update(1)
                 if scratch:
+                    bars.step("flattening parts")
                     scratch.attach(con)
+                bars.step("parts")
                 add_counts(counts, run_steps(con, job, job.batch_steps[split:]))
-                bar.update(1)
+            bars.step("checking and linking")
             seal(con, job, counts, finished_at, ("scratch",) if scratch else ())
         link_into_place(building, job.target)
     finally:

@@ -2,11 +2,14 @@
 
 source-writer DB STOP     a live lossless-claw: commits 3 messages and a leaf summary linking them, in a
                           loop, until the file STOP exists; prints one line per commit ("commit N").
-lock-holder DB SECONDS    holds a write lock (BEGIN IMMEDIATE) on DB for SECONDS, then rolls back;
-                          prints "locked" once it holds it.
+lock-holder DB SECONDS    holds a write lock (BEGIN IMMEDIATE) on DB for SECONDS (or, given "released", until
+                          its stdin is closed), then rolls back; prints "locked" once it holds it.
+run-lock-holder LOCK      another lcm-etl run as far as the run lock goes: holds flock on the file LOCK
+                          until its stdin is closed; prints "locked" once it holds it.
 remnic-writer DB STOP OUT a live Remnic: every ~100 ms opens DB with busy_timeout=5000 and appends a native
                           row to session agent:main:main (with its FTS row) in its own transaction; writes
-                          {"waits": [...], "errors": [...]} to OUT when STOP exists.
+                          {"waits": [...], "committed_at": [...], "errors": [...]} to OUT when STOP exists
+                          (committed_at: the wall-clock time of each commit).
 """
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ from pathlib import Path
 
 
 def source_writer(db: str, stop: str) -> None:
-    con = sqlite3.connect(db, isolation_level=None, timeout=30)
+    con = sqlite3.connect(db, isolation_level=None, timeout=600)   # generous: the suite runs on busy machines
     con.execute("PRAGMA journal_mode=WAL")
     cid = con.execute("SELECT max(conversation_id) FROM conversations").fetchone()[0]
     n = 0
@@ -55,13 +58,25 @@ def lock_holder(db: str, seconds: str) -> None:
     con = sqlite3.connect(db, isolation_level=None)
     con.execute("BEGIN IMMEDIATE")
     print("locked", flush=True)
-    time.sleep(float(seconds))
+    if seconds == "released":
+        sys.stdin.read()   # until the test closes our stdin: however long the run takes to get here
+    else:
+        time.sleep(float(seconds))
     con.execute("ROLLBACK")
     con.close()
 
 
+def run_lock_holder(lock: str) -> None:
+    import fcntl
+
+    with open(lock, "a") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        print("locked", flush=True)
+        sys.stdin.read()   # until the test closes our stdin (or dies)
+
+
 def remnic_writer(db: str, stop: str, out: str) -> None:
-    waits, errors = [], []
+    waits, committed_at, errors = [], [], []
     n = 0
     print("ready", flush=True)
     while not Path(stop).exists():
@@ -84,12 +99,14 @@ def remnic_writer(db: str, stop: str, out: str) -> None:
             finally:
                 con.close()
             waits.append(time.monotonic() - t0)
+            committed_at.append(time.time())
         except sqlite3.Error as exc:
             errors.append(f"{time.monotonic() - t0:.2f}s: {exc}")
         time.sleep(0.1)
-    Path(out).write_text(json.dumps({"waits": waits, "errors": errors}))
+    Path(out).write_text(json.dumps({"waits": waits, "committed_at": committed_at, "errors": errors}))
 
 
 if __name__ == "__main__":
     role, *args = sys.argv[1:]
-    {"source-writer": source_writer, "lock-holder": lock_holder, "remnic-writer": remnic_writer}[role](*args)
+    {"source-writer": source_writer, "lock-holder": lock_holder, "run-lock-holder": run_lock_holder,
+     "remnic-writer": remnic_writer}[role](*args)

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from faultlib import (check_cut, file_copy, interrupt_checkpoint, copy_db, generate_source, kill_after, leftovers, make_existing_target,
-                      read_content, run, source_weights, spawn, summary_line, timed_run,
-                      wait_for_data)
+from faultlib import (PATIENCE_S, check_cut, file_copy, interrupt_checkpoint, copy_db, generate_source, kill_after,
+                      leftovers, make_existing_target, read_content, run, source_weights, spawn, summary_line,
+                      timed_run, wait_for_data)
 
 pytestmark = pytest.mark.slow
 
@@ -214,6 +214,6 @@ def test_the_kill_soak_script_runs_its_trials_and_reports_them(tmp_path):
     soak = Path(__file__).resolve().parents[2] / "bench" / "soak_kill.py"
     proc = subprocess.run([sys.executable, str(soak), "--trials", "4", "--messages", "800", "--sessions", "6",
                            "--fresh-share", "0.5", "--seed", "7", "--keep", str(tmp_path / "soak")],
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, timeout=3 * PATIENCE_S)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "soak: 4 trials" in proc.stdout and "0 failed" in proc.stdout

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from faultlib import HERE, assert_sound, connect, generate_source, run
+from faultlib import HERE, PATIENCE_S, assert_sound, connect, generate_source, run
 
 pytestmark = pytest.mark.slow
 
@@ -33,7 +33,7 @@ class Writer:
         self.stop.touch()
         for line in self.proc.stdout:
             self.commits = int(line.split()[1])
-        assert self.proc.wait(timeout=30) == 0
+        assert self.proc.wait(timeout=PATIENCE_S) == 0
         return self.commits
 
 

@@ -1,0 +1,85 @@
+"""Progress on a terminal: a tqdm bar for each phase of a run, so that something moves from the first
+second to the last (reading the source, planning, staging, building or writing).
+
+Only when the CLI asks for it (stderr is a TTY, neither --json nor --quiet: cli.progress_wanted);
+otherwise every method is a no-op and no thread is started. Some phases are one long SQLite or DuckDB
+statement with nothing to count (a new target's parts and FTS rows, the plan's staging): a small thread
+refreshes the current bar twice a second, so its clock moves while such a statement runs.
+"""
+from __future__ import annotations
+
+import threading
+
+from tqdm import tqdm
+
+TICK_S = 0.5
+_FORMAT = "{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}]{postfix}"
+
+
+class Progress:
+    """One bar at a time: `phase()` closes the current bar and opens the next; `step()` advances it."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self.bar: tqdm | None = None
+        self.labels: tuple[str, ...] = ()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._ticker: threading.Thread | None = None
+
+    def phase(self, desc: str, steps: tuple[str, ...] | int = 1, unit: str = "step") -> None:
+        """Start a phase of `steps` steps (a count, or their labels in order, shown as each begins)."""
+        if not self.enabled:
+            return
+        with self._lock:
+            self._close_bar()
+            self.labels = steps if isinstance(steps, tuple) else ()
+            self.bar = tqdm(total=len(steps) if isinstance(steps, tuple) else steps, desc=desc, unit=unit,
+                            leave=False, bar_format=_FORMAT)
+            if self.labels:
+                self.bar.set_postfix_str(self.labels[0])
+        if self._ticker is None:
+            self._stop.clear()
+            self._ticker = threading.Thread(target=self._tick, name="lcm-etl-progress", daemon=True)
+            self._ticker.start()
+
+    def step(self, label: str | None = None) -> None:
+        """The current step is done; with a label, every step before `label` is, and `label` begins."""
+        if not self.enabled:
+            return
+        with self._lock:
+            if self.bar is None:
+                return
+            if label is None:
+                self.bar.update(1)
+            else:   # drawn at once: tqdm would skip a redraw within 0.1 s of the last, and steps are few
+                self.bar.set_postfix_str(label, refresh=False)
+                self.bar.n = self.labels.index(label)
+                self.bar.refresh()
+
+    def close(self) -> None:
+        if not self.enabled:
+            return
+        if self._ticker is not None:
+            self._stop.set()
+            self._ticker.join()
+            self._ticker = None
+        with self._lock:
+            self._close_bar()
+
+    def __enter__(self) -> "Progress":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _close_bar(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+    def _tick(self) -> None:
+        while not self._stop.wait(TICK_S):
+            with self._lock:
+                if self.bar is not None:
+                    self.bar.refresh()

@@ -1,0 +1,104 @@
+"""Progress bars (issue 12 defect 8): on a terminal a bar for every phase of a run, from start to end;
+nothing of tqdm without a terminal, under --json or under --quiet.
+
+The CLI runs with its stderr on a pseudo-terminal (os.openpty), given a size: tqdm draws nothing on a
+terminal zero columns wide, which is what a fresh pty reports.
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import select
+import struct
+import subprocess
+import termios
+import time
+
+from conftest import LCM_ETL, copy_fixture, make_native_target
+from test_sources import PARTS_WITH_ORDINAL, peer_source
+
+DEADLINE_S = 600   # a hung run, not a slow machine
+
+
+def on_a_terminal(*args) -> tuple[int, str, str]:
+    """Run lcm-etl with stderr on a 160-column pseudo-terminal: (exit code, stdout, what the terminal got)."""
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))
+    proc = subprocess.Popen([str(LCM_ETL), *map(str, args)], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=slave)
+    os.close(slave)
+    screen = b""
+    deadline = time.monotonic() + DEADLINE_S
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 1.0)
+            if not ready:
+                continue
+            try:
+                data = os.read(master, 65536)
+            except OSError:   # EIO: every holder of the terminal has closed it
+                break
+            if not data:
+                break
+            screen += data
+        out = proc.communicate(timeout=DEADLINE_S)[0].decode()
+    finally:
+        os.close(master)
+    return proc.returncode, out, screen.decode(errors="replace")
+
+
+def bars(screen: str) -> list[str]:
+    """The descriptions of the bars drawn, in order of first appearance."""
+    seen = []
+    for desc in re.findall(r"([a-z][a-z ]*[a-z]): +\d+%\|", screen):
+        if desc not in seen:
+            seen.append(desc)
+    return seen
+
+
+def test_a_new_target_shows_a_bar_for_every_phase_of_the_run_on_a_terminal(tmp_path):
+    src = copy_fixture("multiparent-newest.db", tmp_path / "src")
+    code, out, screen = on_a_terminal("migrate", "--src", src, "--dest", tmp_path / "out" / "lcm.sqlite")
+    assert code == 0, screen
+    assert bars(screen) == ["reading source", "planning", "staging", "building"], screen
+    for step in ("messages", "parts and FTS rows", "copying into the target", "checking and linking"):
+        assert step in screen, step
+    assert "Done." in out
+
+
+def test_an_existing_target_shows_a_bar_for_every_phase_of_the_run_on_a_terminal(tmp_path):
+    src = copy_fixture("multiparent-newest.db", tmp_path / "src")
+    target = tmp_path / "out" / "lcm.sqlite"
+    make_native_target(target).close()
+    code, _, screen = on_a_terminal("migrate", "--src", src, "--dest", target)
+    assert code == 0, screen
+    assert bars(screen) == ["reading source", "planning", "staging", "preparing", "writing"], screen
+    for step in ("indexing the plan", "reading the target", "flattening parts"):
+        assert step in screen, step
+
+
+def test_a_new_target_from_text_ids_shows_its_phases_too(tmp_path):
+    src = peer_source(tmp_path, PARTS_WITH_ORDINAL)
+    code, _, screen = on_a_terminal("migrate", "--src", src, "--dest", tmp_path / "out" / "lcm.sqlite")
+    assert code == 0, screen
+    assert bars(screen) == ["reading source", "planning", "staging", "building"], screen
+    for step in ("messages", "flattening parts", "checking and linking"):
+        assert step in screen, step
+
+
+def test_no_bar_is_drawn_under_json_or_quiet_even_on_a_terminal(tmp_path):
+    src = copy_fixture("multiparent-newest.db", tmp_path / "src")
+    for flag, n in (("--json", 1), ("--quiet", 2)):
+        code, _, screen = on_a_terminal("migrate", "--src", src, "--dest", tmp_path / f"out{n}" / "lcm.sqlite", flag)
+        assert code == 0, screen
+        assert screen == "", screen
+
+
+def test_no_bar_is_drawn_without_a_terminal(tmp_path):
+    src = copy_fixture("multiparent-newest.db", tmp_path / "src")
+    proc = subprocess.run([str(LCM_ETL), "migrate", "--src", str(src), "--dest", str(tmp_path / "out" / "lcm.sqlite")],
+                          capture_output=True, text=True, timeout=DEADLINE_S)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+    assert "%|" not in proc.stdout and "\r" not in proc.stdout
