@@ -17,13 +17,14 @@ commits is one sync, not one per commit). A source that never goes quiet is stil
 `max_wait_intervals` intervals, so a busy lossless-claw does not starve the target.
 
 Signals: SIGINT and SIGTERM stop the watch between syncs, exit 0. One arriving during a sync lets
-that sync finish (it is an ordinary run and leaves a whole target), then the watch exits 0; a second
-one during the same sync abandons it as Ctrl-C abandons any run (the run's own interruption path:
-every session written is complete; exit 130).
+that sync finish (it is an ordinary run and leaves a whole target; a line on stderr says so), then
+the watch exits 0; a second one during the same sync abandons it as Ctrl-C abandons any run (the
+run's own interruption path: every session written is complete; exit 130).
 """
 from __future__ import annotations
 
 import gc
+import os
 import signal
 import sys
 import threading
@@ -55,6 +56,7 @@ class WatchOptions:
 @dataclass
 class SyncOutcome:
     number: int
+    started_at: str
     finished_at: str
     elapsed_s: float
     report: RunReport | None = None
@@ -64,7 +66,8 @@ class SyncOutcome:
 class StopFlag:
     """SIGINT/SIGTERM handlers that ask the loop to stop instead of raising in the middle of a sync."""
 
-    def __init__(self) -> None:
+    def __init__(self, quiet: bool = False) -> None:
+        self.quiet = quiet
         self.event = threading.Event()   # its wait() is the loop's sleep: a signal ends the sleep at once
         self.in_sync = False
         self._previous: dict[int, object] = {}
@@ -79,9 +82,13 @@ class StopFlag:
             signal.signal(sig, handler)
 
     def _handle(self, signum, frame) -> None:
-        if self.in_sync and self.event.is_set():
-            raise KeyboardInterrupt   # the second signal of one sync: abandon it like any interrupted run
-        self.event.set()
+        again = self.event.is_set()
+        self.event.set()   # first: another signal may run its handler between any two lines of this one
+        if self.in_sync:
+            if again:
+                raise KeyboardInterrupt   # the second signal of one sync: abandon it like any interrupted run
+            if not self.quiet:   # os.write: a signal handler must not re-enter a buffered stream mid-write
+                os.write(2, b"lcm-etl: stopping after this sync (signal again to abandon it)\n")
 
     @property
     def stopped(self) -> bool:
@@ -137,7 +144,7 @@ def watch(run_once: Callable[[], RunReport], inputs: Callable[[], list], opts: W
     any error of a later sync, and a runtime failure of the first, is one line and is retried at the
     next change, or after a backoff of interval * 2^failures (at most a minute) when nothing changes.
     """
-    stop = StopFlag().install()
+    stop = StopFlag(opts.quiet).install()
     try:
         _announce(opts)
         synced = last_seen = inputs()   # read before the run: a change during the run is a change
@@ -172,7 +179,7 @@ def watch(run_once: Callable[[], RunReport], inputs: Callable[[], list], opts: W
 
 
 def _sync(number: int, run_once: Callable[[], RunReport], stop: StopFlag) -> SyncOutcome:
-    t0 = time.monotonic()
+    started, t0 = now_iso(), time.monotonic()
     stop.in_sync = True
     try:
         report, error = run_once(), None
@@ -183,7 +190,7 @@ def _sync(number: int, run_once: Callable[[], RunReport], stop: StopFlag) -> Syn
     # a sync's objects are garbage now; collect the cycles at once instead of letting them pile up
     # across syncs (DuckDB relations and tracebacks hold large native buffers alive)
     gc.collect()
-    return SyncOutcome(number=number, finished_at=now_iso(), elapsed_s=time.monotonic() - t0, report=report,
+    return SyncOutcome(number=number, started_at=started, finished_at=now_iso(), elapsed_s=time.monotonic() - t0, report=report,
                        error=error)
 
 
@@ -208,8 +215,9 @@ def sync_line(outcome: SyncOutcome) -> str:
 
 
 def sync_record(outcome: SyncOutcome) -> dict:
-    """--json: the run report's as_dict(), plus when and which sync; a failed sync carries its error."""
-    base = {"timestamp": outcome.finished_at, "sync": outcome.number}
+    """--json: the run report's as_dict(), plus when (timestamp: finished) and which sync; a failed sync
+    carries its error instead."""
+    base = {"timestamp": outcome.finished_at, "started_at": outcome.started_at, "sync": outcome.number}
     if outcome.error is not None:
         return {**base, "error": str(outcome.error), "exit_code": outcome.error.exit_code,
                 "elapsed_s": round(outcome.elapsed_s, 3)}
