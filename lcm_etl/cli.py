@@ -52,6 +52,35 @@ def write_options(f):
     return f
 
 
+def watch_options(f):
+    f = click.option("--interval", type=click.FloatRange(min=0.01), default=None, metavar="SECONDS",
+                     help="with --watch: poll period, and how long the inputs must stay quiet before a sync "
+                          "[default: 0.5]")(f)
+    f = click.option("--watch", is_flag=True, help="stay running; sync again whenever the inputs change "
+                                                   "(Ctrl-C or SIGTERM stops, exit 0)")(f)
+    return f
+
+
+def _watching(watch, interval, dry_run, manifest=None) -> bool:
+    """--watch's usage rules, checked before anything runs: it needs a target to keep in step."""
+    from .errors import BadInput
+
+    if not watch:
+        if interval is not None:
+            raise BadInput("--interval applies only with --watch")
+        return False
+    for flag, given in (("--dry-run", dry_run), ("--manifest", manifest)):
+        if given:
+            raise BadInput(f"--watch cannot be combined with {flag}: a watch keeps one target in step")
+    return True
+
+
+def _watch(run_once, inputs, interval, as_json, quiet) -> int:
+    from .watch import DEFAULT_INTERVAL, WatchOptions, watch
+
+    return watch(run_once, inputs, WatchOptions(interval=interval or DEFAULT_INTERVAL, as_json=as_json, quiet=quiet))
+
+
 def handled(f):
     """Map domain errors to exit codes; anything unexpected becomes one line (traceback under --debug)."""
     @functools.wraps(f)
@@ -107,13 +136,15 @@ def cli():
 @click.option("--full", is_flag=True, help="re-plan everything even when source and target are unchanged since the last run")
 @click.option("--manifest", metavar="FILE", help="migrate every `SRC DEST` pair listed in FILE, in parallel")
 @click.option("--jobs", type=click.IntRange(min=1), default=None, help="parallel pairs with --manifest (default: cores)")
+@watch_options
 @handled
 def migrate(src, dest, memory_dir, dry_run, session_filter, key_by, as_json, quiet, debug, lock_timeout, batch_rows,
-            memory_limit, full, manifest, jobs):
+            memory_limit, full, manifest, jobs, watch, interval):
     """Copy a lossless-claw lcm.db into a Remnic LCM database (idempotent)."""
     from .migrate import MigrateOptions, migrate as run
     from .target import resolve_target
 
+    watching = _watching(watch, interval, dry_run, manifest)
     if manifest:
         return _fleet(manifest, src, dest, memory_dir, jobs, as_json, quiet,
                       MigrateOptions(src=Path(), target=Path(), dry_run=dry_run, session_filter=list(session_filter),
@@ -121,8 +152,12 @@ def migrate(src, dest, memory_dir, dry_run, session_filter, key_by, as_json, qui
                                      memory_limit=memory_limit, full=full))
     opts = MigrateOptions(src=resolve_src(src), target=resolve_target(dest, memory_dir), dry_run=dry_run,
                           session_filter=list(session_filter), key_by=key_by, lock_timeout=lock_timeout,
-                          batch_rows=batch_rows, progress=progress_wanted(as_json, quiet), memory_limit=memory_limit,
-                          full=full)
+                          batch_rows=batch_rows, progress=progress_wanted(as_json, quiet) and not watching,
+                          memory_limit=memory_limit, full=full)
+    if watching:
+        from .watch import migrate_inputs
+
+        return _watch(lambda: run(opts), migrate_inputs(opts.src), interval, as_json, quiet)
     report = run(opts)
     emit(report, as_json, quiet)
     return 0
@@ -159,17 +194,23 @@ def _fleet(manifest, src, dest, memory_dir, jobs, as_json, quiet, template) -> i
 @run_options
 @write_options
 @click.option("--strict", is_flag=True, help="an unparsable transcript line is an error, not a skipped line")
+@watch_options
 @handled
 def reconcile(sessions, src, dest, memory_dir, dry_run, session_filter, key_by, as_json, quiet, debug, lock_timeout,
-              batch_rows, memory_limit, strict):
+              batch_rows, memory_limit, strict, watch, interval):
     """Bring in what JSONL transcripts hold and neither lcm.db nor the target has (crash recovery)."""
     from .reconcile import ReconcileOptions, reconcile as run
     from .target import resolve_target
 
+    watching = _watching(watch, interval, dry_run)
     opts = ReconcileOptions(sessions=list(sessions), target=resolve_target(dest, memory_dir),
                             src=expand(src) if src else None, dry_run=dry_run, session_filter=list(session_filter),
                             key_by=key_by, strict=strict, lock_timeout=lock_timeout, batch_rows=batch_rows,
-                            progress=progress_wanted(as_json, quiet), memory_limit=memory_limit)
+                            progress=progress_wanted(as_json, quiet) and not watching, memory_limit=memory_limit)
+    if watching:
+        from .watch import reconcile_inputs
+
+        return _watch(lambda: run(opts), reconcile_inputs(opts.sessions, opts.src), interval, as_json, quiet)
     report = run(opts)
     emit(report, as_json, quiet)
     return 0

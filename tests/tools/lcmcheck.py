@@ -1,6 +1,6 @@
-# Copied unchanged from ../shared/tools/lcmcheck.py (the contract's independent checker, written apart from lcm-etl),
-# so that the project's tests run from a clone that has no ../shared.
 #!/usr/bin/env python3
+# Copied verbatim (below this header) from /work/shared/tools/lcmcheck.py, the independent checker written
+# from SPEC.md alone, so that project tests do not read ../shared at run time. Do not edit here: copy it again.
 """Independent checker: does a Remnic LCM target hold a lossless-claw source faithfully?
 
 Written from SPEC.md alone, sharing no code with the project. Reads both files with sqlite3
