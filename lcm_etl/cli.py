@@ -136,17 +136,22 @@ def cli():
 @click.option("--full", is_flag=True, help="re-plan everything even when source and target are unchanged since the last run")
 @click.option("--manifest", metavar="FILE", help="migrate every `SRC DEST` pair listed in FILE, in parallel")
 @click.option("--jobs", type=click.IntRange(min=1), default=None, help="parallel pairs with --manifest (default: cores)")
+@click.option("--discover", metavar="ROOT", help="the manifest: every OpenClaw state folder (holding lcm.db) under ROOT")
+@click.option("--dest-root", metavar="DIR", help="with --discover: ROOT/<rel>/lcm.db goes to DIR/<rel>/state/lcm.sqlite")
+@click.option("--scheduler", metavar="ADDRESS", help="run the pairs on this Dask cluster (tcp://host:8786; needs lcm-etl[dask])")
+@click.option("--retries", type=click.IntRange(min=0), default=2, show_default=True,
+              help="with --scheduler: re-runs of a pair that failed for a runtime reason (exit 1)")
 @watch_options
 @handled
 def migrate(src, dest, memory_dir, dry_run, session_filter, key_by, as_json, quiet, debug, lock_timeout, batch_rows,
-            memory_limit, full, manifest, jobs, watch, interval):
+            memory_limit, full, manifest, jobs, discover, dest_root, scheduler, retries, watch, interval):
     """Copy a lossless-claw lcm.db into a Remnic LCM database (idempotent)."""
     from .migrate import MigrateOptions, migrate as run
     from .target import resolve_target
 
-    watching = _watching(watch, interval, dry_run, manifest)
-    if manifest:
-        return _fleet(manifest, src, dest, memory_dir, jobs, as_json, quiet,
+    watching = _watching(watch, interval, dry_run, manifest or discover)
+    if manifest or discover or dest_root or scheduler:
+        return _fleet(manifest, discover, dest_root, scheduler, retries, src, dest, memory_dir, jobs, as_json, quiet,
                       MigrateOptions(src=Path(), target=Path(), dry_run=dry_run, session_filter=list(session_filter),
                                      key_by=key_by, lock_timeout=lock_timeout, batch_rows=batch_rows,
                                      memory_limit=memory_limit, full=full))
@@ -163,23 +168,39 @@ def migrate(src, dest, memory_dir, dry_run, session_filter, key_by, as_json, qui
     return 0
 
 
-def _fleet(manifest, src, dest, memory_dir, jobs, as_json, quiet, template) -> int:
+def _fleet(manifest, discover, dest_root, scheduler, retries, src, dest, memory_dir, jobs, as_json, quiet,
+           template) -> int:
     import time
     from .errors import BadInput
-    from .fleet import fleet_exit_code, progress_line, read_manifest, run_fleet, summary_table
+    from .fleet import FleetProgress, dask_runner, fleet_exit_code, read_manifest, run_fleet, summary_table
 
     if src or dest or memory_dir:
-        raise BadInput("--manifest lists the pairs: do not also pass --src, --dest or --memory-dir")
-    pairs = read_manifest(expand(manifest))
+        raise BadInput("--manifest or --discover lists the pairs: do not also pass --src, --dest or --memory-dir")
+    if bool(manifest) == bool(discover):
+        raise BadInput("--manifest FILE or --discover ROOT names the pairs: give one of them")
+    if bool(discover) != bool(dest_root):
+        raise BadInput("--discover ROOT and --dest-root DIR go together (DIR/<rel>/state/lcm.sqlite per state folder)")
+    if scheduler and jobs:
+        raise BadInput("--jobs sizes the local pool; on a Dask cluster the workers' threads do")
+    run = functools.partial(dask_runner(), address=scheduler, retries=retries) if scheduler else \
+        functools.partial(run_fleet, jobs=jobs)
+    shown = {}
+    if discover:
+        from .discover import discover as find, manifest_entries, manifest_text
+
+        root = expand(discover).absolute()
+        pairs = find(root, expand(dest_root).absolute())
+        if template.dry_run:   # the operator checks the discovered pairs before a real run
+            shown = {"manifest": manifest_entries(pairs)}
+            if not as_json and not quiet:
+                click.echo(manifest_text(root, pairs) + "\n")
+    else:
+        pairs = read_manifest(expand(manifest))
     t0 = time.monotonic()
-
-    def on_done(result, done, total):
-        if not as_json and not quiet:
-            click.echo(progress_line(result, done, total), err=True)
-
-    results = run_fleet(pairs, template, jobs, on_done)
+    with FleetProgress(len(pairs), lines=not as_json and not quiet, bar=progress_wanted(as_json, quiet)) as progress:
+        results = run(pairs, template, progress)
     if as_json:
-        click.echo(orjson.dumps({"pairs": [r.__dict__ for r in results],
+        click.echo(orjson.dumps({**shown, "pairs": [r.__dict__ for r in results],
                                  "failed": sum(not r.ok for r in results)}).decode())
     elif not quiet:
         click.echo(summary_table(results, time.monotonic() - t0))

@@ -1,7 +1,8 @@
 """`migrate --manifest FILE`: many `src → dest` pairs (a fleet of agents), one process per pair.
 
-Pairs run in parallel worker processes (one per core by default). Each pair is an ordinary migrate
-run with its own snapshot, plan and target, so a failing pair cannot disturb the others; it is
+Pairs run in parallel worker processes (one per core by default), or as one task each on a Dask
+cluster (`--scheduler`, lcm_etl/fleet_dask.py), both through `run_pair`. Each pair is an ordinary
+migrate run with its own snapshot, plan and target, so a failing pair cannot disturb the others; it is
 reported and makes the exit code non-zero.
 
 Manifest: JSON (a list of {"src": ..., "dest": ...} or {"src": ..., "memory_dir": ...}) or text, one
@@ -11,11 +12,13 @@ from __future__ import annotations
 
 import os
 import shlex
+import sys
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import orjson
+from tqdm import tqdm
 
 from .errors import EXIT_FAILURE, BadInput, LcmEtlError
 from .migrate import MigrateOptions, migrate
@@ -69,7 +72,12 @@ def read_manifest(path: Path) -> list[tuple[Path, Path]]:
     return pairs
 
 
-def _run_pair(index: int, opts: MigrateOptions) -> PairResult:
+def pair_options(pairs: list[tuple[Path, Path]], template: MigrateOptions) -> list[tuple[int, MigrateOptions]]:
+    """Each pair's own options: the run's, with its source and target (and no bar of its own)."""
+    return [(i, replace(template, src=s, target=d, progress=False)) for i, (s, d) in enumerate(pairs)]
+
+
+def run_pair(index: int, opts: MigrateOptions) -> PairResult:
     try:
         report = migrate(opts)
         return PairResult(index, str(opts.src), str(opts.target), True, 0, report=report.as_dict())
@@ -80,18 +88,50 @@ def _run_pair(index: int, opts: MigrateOptions) -> PairResult:
                           error=f"internal error: {type(exc).__name__}: {exc}")
 
 
-def run_fleet(pairs: list[tuple[Path, Path]], template: MigrateOptions, jobs: int | None, on_done) -> list[PairResult]:
+def run_fleet(pairs: list[tuple[Path, Path]], template: MigrateOptions, on_done, jobs: int | None = None) -> list[PairResult]:
     jobs = max(1, jobs or os.cpu_count() or 1)
     results: list[PairResult] = []
     # a worker starts with no connection open, so it can turn SQLite's allocation counter off as the CLI does
     with ProcessPoolExecutor(max_workers=min(jobs, len(pairs)), initializer=disable_memstatus) as pool:
-        futures = [pool.submit(_run_pair, i, replace(template, src=s, target=d, progress=False))
-                   for i, (s, d) in enumerate(pairs)]
+        futures = [pool.submit(run_pair, i, opts) for i, opts in pair_options(pairs, template)]
         for fut in as_completed(futures):
             result = fut.result()
             results.append(result)
             on_done(result, len(results), len(pairs))
     return sorted(results, key=lambda r: r.index)
+
+
+def dask_runner():
+    """fleet_dask.run_fleet_dask, or a one-line error when the optional extra is not installed."""
+    try:
+        from .fleet_dask import run_fleet_dask
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] in ("dask", "distributed"):
+            raise BadInput("--scheduler needs the Dask extra, which is not installed: pip install 'lcm-etl[dask]'") from None
+        raise
+    return run_fleet_dask
+
+
+class FleetProgress:
+    """Pairs done / total and failures so far: one line per pair (unless --json/--quiet) and, on a
+    terminal, a bar under them that stays in place while thousands of lines scroll by."""
+
+    def __init__(self, total: int, lines: bool, bar: bool):
+        self.lines, self.failed = lines, 0
+        self.bar = tqdm(total=total, desc="pairs", unit="pair", disable=not bar, file=sys.stderr)
+
+    def __call__(self, result: PairResult, done: int, total: int) -> None:
+        self.failed += not result.ok
+        if self.lines:
+            tqdm.write(progress_line(result, done, total), file=sys.stderr)   # above the bar, if any
+        self.bar.set_postfix(failed=self.failed, refresh=False)
+        self.bar.update(1)
+
+    def __enter__(self) -> "FleetProgress":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.bar.close()
 
 
 def progress_line(r: PairResult, done: int, total: int) -> str:
