@@ -41,6 +41,16 @@ _HELD_TGT_EMPTY = ("SELECT NULL::VARCHAR AS session_id, NULL::VARCHAR AS source,
                    "NULL::BIGINT AS source_seq, NULL::VARCHAR AS entry_id, NULL::VARCHAR AS identity_hash WHERE false")
 
 
+# The plan's input columns, declared: inferred from the data, a column with no value at all (an empty
+# file, a header-only file, v1 files without entry ids) would be typed NULL or INTEGER and fail to bind.
+_MESSAGE_COLUMNS = {"message_id": "int", "file_order": "int", "path_index": "int", "file": "str", "session_id": "str",
+                    "entry_id": "str", "role": "str", "content": "str", "token_count": "int", "identity_hash": "str",
+                    "created_iso": "str", "metadata": "str", "inner_ts": "str"}
+_PART_COLUMNS = {"message_id": "int", "ordinal": "int", "kind": "str", "payload": "str", "tool_name": "str",
+                 "file_path": "str", "created_at": "str"}
+_ABANDONED_COLUMNS = {"session_id": "str", "entry_id": "str", "role": "str", "inner_ts": "str"}
+
+
 @dataclass
 class ReconcileOptions:
     sessions: list[str]
@@ -84,10 +94,9 @@ def _arrow_tables(transcripts: list[Transcript], key_by: str, fallback_time: str
     import pyarrow as pa   # here, not at the top: `audit` imports this module and rarely reads transcripts (28 MB)
 
     keys_by_folder: dict[Path, dict[str, str]] = {}
-    m_cols = {k: [] for k in ("message_id", "file_order", "path_index", "file", "session_id", "entry_id", "role",
-                              "content", "token_count", "identity_hash", "created_iso", "metadata", "inner_ts")}
-    a_cols = {k: [] for k in ("session_id", "entry_id", "role", "inner_ts")}
-    p_cols = {k: [] for k in ("message_id", "ordinal", "kind", "payload", "tool_name", "file_path", "created_at")}
+    m_cols = {k: [] for k in _MESSAGE_COLUMNS}
+    a_cols = {k: [] for k in _ABANDONED_COLUMNS}
+    p_cols = {k: [] for k in _PART_COLUMNS}
     for order, t in enumerate(transcripts):
         folder = t.path.parent
         if folder not in keys_by_folder:
@@ -115,7 +124,12 @@ def _arrow_tables(transcripts: list[Transcript], key_by: str, fallback_time: str
         for entry_id, role, inner in t.abandoned:
             for k, v in (("session_id", session), ("entry_id", entry_id), ("role", role), ("inner_ts", _ts_text(inner))):
                 a_cols[k].append(v)
-    return pa.table(m_cols), pa.table(p_cols), pa.table(a_cols, schema=pa.schema([(k, pa.string()) for k in a_cols]))
+    return tuple(pa.table(cols, schema=_arrow_schema(pa, spec))
+                 for cols, spec in ((m_cols, _MESSAGE_COLUMNS), (p_cols, _PART_COLUMNS), (a_cols, _ABANDONED_COLUMNS)))
+
+
+def _arrow_schema(pa, spec: dict[str, str]):
+    return pa.schema([(name, pa.int64() if kind == "int" else pa.string()) for name, kind in spec.items()])
 
 
 def _dumps(value) -> str:
