@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
-import orjson
 
 from . import __version__, plan
 from .errors import BadInput
@@ -25,7 +24,8 @@ from .sources import detect_schema, expand, take_snapshot, target_view
 from .steps import run_step, step_named
 from .target import check_target
 from .transcript_blocks import js_stringify
-from .transcripts import Transcript, TranscriptError, discover_transcripts, load_session_keys, read_transcript
+from .transcript_rows import FileSession, arrow_tables, file_sessions, stage_content
+from .transcripts import Transcript, TranscriptError, discover_transcripts, read_transcript
 from .write import RECONCILE_STEPS, WriteJob, new_run_id, write
 
 _HELD_LCM_EMPTY = ("SELECT NULL::VARCHAR AS session_id, NULL::VARCHAR AS conv_key, NULL::BIGINT AS seq, "
@@ -39,16 +39,6 @@ _HELD_TGT = """
     FROM tgt.lcm_messages WHERE json_valid(metadata) AND session_id IN (SELECT session_id FROM jsonl_sessions)"""
 _HELD_TGT_EMPTY = ("SELECT NULL::VARCHAR AS session_id, NULL::VARCHAR AS source, NULL::VARCHAR AS conversation_id, "
                    "NULL::BIGINT AS source_seq, NULL::VARCHAR AS entry_id, NULL::VARCHAR AS identity_hash WHERE false")
-
-
-# The plan's input columns, declared: inferred from the data, a column with no value at all (an empty
-# file, a header-only file, v1 files without entry ids) would be typed NULL or INTEGER and fail to bind.
-_MESSAGE_COLUMNS = {"message_id": "int", "file_order": "int", "path_index": "int", "file": "str", "session_id": "str",
-                    "entry_id": "str", "role": "str", "content": "str", "token_count": "int", "identity_hash": "str",
-                    "created_iso": "str", "metadata": "str", "inner_ts": "str"}
-_PART_COLUMNS = {"message_id": "int", "ordinal": "int", "kind": "str", "payload": "str", "tool_name": "str",
-                 "file_path": "str", "created_at": "str"}
-_ABANDONED_COLUMNS = {"session_id": "str", "entry_id": "str", "role": "str", "inner_ts": "str"}
 
 
 @dataclass
@@ -89,71 +79,18 @@ def read_all(opts: ReconcileOptions) -> tuple[list[Transcript], list[tuple[Path,
     return transcripts, skipped
 
 
-def _arrow_tables(transcripts: list[Transcript], key_by: str, fallback_time: str) -> tuple[pa.Table, pa.Table, pa.Table]:
-    """One row per active-path message and per part. message_id = file_order << 32 | path_index."""
-    import pyarrow as pa   # here, not at the top: `audit` imports this module and rarely reads transcripts (28 MB)
-
-    keys_by_folder: dict[Path, dict[str, str]] = {}
-    m_cols = {k: [] for k in _MESSAGE_COLUMNS}
-    a_cols = {k: [] for k in _ABANDONED_COLUMNS}
-    p_cols = {k: [] for k in _PART_COLUMNS}
-    for order, t in enumerate(transcripts):
-        folder = t.path.parent
-        if folder not in keys_by_folder:
-            keys_by_folder[folder] = load_session_keys(folder)
-        session_key = keys_by_folder[folder].get(t.header_id)
-        session = session_key.strip() if key_by == "session-key" and session_key and session_key.strip() else t.header_id
-        for i, m in enumerate(t.messages):
-            mid = (order << 32) | i
-            meta = {"source": "openclaw-jsonl", "file": str(t.path), "header_id": t.header_id,
-                    "transcript_entry_id": m.entry_id, "parent_entry_id": m.parent_id, "line": m.line_no,
-                    "identity_hash": m.identity_hash, "session_key": session_key,
-                    "source_created_at": m.created_at_lc, "inner_timestamp": m.inner_timestamp,
-                    "sender_metadata": m.sender_metadata, **m.metadata}
-            meta = {k: v for k, v in meta.items() if v is not None}
-            for k, v in (("message_id", mid), ("file_order", order), ("path_index", i), ("file", str(t.path)),
-                         ("session_id", session), ("entry_id", m.entry_id), ("role", m.role), ("content", m.content),
-                         ("token_count", m.token_count), ("identity_hash", m.identity_hash),
-                         ("created_iso", m.created_at or fallback_time), ("metadata", _dumps(meta)),
-                         ("inner_ts", _ts_text(m.inner_timestamp))):
-                m_cols[k].append(v)
-            for part in m.parts:
-                for k in p_cols:
-                    v = mid if k == "message_id" else part.get(k)
-                    p_cols[k].append(_dumps(v) if k == "payload" else v)
-        for entry_id, role, inner in t.abandoned:
-            for k, v in (("session_id", session), ("entry_id", entry_id), ("role", role), ("inner_ts", _ts_text(inner))):
-                a_cols[k].append(v)
-    return tuple(pa.table(cols, schema=_arrow_schema(pa, spec))
-                 for cols, spec in ((m_cols, _MESSAGE_COLUMNS), (p_cols, _PART_COLUMNS), (a_cols, _ABANDONED_COLUMNS)))
-
-
-def _arrow_schema(pa, spec: dict[str, str]):
-    return pa.schema([(name, pa.int64() if kind == "int" else pa.string()) for name, kind in spec.items()])
-
-
-def _dumps(value) -> str:
-    """orjson when it can (fast); the JS-compatible writer for what orjson refuses (lone surrogates,
-    integers beyond 64 bits), which it writes as JSON.stringify would."""
-    try:
-        return orjson.dumps(value).decode()
-    except TypeError:   # orjson.JSONEncodeError is a TypeError
-        return js_stringify(value)
-
-
-def _ts_text(value) -> str | None:
-    return None if value is None or isinstance(value, (dict, list)) else str(value)
-
-
 def plan_transcripts(opts: ReconcileOptions, transcripts: list[Transcript], target_db: Path | None,
-                     src_db: Path | None, fallback_time: str, workdir: Path):
-    """Load transcripts and held rows into a fresh DuckDB connection and run the plan steps r20/r60.
+                     src_db: Path | None, fallback_time: str, workdir: Path, sessions: list[FileSession] | None = None):
+    """Load the transcripts' identities and the held rows into a fresh DuckDB connection and run the plan
+    steps r20/r60.
 
     target_db / src_db are the databases to read (callers pass private snapshots when nothing may be
     written, e.g. dry-run and audit). Returns the connection, holding jsonl_plan, write_messages and
     session_work.
     """
-    messages, parts, abandoned = _arrow_tables(transcripts, opts.key_by, fallback_time)
+    if sessions is None:
+        sessions = file_sessions(transcripts, opts.key_by)
+    messages, parts, abandoned = arrow_tables(transcripts, sessions, fallback_time)
     con = plan.duck.connect(workdir, opts.memory_limit)
     try:
         for name, table in (("jsonl_messages", messages), ("jsonl_parts", parts), ("jsonl_abandoned", abandoned)):
@@ -209,7 +146,8 @@ def reconcile(opts: ReconcileOptions) -> RunReport:
         if view:
             snaps.append(view)
         target_db = view.path if view else opts.target if existed else None
-        con = plan_transcripts(opts, transcripts, target_db, src_db, started, Path(work.name))
+        sessions = file_sessions(transcripts, opts.key_by)
+        con = plan_transcripts(opts, transcripts, target_db, src_db, started, Path(work.name), sessions)
         try:
             _fill_report(con, report, transcripts, skipped)
             batches = plan.all_batches(con)
@@ -217,11 +155,15 @@ def reconcile(opts: ReconcileOptions) -> RunReport:
                 report.elapsed_s = time.monotonic() - t0
                 return report
             stage_path = Path(work.name) / "stage.sqlite"
+            stage_content(stage_path, transcripts, sessions,
+                          [r[0] for r in con.execute("SELECT message_id FROM write_messages").fetchall()])
             plan.duck.attach_sqlite(con, str(stage_path), "stage", read_only=False)
             run_step(step_named("r65_"), con)
             con.execute("DETACH stage")
         finally:
             con.close()
+        files = [str(t.path) for t in transcripts]
+        transcripts.clear()   # the stage holds what is written now: free the parsed content before writing
         run_id = new_run_id()
         job = WriteJob(target=opts.target, target_existed=existed, stage=stage_path, batch_steps=RECONCILE_STEPS,
                        final_step=None, flatten=False, batches=batches, params={"fired_at": started},
@@ -230,7 +172,7 @@ def reconcile(opts: ReconcileOptions) -> RunReport:
                       "finished_at": None, "status": "complete", "source_path": str(opts.src) if opts.src else None,
                       "source_size": snaps[0].size if opts.src else None,
                       "source_sha256": snaps[0].sha256 if opts.src else None,
-                      "options": js_stringify({"sessions": [str(t.path) for t in transcripts],
+                      "options": js_stringify({"sessions": files,
                                                "session_filter": opts.session_filter, "key_by": opts.key_by})}
         counts = write(job, now_iso)
         _check_counts(report, counts)
