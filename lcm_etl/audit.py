@@ -7,6 +7,8 @@ a missing target is read as empty (everything pending) and never created.
 """
 from __future__ import annotations
 
+import hashlib
+import sqlite3
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -18,18 +20,22 @@ from . import duck, plan
 from .migrate import now_iso
 from .reconcile import ReconcileOptions, plan_transcripts, read_all
 from .report import RunReport
-from .sources import detect_schema, take_snapshot, target_view
+from .sources import detect_schema, normalized_views, take_snapshot, target_view
+from .sqlite_runtime import attach_all, private_file, quote_path
 from .steps import run_step, step_named
 from .target import check_target
 
+# Content is compared by hashes computed in SQLite (content_hashes below), joined here by key: DuckDB
+# never reads a content column, so a value of any size stays out of its memory budget.
 _DETAIL = {
-    "tgt_detail": """SELECT id, role, sha256(content) AS content_hash, token_count,
-                            try_cast(created_at AS TIMESTAMPTZ) AS ts
-                     FROM tgt.lcm_messages WHERE id IN (SELECT tid_present FROM msg_plan)""",
+    "tgt_detail": """SELECT t.id, t.role, h.content_hash, t.token_count, try_cast(t.created_at AS TIMESTAMPTZ) AS ts
+                     FROM tgt.lcm_messages t LEFT JOIN hashes.tgt_message_hashes h ON h.id = t.id
+                     WHERE t.id IN (SELECT tid_present FROM msg_plan)""",
     "tgt_part_keys": """SELECT message_id, ordinal FROM tgt.lcm_message_parts
                         WHERE message_id IN (SELECT tid_present FROM msg_plan)""",
-    "tgt_summary_detail": """SELECT id, session_id, depth, parent_id, sha256(summary_text) AS text_hash, token_count,
-                                    msg_start, msg_end FROM tgt.lcm_summary_nodes""",
+    "tgt_summary_detail": """SELECT t.id, t.session_id, t.depth, t.parent_id, h.text_hash, t.token_count,
+                                    t.msg_start, t.msg_end
+                             FROM tgt.lcm_summary_nodes t LEFT JOIN hashes.tgt_summary_hashes h ON h.id = t.id""",
     "tgt_provenance_summaries": "SELECT summary_id, session_id FROM tgt.lcm_etl_summaries",
     "tgt_skipped": "SELECT source_id FROM tgt.lcm_etl_skipped WHERE kind = 'summary'",
 }
@@ -55,6 +61,7 @@ class AuditOptions:
     sessions: list[str] = field(default_factory=list)
     session_filter: list[str] = field(default_factory=list)
     key_by: str = "session-id"
+    memory_limit: str = duck.DEFAULT_MEMORY_LIMIT
 
 
 def audit(opts: AuditOptions) -> tuple[RunReport, list[dict]]:
@@ -96,10 +103,14 @@ def audit(opts: AuditOptions) -> tuple[RunReport, list[dict]]:
 def _audit_source(opts: AuditOptions, src_db: Path, target_db: Path | None, report: RunReport) -> list[dict]:
     schema = detect_schema(src_db, opts.src)
     report.source_schema = schema.generation
-    con = plan.open_source(src_db, schema, opts.src)
+    hashes = content_hashes(src_db.parent / "hashes.sqlite", src_db, schema, target_db)
+    con = plan.open_source(src_db, schema, opts.src, opts.memory_limit)
     try:
         plan.load_target_state(con, target_db, src_db.parent)
         plan.build(con, opts.key_by, opts.session_filter, 50_000, report, str(opts.src))
+        duck.attach_sqlite(con, str(hashes), "hashes")
+        for name in ("src_message_hashes", "src_summary_hashes"):
+            con.execute(f"CREATE OR REPLACE TABLE {name} AS SELECT * FROM hashes.{name}")
         tables: set[str] = set()
         if target_db is not None:
             duck.attach_sqlite(con, str(target_db), "tgt")
@@ -110,6 +121,7 @@ def _audit_source(opts: AuditOptions, src_db: Path, target_db: Path | None, repo
                         f"{sql if _NEEDS[name] in tables else _DETAIL_EMPTY[name]}")
         if target_db is not None:
             con.execute("DETACH tgt")
+        con.execute("DETACH hashes")
         run_step(step_named("a10_"), con)
         for kind, n in con.execute("SELECT kind, n FROM audit_archive WHERE n > 0 ORDER BY kind").fetchall():
             report.extra[f"{kind} kept, no longer in the source"] = n
@@ -119,10 +131,46 @@ def _audit_source(opts: AuditOptions, src_db: Path, target_db: Path | None, repo
         con.close()
 
 
+def content_hashes(path: Path, src_db: Path, schema, target_db: Path | None) -> Path:
+    """A file of SHA-256 hashes of every source and target message content and summary text, computed by
+    SQLite one row at a time (a value of N MB costs a few times N), keyed by source id as text and by
+    target id. Both sides hash the stored bytes (CAST AS BLOB), so no text is decoded on the way."""
+    con = sqlite3.connect(path, isolation_level=None)
+    try:
+        con.create_function("sha256_hex", 1, _sha256_hex, deterministic=True)
+        private_file(con, cache_kib=2048)
+        attach_all(con, {"src": src_db}, normalized_views(schema, "sqlite"))
+        con.execute("CREATE TABLE src_message_hashes (message_key TEXT, content_hash TEXT)")
+        con.execute("INSERT INTO src_message_hashes SELECT CAST(message_id AS TEXT), "
+                    "sha256_hex(CAST(content AS BLOB)) FROM src_messages")
+        con.execute("CREATE TABLE src_summary_hashes (summary_key TEXT, text_hash TEXT)")
+        con.execute("INSERT INTO src_summary_hashes SELECT CAST(summary_id AS TEXT), "
+                    "sha256_hex(CAST(content AS BLOB)) FROM src_summaries")
+        held: set[str] = set()
+        if target_db is not None:
+            con.execute(f"ATTACH '{quote_path(target_db)}' AS tgt")
+            held = {r[0] for r in con.execute("SELECT name FROM tgt.sqlite_master WHERE type = 'table'")}
+        message_rows = ("SELECT id, sha256_hex(CAST(content AS BLOB)) FROM tgt.lcm_messages"
+                        if "lcm_messages" in held else "SELECT NULL, NULL WHERE 0")
+        summary_rows = ("SELECT id, sha256_hex(CAST(summary_text AS BLOB)) FROM tgt.lcm_summary_nodes"
+                        if "lcm_summary_nodes" in held else "SELECT NULL, NULL WHERE 0")
+        con.execute("CREATE TABLE tgt_message_hashes (id INTEGER PRIMARY KEY, content_hash TEXT)")
+        con.execute(f"INSERT INTO tgt_message_hashes {message_rows}")
+        con.execute("CREATE TABLE tgt_summary_hashes (id TEXT PRIMARY KEY, text_hash TEXT)")
+        con.execute(f"INSERT INTO tgt_summary_hashes {summary_rows}")
+    finally:
+        con.close()
+    return path
+
+
+def _sha256_hex(value: bytes | None) -> str | None:
+    return None if value is None else hashlib.sha256(value).hexdigest()
+
+
 def _audit_transcripts(opts: AuditOptions, src_db: Path | None, target_db: Path | None,
                        report: RunReport) -> list[dict]:
     ropts = ReconcileOptions(sessions=opts.sessions, target=opts.target, src=opts.src,
-                             session_filter=opts.session_filter, key_by=opts.key_by)
+                             session_filter=opts.session_filter, key_by=opts.key_by, memory_limit=opts.memory_limit)
     transcripts, _ = read_all(ropts)
     work = tempfile.TemporaryDirectory(prefix="lcm-etl-")
     con = plan_transcripts(ropts, transcripts, target_db, src_db, now_iso(), Path(work.name))

@@ -42,9 +42,13 @@ def run_options(f):
     return f
 
 
+def memory_limit_option(f):
+    return click.option("--memory-limit", default="96MB", show_default=True, metavar="SIZE",
+                        help="DuckDB's memory budget for planning; it spills to disk beyond it")(f)
+
+
 def write_options(f):
-    f = click.option("--memory-limit", default="96MB", show_default=True, metavar="SIZE",
-                     help="DuckDB's memory budget for planning; it spills to disk beyond it")(f)
+    f = memory_limit_option(f)
     f = click.option("--lock-timeout", type=float, default=10.0, show_default=True, metavar="SECONDS",
                      help="how long to wait for a target locked by another writer or lcm-etl run")(f)
     f = click.option("--batch-rows", type=click.IntRange(min=100), default=50_000, show_default=True,
@@ -247,8 +251,9 @@ def reconcile(sessions, src, dest, memory_dir, dry_run, session_filter, key_by, 
 @click.option("--json", "as_json", is_flag=True, help="print the report, every difference included, as one JSON object")
 @click.option("--quiet", "-q", is_flag=True, help="print nothing; the exit code tells")
 @click.option("--debug", is_flag=True)
+@memory_limit_option
 @handled
-def audit(src, sessions, dest, memory_dir, session_filter, key_by, as_json, quiet, debug):
+def audit(src, sessions, dest, memory_dir, session_filter, key_by, as_json, quiet, debug, memory_limit):
     """Read-only: is everything in the sources in the target? Exit 0 clean, 3 pending or different."""
     from .audit import AuditOptions, as_text, audit as run
     from .errors import EXIT_PENDING
@@ -256,7 +261,8 @@ def audit(src, sessions, dest, memory_dir, session_filter, key_by, as_json, quie
 
     source = resolve_src(src) if (src or not sessions) else None
     report, findings = run(AuditOptions(target=resolve_target(dest, memory_dir), src=source, sessions=list(sessions),
-                                        session_filter=list(session_filter), key_by=key_by))
+                                        session_filter=list(session_filter), key_by=key_by,
+                                        memory_limit=memory_limit))
     if as_json:
         click.echo(orjson.dumps({**report.as_dict(), "differences": findings}).decode())
     elif not quiet:
@@ -269,12 +275,13 @@ def audit(src, sessions, dest, memory_dir, session_filter, key_by, as_json, quie
 @click.option("--key-by", type=click.Choice(["session-id", "session-key"]), default="session-id", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="print the description as one JSON object")
 @click.option("--debug", is_flag=True)
+@memory_limit_option
 @handled
-def inspect(src, key_by, as_json, debug):
+def inspect(src, key_by, as_json, debug, memory_limit):
     """Describe a source: schema generation, sessions with counts and token sums, DAG shape."""
     from .inspect import describe
 
-    info = describe(resolve_src(src), key_by)
+    info = describe(resolve_src(src), key_by, memory_limit)
     if as_json:
         click.echo(orjson.dumps(info.as_dict()).decode())
     else:

@@ -40,11 +40,11 @@ class SourceInfo:
         return "\n".join(lines)
 
 
-def describe(src: Path, key_by: str = "session-id") -> SourceInfo:
+def describe(src: Path, key_by: str = "session-id", memory_limit: str = plan.duck.DEFAULT_MEMORY_LIMIT) -> SourceInfo:
     snap = take_snapshot(src)
     try:
         schema = detect_schema(snap.path, src)
-        con = plan.open_source(snap.path, schema, src)
+        con = plan.open_source(snap.path, schema, src, memory_limit)
         try:
             run_step(step_named("10_"), con, {"key_by": key_by, "ws": plan.WHITESPACE})
             info = SourceInfo(source=str(src), generation=schema.generation)

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
-import orjson
 
 from . import __version__, plan
 from .errors import BadInput
@@ -26,7 +25,8 @@ from .sources import detect_schema, expand, take_snapshot, target_view
 from .steps import run_step, step_named
 from .target import check_target
 from .transcript_blocks import js_stringify
-from .transcripts import Transcript, TranscriptError, discover_transcripts, load_session_keys, read_transcript
+from .transcript_rows import FileSession, arrow_tables, file_sessions, stage_content
+from .transcripts import Transcript, TranscriptError, discover_transcripts, read_transcript
 from .write import RECONCILE_STEPS, WriteJob, new_run_id, write
 
 _HELD_LCM_EMPTY = ("SELECT NULL::VARCHAR AS session_id, NULL::VARCHAR AS conv_key, NULL::BIGINT AS seq, "
@@ -80,67 +80,18 @@ def read_all(opts: ReconcileOptions) -> tuple[list[Transcript], list[tuple[Path,
     return transcripts, skipped
 
 
-def _arrow_tables(transcripts: list[Transcript], key_by: str, fallback_time: str) -> tuple[pa.Table, pa.Table, pa.Table]:
-    """One row per active-path message and per part. message_id = file_order << 32 | path_index."""
-    import pyarrow as pa   # here, not at the top: `audit` imports this module and rarely reads transcripts (28 MB)
-
-    keys_by_folder: dict[Path, dict[str, str]] = {}
-    m_cols = {k: [] for k in ("message_id", "file_order", "path_index", "file", "session_id", "entry_id", "role",
-                              "content", "token_count", "identity_hash", "created_iso", "metadata", "inner_ts")}
-    a_cols = {k: [] for k in ("session_id", "entry_id", "role", "inner_ts")}
-    p_cols = {k: [] for k in ("message_id", "ordinal", "kind", "payload", "tool_name", "file_path", "created_at")}
-    for order, t in enumerate(transcripts):
-        folder = t.path.parent
-        if folder not in keys_by_folder:
-            keys_by_folder[folder] = load_session_keys(folder)
-        session_key = keys_by_folder[folder].get(t.header_id)
-        session = session_key.strip() if key_by == "session-key" and session_key and session_key.strip() else t.header_id
-        for i, m in enumerate(t.messages):
-            mid = (order << 32) | i
-            meta = {"source": "openclaw-jsonl", "file": str(t.path), "header_id": t.header_id,
-                    "transcript_entry_id": m.entry_id, "parent_entry_id": m.parent_id, "line": m.line_no,
-                    "identity_hash": m.identity_hash, "session_key": session_key,
-                    "source_created_at": m.created_at_lc, "inner_timestamp": m.inner_timestamp,
-                    "sender_metadata": m.sender_metadata, **m.metadata}
-            meta = {k: v for k, v in meta.items() if v is not None}
-            for k, v in (("message_id", mid), ("file_order", order), ("path_index", i), ("file", str(t.path)),
-                         ("session_id", session), ("entry_id", m.entry_id), ("role", m.role), ("content", m.content),
-                         ("token_count", m.token_count), ("identity_hash", m.identity_hash),
-                         ("created_iso", m.created_at or fallback_time), ("metadata", _dumps(meta)),
-                         ("inner_ts", _ts_text(m.inner_timestamp))):
-                m_cols[k].append(v)
-            for part in m.parts:
-                for k in p_cols:
-                    v = mid if k == "message_id" else part.get(k)
-                    p_cols[k].append(_dumps(v) if k == "payload" else v)
-        for entry_id, role, inner in t.abandoned:
-            for k, v in (("session_id", session), ("entry_id", entry_id), ("role", role), ("inner_ts", _ts_text(inner))):
-                a_cols[k].append(v)
-    return pa.table(m_cols), pa.table(p_cols), pa.table(a_cols, schema=pa.schema([(k, pa.string()) for k in a_cols]))
-
-
-def _dumps(value) -> str:
-    """orjson when it can (fast); the JS-compatible writer for what orjson refuses (lone surrogates,
-    integers beyond 64 bits), which it writes as JSON.stringify would."""
-    try:
-        return orjson.dumps(value).decode()
-    except TypeError:   # orjson.JSONEncodeError is a TypeError
-        return js_stringify(value)
-
-
-def _ts_text(value) -> str | None:
-    return None if value is None or isinstance(value, (dict, list)) else str(value)
-
-
 def plan_transcripts(opts: ReconcileOptions, transcripts: list[Transcript], target_db: Path | None,
-                     src_db: Path | None, fallback_time: str, workdir: Path):
-    """Load transcripts and held rows into a fresh DuckDB connection and run the plan steps r20/r60.
+                     src_db: Path | None, fallback_time: str, workdir: Path, sessions: list[FileSession] | None = None):
+    """Load the transcripts' identities and the held rows into a fresh DuckDB connection and run the plan
+    steps r20/r60.
 
     target_db / src_db are the databases to read (callers pass private snapshots when nothing may be
     written, e.g. dry-run and audit). Returns the connection, holding jsonl_plan, write_messages and
     session_work.
     """
-    messages, parts, abandoned = _arrow_tables(transcripts, opts.key_by, fallback_time)
+    if sessions is None:
+        sessions = file_sessions(transcripts, opts.key_by)
+    messages, parts, abandoned = arrow_tables(transcripts, sessions, fallback_time)
     con = plan.duck.connect(workdir, opts.memory_limit)
     try:
         for name, table in (("jsonl_messages", messages), ("jsonl_parts", parts), ("jsonl_abandoned", abandoned)):
@@ -203,7 +154,8 @@ def _reconcile(opts: ReconcileOptions, read: tuple[list[Transcript], list[tuple[
         if view:
             snaps.append(view)
         target_db = view.path if view else opts.target if existed else None
-        con = plan_transcripts(opts, transcripts, target_db, src_db, started, Path(work.name))
+        sessions = file_sessions(transcripts, opts.key_by)
+        con = plan_transcripts(opts, transcripts, target_db, src_db, started, Path(work.name), sessions)
         try:
             _fill_report(con, report, transcripts, skipped)
             batches = plan.all_batches(con)
@@ -211,11 +163,15 @@ def _reconcile(opts: ReconcileOptions, read: tuple[list[Transcript], list[tuple[
                 report.elapsed_s = time.monotonic() - t0
                 return report
             stage_path = Path(work.name) / "stage.sqlite"
+            stage_content(stage_path, transcripts, sessions,
+                          [r[0] for r in con.execute("SELECT message_id FROM write_messages").fetchall()])
             plan.duck.attach_sqlite(con, str(stage_path), "stage", read_only=False)
             run_step(step_named("r65_"), con)
             con.execute("DETACH stage")
         finally:
             con.close()
+        files = [str(t.path) for t in transcripts]
+        transcripts.clear()   # the stage holds what is written now: free the parsed content before writing
         run_id = new_run_id()
         job = WriteJob(target=opts.target, target_existed=existed, stage=stage_path, batch_steps=RECONCILE_STEPS,
                        final_step=None, flatten=False, batches=batches, params={"fired_at": started},
@@ -224,7 +180,7 @@ def _reconcile(opts: ReconcileOptions, read: tuple[list[Transcript], list[tuple[
                       "finished_at": None, "status": "complete", "source_path": str(opts.src) if opts.src else None,
                       "source_size": snaps[0].size if opts.src else None,
                       "source_sha256": snaps[0].sha256 if opts.src else None,
-                      "options": js_stringify({"sessions": [str(t.path) for t in transcripts],
+                      "options": js_stringify({"sessions": files,
                                                "session_filter": opts.session_filter, "key_by": opts.key_by})}
         counts = write(job, now_iso)
         _check_counts(report, counts)

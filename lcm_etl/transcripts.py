@@ -35,6 +35,7 @@ CANONICAL_TYPES = frozenset({"message", "thinking_level_change", "model_change",
                              "custom", "custom_message", "label", "session_info"})
 _SESSION_ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,127}$", re.IGNORECASE)
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_BLANK = re.compile(rb"[ \t\r]*\Z")
 _ARCHIVE_RE = re.compile(r"\.jsonl\.(reset|deleted|bak)\.[^/]+$")
 
 
@@ -118,6 +119,20 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"invalid constant {name}")
 
 
+def _lines(data: bytes):
+    """The file's lines, split on b"\n" only (one trailing newline ends the last line), one at a time:
+    a split of the whole file would hold a second copy of it while the lines are parsed."""
+    end = len(data) - 1 if data.endswith(b"\n") else len(data)
+    start = 0
+    while end:
+        stop = data.find(b"\n", start, end)
+        if stop < 0:
+            yield data[start:end]
+            return
+        yield data[start:stop]
+        start = stop + 1
+
+
 def _file_stem(path: Path) -> str:
     name = path.name
     return name[: name.index(".jsonl")] if ".jsonl" in name else path.stem
@@ -132,18 +147,16 @@ def read_transcript(path: Path | str, strict: bool = False) -> Transcript:
         raise TranscriptError(path, "is a directory, not a transcript file") from None
     except OSError as exc:
         raise TranscriptError(path, f"cannot be read ({exc.strerror or exc})") from None
-    if data.endswith(b"\n"):
-        data = data[:-1]
-    lines = data.split(b"\n") if data else []
-    report = TranscriptReport(lines_total=len(lines))
+    report = TranscriptReport()
     entries: list[tuple[int, dict[str, Any]]] = []
     undecodable = 0
-    for no, raw in enumerate(lines, 1):
+    for no, raw in enumerate(_lines(data), 1):
+        report.lines_total = no
         if raw.endswith(b"\r"):
             raw = raw[:-1]
         if raw.startswith(b"\xef\xbb\xbf"):
             raw = raw[3:]
-        if not raw.strip(b" \t\r"):
+        if _BLANK.match(raw):   # not raw.strip(): that copies a line of any size to see it is not blank
             continue
         value, reason = _parse_line(raw)
         if reason is None and not isinstance(value, dict):
@@ -155,6 +168,7 @@ def read_transcript(path: Path | str, strict: bool = False) -> Transcript:
             report.skipped_lines.append((no, reason))
             continue
         entries.append((no, value))
+    del data   # the parsed entries are all that is needed from here on
     header, body = None, []
     for no, e in entries:
         if e.get("type") == "session":

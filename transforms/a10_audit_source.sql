@@ -2,7 +2,8 @@
 -- engine: duckdb (audit; runs after the plan steps 10-60, on read-only copies of source and target)
 -- reads: msg_plan, src_msgs, src_messages, tgt_ids, tgt_legacy, tgt_lc, tgt_detail, message_refresh, part_plan,
 --        src_parts, tgt_part_keys, sum_plan, sum_parent, tgt_summary_detail, tgt_provenance_summaries,
---        tgt_skipped, session_work, tgt_boundaries, selected
+--        tgt_skipped, session_work, tgt_boundaries, selected, src_message_hashes, src_summary_hashes (hashes
+--        computed in SQLite by lcm_etl/audit.py, so no content passes through DuckDB)
 -- produces: audit_findings(kind, problem, session_id, source_id, detail) — one row per offending fact
 --           audit_archive(kind, n) — imported rows the source no longer holds (kept: the target is the archive)
 -- key: (kind, source_id)
@@ -21,15 +22,16 @@ FROM msg_plan WHERE is_new;
 INSERT INTO audit_findings
 SELECT 'message', 'differs: ' || concat_ws(', ',
          CASE WHEN d.role IS DISTINCT FROM s.role THEN 'role' END,
-         CASE WHEN d.content_hash IS DISTINCT FROM sha256(s.content) THEN 'content' END,
+         CASE WHEN d.content_hash IS DISTINCT FROM h.content_hash THEN 'content' END,
          CASE WHEN d.token_count IS DISTINCT FROM s.token_count THEN 'token_count' END,
          CASE WHEN d.ts IS DISTINCT FROM m.ts THEN 'created_at' END),
        m.session_id, m.conv_key || ':' || m.seq, 'target id ' || m.tid_present
 FROM msg_plan m
 JOIN src_messages s ON s.message_id = m.message_id
 JOIN tgt_detail d ON d.id = m.tid_present
+LEFT JOIN src_message_hashes h ON h.message_key = CAST(m.message_id AS VARCHAR)
 WHERE NOT m.is_new
-  AND (d.role IS DISTINCT FROM s.role OR d.content_hash IS DISTINCT FROM sha256(s.content)
+  AND (d.role IS DISTINCT FROM s.role OR d.content_hash IS DISTINCT FROM h.content_hash
        OR d.token_count IS DISTINCT FROM s.token_count OR d.ts IS DISTINCT FROM m.ts);
 
 -- target rows claiming one source message twice (its identity, or the key of rows without a message id)
@@ -64,7 +66,7 @@ FROM sum_plan WHERE status = 'new';
 
 INSERT INTO audit_findings
 SELECT 'summary', 'differs: ' || concat_ws(', ',
-         CASE WHEN d.text_hash IS DISTINCT FROM sha256(s.content) THEN 'summary_text' END,
+         CASE WHEN d.text_hash IS DISTINCT FROM h.text_hash THEN 'summary_text' END,
          CASE WHEN d.token_count IS DISTINCT FROM s.token_count THEN 'token_count' END,
          CASE WHEN d.depth IS DISTINCT FROM s.depth THEN 'depth' END,
          CASE WHEN d.msg_start IS DISTINCT FROM p.lo_turn OR d.msg_end IS DISTINCT FROM p.hi_turn THEN 'range' END,
@@ -74,8 +76,9 @@ FROM sum_plan p
 JOIN src_summaries s USING (summary_id)
 JOIN tgt_summary_detail d ON d.id = p.summary_id
 LEFT JOIN sum_parent sp ON sp.source_id = p.summary_id
+LEFT JOIN src_summary_hashes h ON h.summary_key = CAST(p.summary_id AS VARCHAR)
 WHERE p.status = 'present'
-  AND (d.text_hash IS DISTINCT FROM sha256(s.content) OR d.token_count IS DISTINCT FROM s.token_count
+  AND (d.text_hash IS DISTINCT FROM h.text_hash OR d.token_count IS DISTINCT FROM s.token_count
        OR d.depth IS DISTINCT FROM s.depth
        OR d.msg_start IS DISTINCT FROM p.lo_turn OR d.msg_end IS DISTINCT FROM p.hi_turn
        OR (sp.parent_id IS NOT NULL AND d.parent_id IS DISTINCT FROM sp.parent_id));

@@ -1,6 +1,6 @@
 -- step: reconcile_write_messages (openclaw-jsonl rows)
 -- engine: sqlite (write, once per batch)
--- reads: _new, plan.plan_messages
+-- reads: _new, plan.plan_messages, plan.jsonl_content
 -- produces: lcm_messages rows
 -- key: metadata.transcript_entry_id within the session (decided in r20_match.sql)
 -- why: content, token_count (lossless-claw's estimator, so both sources agree) and metadata
@@ -8,6 +8,7 @@
 --      without a column) were computed when the transcript was read.
 -- count: messages_inserted
 INSERT INTO lcm_messages (id, session_id, turn_index, role, content, token_count, created_at, metadata)
-SELECT n.id, n.session_id, n.turn, p.role, p.content, p.token_count, n.created_iso, p.metadata
+SELECT n.id, n.session_id, n.turn, p.role, c.content, p.token_count, n.created_iso, c.metadata
 FROM _new n JOIN plan.plan_messages p ON p.message_id = n.src_message_id
+JOIN plan.jsonl_content c ON c.message_id = n.src_message_id
 ORDER BY n.id;
