@@ -140,11 +140,14 @@ def cli():
 @click.option("--full", is_flag=True, help="re-plan everything even when source and target are unchanged since the last run")
 @click.option("--manifest", metavar="FILE", help="migrate every `SRC DEST` pair listed in FILE, in parallel")
 @click.option("--jobs", type=click.IntRange(min=1), default=None, help="parallel pairs with --manifest (default: cores)")
-@click.option("--discover", metavar="ROOT", help="the manifest: every OpenClaw state folder (holding lcm.db) under ROOT")
-@click.option("--dest-root", metavar="DIR", help="with --discover: ROOT/<rel>/lcm.db goes to DIR/<rel>/state/lcm.sqlite")
-@click.option("--scheduler", metavar="ADDRESS", help="run the pairs on this Dask cluster (tcp://host:8786; needs lcm-etl[dask])")
-@click.option("--retries", type=click.IntRange(min=0), default=2, show_default=True,
-              help="with --scheduler: re-runs of a pair that failed for a runtime reason (exit 1)")
+@click.option("--discover", metavar="ROOT",
+              help="the pairs: every OpenClaw state folder (holding lcm.db) under ROOT")
+@click.option("--dest-root", metavar="DIR",
+              help="with --discover: ROOT/<rel>/lcm.db goes to DIR/<rel>/state/lcm.sqlite")
+@click.option("--scheduler", metavar="ADDRESS",
+              help="run the pairs on this Dask cluster (tcp://host:8786; needs lcm-etl[dask])")
+@click.option("--retries", type=click.IntRange(min=0), default=None,
+              help="with --scheduler: re-runs of a pair that failed for a runtime reason, exit 1 (default 2)")
 @watch_options
 @handled
 def migrate(src, dest, memory_dir, dry_run, session_filter, key_by, as_json, quiet, debug, lock_timeout, batch_rows,
@@ -154,7 +157,7 @@ def migrate(src, dest, memory_dir, dry_run, session_filter, key_by, as_json, qui
     from .target import resolve_target
 
     watching = _watching(watch, interval, dry_run, manifest or discover)
-    if manifest or discover or dest_root or scheduler:
+    if manifest or discover or dest_root or scheduler or retries is not None:
         return _fleet(manifest, discover, dest_root, scheduler, retries, src, dest, memory_dir, jobs, as_json, quiet,
                       MigrateOptions(src=Path(), target=Path(), dry_run=dry_run, session_filter=list(session_filter),
                                      key_by=key_by, lock_timeout=lock_timeout, batch_rows=batch_rows,
@@ -186,8 +189,10 @@ def _fleet(manifest, discover, dest_root, scheduler, retries, src, dest, memory_
         raise BadInput("--discover ROOT and --dest-root DIR go together (DIR/<rel>/state/lcm.sqlite per state folder)")
     if scheduler and jobs:
         raise BadInput("--jobs sizes the local pool; on a Dask cluster the workers' threads do")
-    run = functools.partial(dask_runner(), address=scheduler, retries=retries) if scheduler else \
-        functools.partial(run_fleet, jobs=jobs)
+    if retries is not None and not scheduler:
+        raise BadInput("--retries is for --scheduler (Dask re-runs the task); the local pool does not retry")
+    dask_opts = {"address": scheduler} | ({} if retries is None else {"retries": retries})
+    run = functools.partial(dask_runner(), **dask_opts) if scheduler else functools.partial(run_fleet, jobs=jobs)
     shown = {}
     if discover:
         from .discover import discover as find, manifest_entries, manifest_text

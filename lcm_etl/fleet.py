@@ -88,7 +88,8 @@ def run_pair(index: int, opts: MigrateOptions) -> PairResult:
                           error=f"internal error: {type(exc).__name__}: {exc}")
 
 
-def run_fleet(pairs: list[tuple[Path, Path]], template: MigrateOptions, on_done, jobs: int | None = None) -> list[PairResult]:
+def run_fleet(pairs: list[tuple[Path, Path]], template: MigrateOptions, on_done,
+              jobs: int | None = None) -> list[PairResult]:
     jobs = max(1, jobs or os.cpu_count() or 1)
     results: list[PairResult] = []
     # a worker starts with no connection open, so it can turn SQLite's allocation counter off as the CLI does
@@ -107,7 +108,8 @@ def dask_runner():
         from .fleet_dask import run_fleet_dask
     except ModuleNotFoundError as exc:
         if (exc.name or "").split(".")[0] in ("dask", "distributed"):
-            raise BadInput("--scheduler needs the Dask extra, which is not installed: pip install 'lcm-etl[dask]'") from None
+            raise BadInput("--scheduler needs the Dask extra, which is not installed: "
+                           "pip install 'lcm-etl[dask]'") from None
         raise
     return run_fleet_dask
 

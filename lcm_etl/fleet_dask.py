@@ -72,7 +72,8 @@ def connect(address: str) -> Client:
     except NotImplementedError:   # a scheme without host and port (inproc://)
         pass
     except ValueError as exc:
-        raise BadInput(f"--scheduler is not a Dask scheduler address: {address!r} ({exc}; e.g. tcp://host:8786)") from None
+        raise BadInput(f"--scheduler is not a Dask scheduler address: {address!r} ({exc}; "
+                       "e.g. tcp://host:8786)") from None
     try:
         return Client(address, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
     except (OSError, TimeoutError) as exc:

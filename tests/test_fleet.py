@@ -124,3 +124,11 @@ def test_on_a_terminal_a_bar_counts_pairs_done_and_failures_so_far(tmp_path):
     assert proc.returncode == 2
     assert "pairs: 100%" in text and "3/3" in text and "failed=1" in text
     assert sum(line.startswith("[") for line in text.replace("\r", "\n").splitlines()) == 3
+
+
+def test_retries_without_a_scheduler_is_bad_input(tmp_path):
+    manifest = write_manifest(tmp_path / "fleet.txt", fleet_of_fixtures(tmp_path, 1))
+    proc = run_cli("migrate", "--manifest", manifest, "--retries", "3")
+    assert (proc.returncode, proc.stderr) == (2, "lcm-etl: error: --retries is for --scheduler (Dask re-runs the "
+                                                 "task); the local pool does not retry\n")
+    assert not (tmp_path / "out").exists()
