@@ -15,18 +15,19 @@ import orjson
 
 from . import __version__
 from .errors import EXIT_FAILURE, LcmEtlError
+from .options import MEMORY_SIZE, TEXT_PATH
 from .sources import default_source, expand
 from .sqlite_runtime import disable_memstatus
 
 
 def source_option(f):
-    return click.option("--src", "src", metavar="PATH",
+    return click.option("--src", "src", metavar="PATH", type=TEXT_PATH,
                         help="lossless-claw database (default $OPENCLAW_STATE_DIR/lcm.db, else ~/.openclaw/lcm.db)")(f)
 
 
 def target_options(f):
-    f = click.option("--memory-dir", metavar="DIR", help="Remnic memory dir; the target is DIR/state/lcm.sqlite")(f)
-    f = click.option("--dest", metavar="PATH", help="Remnic LCM database (lcm.sqlite) to write")(f)
+    f = click.option("--memory-dir", metavar="DIR", type=TEXT_PATH, help="Remnic memory dir; the target is DIR/state/lcm.sqlite")(f)
+    f = click.option("--dest", metavar="PATH", type=TEXT_PATH, help="Remnic LCM database (lcm.sqlite) to write")(f)
     return f
 
 
@@ -43,13 +44,13 @@ def run_options(f):
 
 
 def memory_limit_option(f):
-    return click.option("--memory-limit", default="96MB", show_default=True, metavar="SIZE",
+    return click.option("--memory-limit", type=MEMORY_SIZE, default="96MB", show_default=True, metavar="SIZE",
                         help="DuckDB's memory budget for planning; it spills to disk beyond it")(f)
 
 
 def write_options(f):
     f = memory_limit_option(f)
-    f = click.option("--lock-timeout", type=float, default=10.0, show_default=True, metavar="SECONDS",
+    f = click.option("--lock-timeout", type=click.FloatRange(min=0), default=10.0, show_default=True, metavar="SECONDS",
                      help="how long to wait for a target locked by another writer or lcm-etl run")(f)
     f = click.option("--batch-rows", type=click.IntRange(min=100), default=50_000, show_default=True,
                      help="rows per write transaction on an existing target (keeps a live Remnic unblocked)")(f)
@@ -138,7 +139,7 @@ def cli():
 @run_options
 @write_options
 @click.option("--full", is_flag=True, help="re-plan everything even when source and target are unchanged since the last run")
-@click.option("--manifest", metavar="FILE", help="migrate every `SRC DEST` pair listed in FILE, in parallel")
+@click.option("--manifest", metavar="FILE", type=TEXT_PATH, help="migrate every `SRC DEST` pair listed in FILE, in parallel")
 @click.option("--jobs", type=click.IntRange(min=1), default=None, help="parallel pairs with --manifest (default: cores)")
 @click.option("--discover", metavar="ROOT",
               help="the pairs: every OpenClaw state folder (holding lcm.db) under ROOT")
@@ -217,9 +218,9 @@ def _fleet(manifest, discover, dest_root, scheduler, retries, src, dest, memory_
 
 
 @cli.command()
-@click.option("--sessions", "sessions", multiple=True, metavar="PATH",
+@click.option("--sessions", "sessions", multiple=True, metavar="PATH", type=TEXT_PATH,
               help="transcript file or sessions folder (repeatable; default $OPENCLAW_STATE_DIR/agents/*/sessions/)")
-@click.option("--src", "src", metavar="PATH", help="lossless-claw database whose rows count as already held (optional)")
+@click.option("--src", "src", metavar="PATH", type=TEXT_PATH, help="lossless-claw database whose rows count as already held (optional)")
 @target_options
 @run_options
 @write_options
@@ -248,7 +249,7 @@ def reconcile(sessions, src, dest, memory_dir, dry_run, session_filter, key_by, 
 
 @cli.command()
 @source_option
-@click.option("--sessions", "sessions", multiple=True, metavar="PATH",
+@click.option("--sessions", "sessions", multiple=True, metavar="PATH", type=TEXT_PATH,
               help="also check JSONL transcripts (file or sessions folder, repeatable)")
 @target_options
 @click.option("--session-filter", multiple=True, metavar="ID", help="only this resolved session id (repeatable)")

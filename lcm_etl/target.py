@@ -108,6 +108,7 @@ def check_target(path: Path, open_it: bool = True) -> bool:
             raise BadInput(f"target exists but is not a SQLite database: {path} (choose another --dest)")
         if head and open_it:
             check_remnic(path, path)
+            check_writable(path)
         return True
     folder = path.parent
     probe = folder
@@ -118,6 +119,25 @@ def check_target(path: Path, open_it: bool = True) -> bool:
     if not os.access(probe, os.W_OK | os.X_OK):
         raise BadInput(f"target folder is not writable: {probe} (choose a --dest you can write to)")
     return False
+
+
+def check_writable(path: Path) -> None:
+    """An existing target a real run will write: the file, and its folder, where SQLite creates the -wal
+    and -shm files (without them it cannot even open a WAL database: 'unable to open database file',
+    which the planner would otherwise report against whatever it was reading at the time)."""
+    folder = path.parent
+    try:
+        read_only_fs = bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except OSError:
+        read_only_fs = False
+    if read_only_fs:   # root included: permissions do not matter here
+        raise BadInput(f"target is on a read-only file system: {path} (remount it read-write, or copy it to a "
+                       "writable folder and pass that copy as --dest)")
+    if not os.access(path, os.W_OK):
+        raise BadInput(f"target is read-only: {path} (make it writable, e.g. chmod u+w, or pass another --dest)")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise BadInput(f"target folder is not writable: {folder} (SQLite creates its -wal and -shm files beside "
+                       f"{path.name}: make the folder writable or move the target)")
 
 
 def _schema_of(uri: str) -> tuple[set[str], str | None]:
