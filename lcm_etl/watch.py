@@ -187,11 +187,11 @@ def _sync(number: int, run_once: Callable[[], RunReport], stop: StopFlag) -> Syn
         report, error = None, exc
     finally:
         stop.in_sync = False
-    # a sync's objects are garbage now; collect the cycles at once instead of letting them pile up
-    # across syncs (DuckDB relations and tracebacks hold large native buffers alive)
+    # the sync's objects are garbage now: collect reference cycles at once (a failed sync's traceback holds
+    # its frames, and with them connections and plans), rather than when the collector's thresholds say
     gc.collect()
-    return SyncOutcome(number=number, started_at=started, finished_at=now_iso(), elapsed_s=time.monotonic() - t0, report=report,
-                       error=error)
+    return SyncOutcome(number=number, started_at=started, finished_at=now_iso(), elapsed_s=time.monotonic() - t0,
+                       report=report, error=error)
 
 
 def _backoff(interval: float, failures: int) -> float:
