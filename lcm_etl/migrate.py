@@ -141,9 +141,11 @@ def _builder_failure(builder: TargetBuilder | None, opts: MigrateOptions, snapsh
 
 
 def _totals(report: RunReport) -> dict:
-    """Everything of the source the target now holds or has accounted for, per kind."""
-    return {kind: {"present": k.inserted + k.already_present, "skipped": k.skipped}
-            for kind, k in (("messages", report.messages), ("parts", report.parts), ("summaries", report.summaries))}
+    """Everything of the source the target now holds or has accounted for, per kind, and what a re-plan
+    of the same source reports besides (shortcut.REPLAN_FIELDS), so that the shortcut reports it too."""
+    totals = {kind: {"present": k.inserted + k.already_present, "skipped": k.skipped}
+              for kind, k in (("messages", report.messages), ("parts", report.parts), ("summaries", report.summaries))}
+    return {**totals, **{name: getattr(report, name) for name in shortcut.REPLAN_FIELDS}}
 
 
 def _nothing_changed(opts: MigrateOptions, report: RunReport, previous: tuple[str, dict], source_fp, opts_key,
@@ -152,6 +154,8 @@ def _nothing_changed(opts: MigrateOptions, report: RunReport, previous: tuple[st
     for kind, k in (("messages", report.messages), ("parts", report.parts), ("summaries", report.summaries)):
         k.already_present = totals.get(kind, {}).get("present", 0)
         k.skipped = dict(totals.get(kind, {}).get("skipped", {}))
+    for name in shortcut.REPLAN_FIELDS:
+        setattr(report, name, totals[name])
     report.extra["shortcut"] = (f"source unchanged and target untouched since run {run_id}: nothing to do "
                                 "(--full re-plans everything)")
     if not opts.dry_run:

@@ -149,10 +149,11 @@ def _fill_report(con, report: RunReport, filtered: bool) -> None:
                                  "GROUP BY reason ORDER BY reason").fetchall():
         s.skip(reason, n)
     report.skipped_summaries = [
-        {"summary_id": sid, "session_id": sess, "reason": reason}
-        for sid, sess, reason in con.execute(
-            f"SELECT summary_id, session_id, reason FROM sum_plan WHERE status = 'skipped' AND ({scope}) "
+        {"summary_id": sid, "session_id": sess, "reason": reason, "foreign_messages": foreign}
+        for sid, sess, reason, foreign in con.execute(
+            f"SELECT summary_id, session_id, reason, foreign_msgs FROM sum_plan WHERE status = 'skipped' AND ({scope}) "
             "ORDER BY summary_id").fetchall()]
+    report.cross_session_links_in_skipped = sum(s["foreign_messages"] for s in report.skipped_summaries)
     report.collapsed_parents = _one(con, "SELECT count(*) FROM write_summaries WHERE candidates > 1")
     report.dropped_parent_edges = _one(
         con, "SELECT count(*) FROM sum_edges WHERE NOT kept AND source_id IN (SELECT summary_id FROM write_summaries)")

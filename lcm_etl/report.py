@@ -36,7 +36,8 @@ class RunReport:
     sessions_kept: int = 0     # conversations kept in the session they were first imported into
     conversations_changed: int = 0   # conversations new to the provenance, or changed there since (archived...)
     dropped_parent_edges: int = 0
-    cross_session_links: int = 0
+    cross_session_links: int = 0            # links to other sessions' messages ignored in summaries written now
+    cross_session_links_in_skipped: int = 0  # ... held by the skipped summaries (each of them, every run)
     skipped_summaries: list[dict] = field(default_factory=list)   # {summary_id, session_id, reason}
     sessions_touched: list[str] = field(default_factory=list)
     boundary_events: int = 0
@@ -59,13 +60,21 @@ class RunReport:
         if self.target:
             lines.append(f"  target:  {self.target}")
         verb = "would insert" if self.dry_run else "inserted"
-        for name, k in (("messages", self.messages), ("parts", self.parts), ("summaries", self.summaries)):
+        transcripts = self.command == "reconcile"   # transcripts hold no summaries and no summary DAG
+        kinds = (("messages", self.messages), ("parts", self.parts)) + (() if transcripts else
+                                                                          (("summaries", self.summaries),))
+        for name, k in kinds:
             lines.append(f"  {name:<10} {verb} {k.inserted:>8}   already present {k.already_present:>8}"
                          f"   skipped {sum(k.skipped.values()):>6}")
             for reason, n in sorted(k.skipped.items()):
                 lines.append(f"               skipped {n}: {reason}")
-        lines.append(f"  parents collapsed {self.collapsed_parents} (dropped edges {self.dropped_parent_edges})"
-                     f"   cross-session links ignored {self.cross_session_links}")
+        if transcripts:
+            lines.append(f"  transcripts read {self.extra.get('transcripts_read', 0)}, "
+                         f"files left out {len(self.extra.get('files_skipped', []))}")
+        else:
+            lines.append(f"  parents collapsed {self.collapsed_parents} (dropped edges {self.dropped_parent_edges})"
+                         f"   cross-session links ignored {self.cross_session_links} in written summaries, "
+                         f"{self.cross_session_links_in_skipped} in skipped summaries")
         if self.messages.updated or self.summaries.updated or self.parents_updated:
             verb = "would update" if self.dry_run else "updated"
             what = ", ".join(f"{k} {n}" for k, n in sorted(self.changes.items()))
@@ -82,13 +91,46 @@ class RunReport:
         lines.append(f"  sessions touched {len(touched)}" + (f": {shown}" if touched else ""))
         lines.append(f"  boundary events {'to write' if self.dry_run else 'written'} {self.boundary_events}")
         for s in self.skipped_summaries[:limit]:
-            lines.append(f"  skipped summary {s['summary_id']} ({s.get('session_id')}): {s['reason']}")
+            links = s.get("foreign_messages")
+            lines.append(f"  skipped summary {s['summary_id']} ({s.get('session_id')}): {s['reason']}"
+                         + (f" (links {links} messages of other sessions)" if links else ""))
         if len(self.skipped_summaries) > limit:
             lines.append(f"  ... {len(self.skipped_summaries) - limit} more skipped summaries (see --json)")
+        if transcripts:
+            lines += transcript_lines(self.extra, limit)
         for key, value in self.extra.items():
-            if isinstance(value, (int, float, str)):
+            if isinstance(value, (int, float, str)) and key not in _RENDERED:
                 lines.append(f"  {key}: {value}")
         for w in self.warnings:
             lines.append(f"  warning: {w}")
         lines.append(f"  elapsed {self.elapsed_s:.2f} s" + (f"   run {self.run_id}" if self.run_id else ""))
         return "\n".join(lines)
+
+
+_RENDERED = {"transcripts_read"}   # extra keys as_text renders in its own words
+
+
+def transcript_lines(extra: dict, limit: int) -> list[str]:
+    """reconcile: per transcript, what was on its active path and what was not imported, and why."""
+    lines = []
+    files = extra.get("files", [])
+    for f in files[:limit]:
+        notes = [f"{f['messages_on_path']} messages on the active path ({f['imported']} imported, "
+                 f"{f['already_present']} already present)"]
+        if f["abandoned_branch_entries"]:
+            notes.append(f"{f['abandoned_branch_entries']} abandoned-branch entries not imported")
+        if f["replays"]:
+            notes.append(f"entries replayed at lines {', '.join(map(str, f['replays']))} (kept once)")
+        if f["extra_headers"]:
+            notes.append(f"extra session headers at lines {', '.join(map(str, f['extra_headers']))} ignored")
+        if f["unknown_entry_types"]:
+            notes.append(f"{f['unknown_entry_types']} entries of unknown type ignored")
+        lines.append(f"  {f['file']}: " + "; ".join(notes))
+    if len(files) > limit:
+        lines.append(f"  ... {len(files) - limit} more transcripts (see --json)")
+    left_out = extra.get("files_skipped", [])
+    for f in left_out[:limit]:
+        lines.append(f"  left out {f['file']}: {f['reason']}")
+    if len(left_out) > limit:
+        lines.append(f"  ... {len(left_out) - limit} more files left out (see --json)")
+    return lines

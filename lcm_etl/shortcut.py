@@ -23,6 +23,9 @@ import orjson
 
 from .sources import file_signature
 
+# What a full re-plan of an unchanged source reports besides the per-kind totals; the ledger records it
+# (migrate._totals) and a ledger row without it (an older version's) does not take the shortcut.
+REPLAN_FIELDS = ("source_schema", "skipped_summaries", "cross_session_links_in_skipped")
 FINGERPRINT_TABLES = ("lcm_messages", "lcm_message_parts", "lcm_summary_nodes", "lcm_compaction_events")
 
 
@@ -59,7 +62,10 @@ def previous_totals(target: Path, source_fp: list, opts_key: list, dry_run: bool
         if (recorded.get("source_fingerprint") != source_fp or recorded.get("options_key") != opts_key
                 or recorded.get("target_fingerprint") != target_fingerprint(con)):
             return None
-        return row[0], recorded.get("totals") or {}
+        totals = recorded.get("totals") or {}
+        if not all(name in totals for name in REPLAN_FIELDS):
+            return None
+        return row[0], totals
     except (sqlite3.Error, orjson.JSONDecodeError, AttributeError):
         return None
     finally:

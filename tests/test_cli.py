@@ -265,7 +265,8 @@ COUNTER = re.compile(r"^  (messages|parts|summaries)\s+inserted\s+(\d+)\s+alread
 
 def text_counters(text: str) -> dict:
     out = {k: (int(a), int(b), int(c)) for k, a, b, c in COUNTER.findall(text)}
-    m = re.search(r"^  parents collapsed (\d+) \(dropped edges (\d+)\)\s+cross-session links ignored (\d+)$", text, re.M)
+    m = re.search(r"^  parents collapsed (\d+) \(dropped edges (\d+)\)\s+cross-session links ignored (\d+) in written "
+                  r"summaries, (\d+) in skipped summaries$", text, re.M)
     out["parents"] = tuple(map(int, m.groups()))
     m = re.search(r"^  sessions touched (\d+)", text, re.M)
     out["touched"] = int(m.group(1))
@@ -277,7 +278,8 @@ def text_counters(text: str) -> dict:
 def json_counters(d: dict) -> dict:
     out = {k: (d[k]["inserted"], d[k]["already_present"], sum(d[k]["skipped"].values()))
            for k in ("messages", "parts", "summaries")}
-    out["parents"] = (d["collapsed_parents"], d["dropped_parent_edges"], d["cross_session_links"])
+    out["parents"] = (d["collapsed_parents"], d["dropped_parent_edges"], d["cross_session_links"],
+                      d["cross_session_links_in_skipped"])
     out["touched"] = len(d["sessions_touched"])
     out["boundary"] = d["boundary_events"]
     return out

@@ -1,0 +1,119 @@
+"""What the reports say (issue 12, defect 7): reconcile's text report says what it did with each
+transcript, cross-session links are counted in skipped summaries too, and the unchanged-source shortcut
+reports what a full re-plan reports."""
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+
+from conftest import ROOT, copy_fixture, run_cli
+
+SESSIONS = ROOT / "fixtures" / "sessions"
+SESSION_A = "a08ff49b-6f77-4632-a16c-43069c43a8c3"
+
+
+def report_lines(proc) -> list[str]:
+    """stdout without the last line (elapsed time and run id differ from run to run)."""
+    assert (proc.returncode, proc.stderr) == (0, "")
+    lines = proc.stdout.splitlines()
+    assert lines[-1].startswith("  elapsed ")
+    return lines[:-1]
+
+
+def test_the_reconcile_text_report_names_abandoned_branches_and_replays_and_no_summary_lines(tmp_path):
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    branched = folder / "branched.jsonl"
+    shutil.copyfile(SESSIONS / "branched.jsonl", branched)
+    replayed = folder / "sess-1.jsonl"
+    entries = [{"type": "session", "version": 3, "id": "sess-1", "timestamp": "2026-06-01T00:00:00.000Z"},
+               {"type": "message", "id": "a1", "parentId": None, "timestamp": "2026-06-01T00:00:01.000Z",
+                "message": {"role": "user", "content": "hello there", "timestamp": 1780272001000}},
+               {"type": "message", "id": "a2", "parentId": "a1", "timestamp": "2026-06-01T00:00:02.000Z",
+                "message": {"role": "assistant", "content": "hi", "timestamp": 1780272002000}}]
+    replayed.write_text("".join(json.dumps(e) + "\n" for e in entries + entries[1:]))
+    (folder / "sess-1.trajectory.jsonl").write_text("")
+    target = tmp_path / "t.sqlite"
+    proc = run_cli("reconcile", "--sessions", folder, "--dest", target)
+    assert report_lines(proc) == [
+        "lcm-etl reconcile: Done.",
+        f"  target:  {target}",
+        "  messages   inserted        6   already present        0   skipped      0",
+        "  parts      inserted        6   already present        0   skipped      0",
+        "  transcripts read 2, files left out 1",
+        "  sessions touched 2: c191aa2e-d98a-49ec-b288-0758a6b87dfc, sess-1",
+        "  boundary events written 2",
+        f"  {branched}: 4 messages on the active path (4 imported, 0 already present); "
+        "6 abandoned-branch entries not imported",
+        f"  {replayed}: 2 messages on the active path (2 imported, 0 already present); "
+        "entries replayed at lines 4, 5 (kept once)",
+        f"  left out {folder / 'sess-1.trajectory.jsonl'}: trajectory file",
+    ]
+    again = run_cli("reconcile", "--sessions", folder, "--dest", target)
+    assert report_lines(again)[2:8] == [
+        "  messages   inserted        0   already present        6   skipped      0",
+        "  parts      inserted        0   already present        0   skipped      0",
+        "  transcripts read 2, files left out 1",
+        "  sessions touched 0",
+        "  boundary events written 0",
+        f"  {branched}: 4 messages on the active path (0 imported, 4 already present); "
+        "6 abandoned-branch entries not imported",
+    ]
+
+
+def nasty_source(folder):
+    """shared-session-newest.db where one summary of session A links only the 4 messages of session '4'
+    (skipped: every message beneath it belongs to another session) and another also links one message
+    of session B (written; that link is ignored)."""
+    src = copy_fixture("shared-session-newest.db", folder)
+    con = sqlite3.connect(src)
+    with con:
+        con.execute("DELETE FROM summary_messages WHERE summary_id = 'sum_cda99741d02ff79f'")
+        con.execute("INSERT INTO summary_messages (summary_id, message_id, ordinal) SELECT 'sum_cda99741d02ff79f', "
+                    "message_id, row_number() OVER (ORDER BY seq) - 1 FROM messages WHERE conversation_id = 4")
+        con.execute("INSERT INTO summary_messages (summary_id, message_id, ordinal) SELECT 'sum_7a37ef15e889a8e4', "
+                    "min(message_id), 100 FROM messages WHERE conversation_id = 5")
+    con.close()
+    return src
+
+
+SKIPPED = {"summary_id": "sum_cda99741d02ff79f", "session_id": SESSION_A,
+           "reason": "every message beneath it belongs to another session", "foreign_messages": 4}
+
+
+def test_cross_session_links_of_a_skipped_summary_are_counted_apart_from_those_of_written_ones(tmp_path):
+    src = nasty_source(tmp_path / "src")
+    proc = run_cli("migrate", "--src", src, "--dest", tmp_path / "a" / "lcm.sqlite", "--json")
+    assert (proc.returncode, proc.stderr) == (0, "")
+    report = json.loads(proc.stdout)
+    assert (report["cross_session_links"], report["cross_session_links_in_skipped"]) == (1, 4)
+    assert report["skipped_summaries"] == [SKIPPED]
+    text = report_lines(run_cli("migrate", "--src", src, "--dest", tmp_path / "b" / "lcm.sqlite"))
+    assert "  parents collapsed 0 (dropped edges 0)   cross-session links ignored 1 in written summaries, "\
+           "4 in skipped summaries" in text
+    assert ("  skipped summary sum_cda99741d02ff79f (a08ff49b-6f77-4632-a16c-43069c43a8c3): every message beneath "
+            "it belongs to another session (links 4 messages of other sessions)") in text
+
+
+def test_the_shortcut_reports_what_a_full_replan_reports(tmp_path):
+    src = nasty_source(tmp_path / "src")
+    dest = tmp_path / "out" / "lcm.sqlite"
+
+    def migrate(*extra) -> dict:
+        proc = run_cli("migrate", "--src", src, "--dest", dest, "--json", *extra)
+        assert (proc.returncode, proc.stderr) == (0, "")
+        report = json.loads(proc.stdout)
+        for varying in ("elapsed_s", "run_id", "extra"):
+            report.pop(varying)
+        return report
+
+    first = migrate()
+    shortcut = migrate()
+    full = migrate("--full")
+    assert shortcut == full
+    assert shortcut["source_schema"] == first["source_schema"] == "0.15.2+"
+    assert shortcut["skipped_summaries"] == first["skipped_summaries"] == [SKIPPED]
+    assert shortcut["summaries"]["skipped"] == {SKIPPED["reason"]: 1}
+    assert shortcut["cross_session_links_in_skipped"] == 4
+    assert "shortcut" in json.loads(run_cli("migrate", "--src", src, "--dest", dest, "--json").stdout)["extra"]
