@@ -167,3 +167,32 @@ def test_a_discovered_tree_runs_on_the_cluster(tmp_path, cluster):
         [f"{tmp_path}/mem/{rel}/state/lcm.sqlite" for rel in sorted(agents)]
     for rel, src in agents.items():
         assert_whole(src, tmp_path / "mem" / rel / "state" / "lcm.sqlite")
+
+
+def sqlite_memory_used() -> int:
+    """On a worker: what SQLite's allocation counter says after an in-memory table of ~4 MB (0 when off)."""
+    import ctypes
+    import sqlite3 as sq
+
+    import _sqlite3
+
+    lib = ctypes.CDLL(_sqlite3.__file__)
+    con = sq.connect(":memory:")
+    con.execute("CREATE TABLE t AS WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 20000) "
+                "SELECT i, hex(randomblob(100)) AS x FROM n")
+    current, peak = ctypes.c_int(), ctypes.c_int()
+    lib.sqlite3_status(0, ctypes.byref(current), ctypes.byref(peak), 0)
+    con.close()
+    return current.value
+
+
+def test_every_worker_runs_pairs_with_sqlites_allocation_counter_off(tmp_path):
+    import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])   # the workers cannot import this file
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as lc, \
+            distributed.Client(lc) as client:   # a cluster of its own: no lcm-etl run has reached its workers
+        assert all(used > 1_000_000 for used in client.run(sqlite_memory_used).values())
+        manifest = write_manifest(tmp_path / "fleet.txt", fleet_of_fixtures(tmp_path, 1))
+        assert run_cli("migrate", "--manifest", manifest, "--scheduler", lc.scheduler_address, "-q").returncode == 0
+        assert list(client.run(sqlite_memory_used).values()) == [0, 0]
