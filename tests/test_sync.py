@@ -33,15 +33,23 @@ def audit_exit(src: Path, target: Path) -> int:
     return run_cli("audit", "--src", src, "--dest", target, "--quiet").returncode
 
 
-@pytest.mark.parametrize("shape", ["tail", "condense"])
-@pytest.mark.parametrize("name", FIXTURES)
-def test_a_source_that_grew_between_two_migrates_converges(tmp_path, name, shape):
+def grow(tmp_path, name: str, shape: str, between=None) -> tuple[Path, Path, dict]:
+    """Migrate the source as it was before it grew, run `between(before, target)`, then migrate the source
+    as it is now into the same target. Returns the source, the target and the second migrate's report."""
     src = copy_fixture(name, tmp_path / "src")
     before = tmp_path / "before.db"
     earlier(src, before, shape)
     target = tmp_path / "out" / "lcm.sqlite"
     migrate_api(before, target)
-    second = migrate_api(src, target)
+    if between:
+        between(before, target)
+    return src, target, migrate_api(src, target)
+
+
+@pytest.mark.parametrize("shape", ["tail", "condense"])
+@pytest.mark.parametrize("name", FIXTURES)
+def test_a_source_that_grew_between_two_migrates_converges(tmp_path, name, shape):
+    src, target, second = grow(tmp_path, name, shape)
     assert lcmcheck(src, target).startswith("lcmcheck: 0 problems"), lcmcheck(src, target)
     assert audit_exit(src, target) == 0
     # a third run finds nothing left to do
@@ -61,15 +69,12 @@ def test_a_source_that_grew_between_two_migrates_converges(tmp_path, name, shape
 @pytest.mark.parametrize("shape", ["tail", "condense"])
 @pytest.mark.parametrize("name", ["basic-0.15.3.db", "multiparent-newest.db"])
 def test_a_reconcile_between_two_migrates_of_a_growing_source_does_not_disturb_convergence(tmp_path, name, shape):
-    src = copy_fixture(name, tmp_path / "src")
-    before = tmp_path / "before.db"
-    earlier(src, before, shape)
-    target = tmp_path / "out" / "lcm.sqlite"
-    migrate_api(before, target)
-    proc = run_cli("reconcile", "--sessions", FIXTURE_SESSIONS / "tool-heavy.jsonl", "--src", before,
-                   "--dest", target, "--quiet")
-    assert proc.returncode == 0, proc.stderr
-    migrate_api(src, target)
+    def reconcile(before, target):
+        proc = run_cli("reconcile", "--sessions", FIXTURE_SESSIONS / "tool-heavy.jsonl", "--src", before,
+                       "--dest", target, "--quiet")
+        assert proc.returncode == 0, proc.stderr
+
+    src, target, _ = grow(tmp_path, name, shape, between=reconcile)
     assert lcmcheck(src, target).startswith("lcmcheck: 0 problems"), lcmcheck(src, target)
     assert audit_exit(src, target) == 0
 
