@@ -359,7 +359,7 @@ def _parts_view(schema: SourceSchema, dialect: str) -> str:
     if shape is None:
         return ("SELECT NULL AS message_id, NULL AS ordinal, NULL AS source_kind, NULL AS tool_name, "
                 "NULL AS file_path, NULL AS created_at, NULL AS payload, NULL AS raw_type, 0 AS has_input, "
-                "0 AS has_output WHERE 1=0")
+                "0 AS has_output, NULL AS src_rowid WHERE 1=0")
     if "ordinal" in cols:
         ordinal = '"ordinal"'
     else:  # peer-test shape without ordinal: position in insertion order, as the peer does
@@ -389,6 +389,8 @@ def _parts_view(schema: SourceSchema, dialect: str) -> str:
     if dialect != "sqlite":
         payload = "NULL"
     tool_name = '"tool_name"' if "tool_name" in cols else "NULL"
+    # the SQLite writers sort part keys, then read each row by its rowid (a huge payload never sorted)
+    src_rowid = "rowid" if dialect == "sqlite" else "NULL"
     return (f"SELECT message_id, {ordinal} AS ordinal, {kind} AS source_kind, {tool_name} AS tool_name, "
             f"{file_path} AS file_path, {created} AS created_at, {payload} AS payload, {raw_type} AS raw_type, "
-            f"{has_input} AS has_input, {has_output} AS has_output FROM src.message_parts")
+            f"{has_input} AS has_input, {has_output} AS has_output, {src_rowid} AS src_rowid FROM src.message_parts")

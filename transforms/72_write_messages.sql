@@ -16,7 +16,6 @@ SELECT n.id, n.session_id, n.turn, m.role, m.content, m.token_count, n.created_i
                      'source_created_at', n.created_raw, 'transcript_entry_id', m.transcript_entry_id,
                      'openclaw_sender_metadata', m.openclaw_sender_metadata,
                      'stable_event_key', m.stable_event_key, 'large_content', m.large_content))
-FROM _new n
-JOIN src_messages m ON m.message_id = n.src_message_id
-JOIN src_conversations c ON c.conversation_id = m.conversation_id
-ORDER BY n.id;
+FROM (SELECT * FROM _new ORDER BY id LIMIT -1) n   -- keys sorted, content looked up in that order
+CROSS JOIN src_messages m ON m.message_id = n.src_message_id
+CROSS JOIN src_conversations c ON c.conversation_id = m.conversation_id;

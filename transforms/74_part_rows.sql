@@ -10,7 +10,7 @@
 --      column that has no target column. file_path from the file and patch fields. created_at the
 --      part's own in Remnic's ISO form (NULL when the part has none: its message's time is used).
 CREATE TEMP VIEW part_rows AS
-SELECT p.message_id, p.ordinal,
+SELECT p.message_id, p.ordinal, p.src_rowid,
        CASE WHEN p.source_kind = 'tool' THEN
               CASE WHEN lower(coalesce(p.raw_type, ''))
                         IN ('tool_result', 'toolresult', 'tool_use_result', 'function_call_output')

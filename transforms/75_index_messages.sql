@@ -6,4 +6,4 @@
 -- why: Remnic's FTS tables are external-content with no triggers: every writer inserts the FTS row
 --      itself, in the same transaction as the base row.
 INSERT INTO lcm_messages_fts (rowid, content)
-SELECT t.id, t.content FROM _new n JOIN lcm_messages t ON t.id = n.id ORDER BY t.id;
+SELECT t.id, t.content FROM (SELECT id FROM _new ORDER BY id LIMIT -1) n CROSS JOIN lcm_messages t ON t.id = n.id;

@@ -14,7 +14,7 @@
 -- count: parts_inserted
 INSERT INTO lcm_message_parts (message_id, ordinal, kind, payload, tool_name, file_path, created_at)
 SELECT p.message_id, p.ordinal, p.kind, p.payload, p.tool_name, p.file_path,
-       coalesce(p.created_at, o.created_iso)
-FROM fresh_owners o
-JOIN part_rows p ON p.message_id = o.message_id
-ORDER BY p.message_id, p.ordinal;
+       coalesce(p.created_at, k.created_iso)
+FROM (SELECT p.src_rowid, o.created_iso FROM fresh_owners o JOIN src_parts p ON p.message_id = o.message_id
+      ORDER BY p.message_id, p.ordinal LIMIT -1) k   -- the keys are sorted, never a payload (a huge value)
+CROSS JOIN part_rows p ON p.src_rowid = k.src_rowid;

@@ -11,11 +11,12 @@
 --      Rows come in the order of the source's (message_id, ordinal) index, which SQLite then reads in
 --      one pass.
 CREATE TABLE scratch.parts AS
-SELECT owner.message_id, p.ordinal, p.kind, p.payload, p.tool_name, p.file_path,
-       coalesce(p.created_at, owner.created_iso) AS created_at, owner.batch
-FROM flatten_owners owner
-JOIN part_rows p ON p.message_id = owner.message_id
-WHERE owner.only_ordinal IS NULL OR owner.only_ordinal = p.ordinal
-ORDER BY p.message_id, p.ordinal;
+SELECT p.message_id, p.ordinal, p.kind, p.payload, p.tool_name, p.file_path,
+       coalesce(p.created_at, k.created_iso) AS created_at, k.batch
+FROM (SELECT p.src_rowid, owner.created_iso, owner.batch
+      FROM flatten_owners owner JOIN src_parts p ON p.message_id = owner.message_id
+      WHERE owner.only_ordinal IS NULL OR owner.only_ordinal = p.ordinal
+      ORDER BY p.message_id, p.ordinal LIMIT -1) k   -- the keys are sorted, never a payload (a huge value)
+CROSS JOIN part_rows p ON p.src_rowid = k.src_rowid;
 
 CREATE INDEX scratch.parts_batch ON parts(batch);

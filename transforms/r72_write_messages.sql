@@ -9,6 +9,6 @@
 -- count: messages_inserted
 INSERT INTO lcm_messages (id, session_id, turn_index, role, content, token_count, created_at, metadata)
 SELECT n.id, n.session_id, n.turn, p.role, c.content, p.token_count, n.created_iso, c.metadata
-FROM _new n JOIN plan.plan_messages p ON p.message_id = n.src_message_id
-JOIN plan.jsonl_content c ON c.message_id = n.src_message_id
-ORDER BY n.id;
+FROM (SELECT * FROM _new ORDER BY id LIMIT -1) n   -- keys sorted, content looked up in that order
+CROSS JOIN plan.plan_messages p ON p.message_id = n.src_message_id
+CROSS JOIN plan.jsonl_content c ON c.message_id = n.src_message_id;

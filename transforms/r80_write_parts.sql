@@ -9,5 +9,7 @@
 -- count: parts_inserted
 INSERT INTO lcm_message_parts (message_id, ordinal, kind, payload, tool_name, file_path, created_at)
 SELECT n.id, q.ordinal, q.kind, q.payload, q.tool_name, q.file_path, coalesce(q.created_at, n.created_iso)
-FROM _new n JOIN plan.plan_parts q ON q.message_id = n.src_message_id
-ORDER BY n.id, q.ordinal;
+FROM (SELECT q.rowid AS part_row, n.id, n.created_iso
+      FROM _new n JOIN plan.plan_parts q ON q.message_id = n.src_message_id
+      ORDER BY n.id, q.ordinal LIMIT -1) n   -- the keys are sorted, never a payload (a huge value)
+CROSS JOIN plan.plan_parts q ON q.rowid = n.part_row;
