@@ -9,7 +9,7 @@ from pathlib import Path
 
 import duckdb
 
-from . import __version__, duck, plan, shortcut, target as tgt
+from . import __version__, delta, duck, plan, shortcut, target as tgt
 from .runlock import target_lock
 from .progress import Progress
 from .report import RunReport
@@ -78,17 +78,27 @@ def _migrate(opts: MigrateOptions) -> RunReport:
                 flattener = Flattener(snap.folder, {"src": snap.path}, sqlite_views, ALL_OWNERS).start()
         con = plan.open_source(snap.path, schema, opts.src, opts.memory_limit)
         try:
+            delta.mark_source(con, schema)
             view = target_view(opts.target, existed, private=opts.dry_run)
-            plan.load_target_state(con, view.path if view else opts.target if existed else None, snap.folder)
+            target_db = view.path if view else opts.target if existed else None
+            # a sync re-run plans only what changed since the previous run's marks (lcm_etl/delta.py)
+            rec = None if opts.full or opts.session_filter else delta.recorded(target_db, str(opts.src), opts_key)
+            params = plan.plan_params(opts.key_by, opts.batch_rows, str(opts.src))
+            scope = plan.load_target_state(con, target_db, snap.folder,
+                                           (lambda: delta.narrow(con, rec, params)) if rec else None)
             bars.close()
             planned = plan.build(con, opts.key_by, opts.session_filter, opts.batch_rows, report, str(opts.src),
-                                 opts.progress, new_target=not existed)
+                                 opts.progress, new_target=not existed, scoped=scope is not None)
+            if scope is not None:
+                report.extra["sync"] = (f"{scope.sessions} of {scope.sessions_total} sessions re-planned "
+                                        f"({scope.conversations_changed} conversations changed since run "
+                                        f"{scope.since_run}); the others are unchanged (--full re-plans all)")
             if opts.dry_run:
                 report.elapsed_s = time.monotonic() - t0
                 return report
             stage_path = snap.folder / "stage.sqlite"
             bars.phase("staging")
-            plan.stage(con, stage_path)
+            plan.stage(con, stage_path, record_marks=not opts.session_filter)
             bars.close()
             if builder is None:   # for the ledger; once DuckDB is done, so it does not slow planning
                 snap.hash_in_background()
@@ -102,7 +112,7 @@ def _migrate(opts: MigrateOptions) -> RunReport:
                        batch_steps=MIGRATE_STEPS, builder=builder,
                        final_step="95_", flatten=True, flattener=flattener, batches=planned.batches,
                        release=snap.discard_in_background,
-                       params={"fired_at": started, "source_path": str(opts.src)},
+                       params={"fired_at": started, "source_path": str(opts.src), "run_id": run_id},
                        lock_timeout=opts.lock_timeout, progress=opts.progress,
                        attach={"src": snap.path}, views=normalized_views(schema, "sqlite"))
         job.ledger = {
@@ -111,7 +121,11 @@ def _migrate(opts: MigrateOptions) -> RunReport:
             "source_sha256": lambda: snap.sha256,   # read when the ledger row is written: hashing runs meanwhile
             "options": _options_json(opts),
         }
-        job.ledger_extra = {"source_fingerprint": source_fp, "options_key": opts_key, "totals": _totals(report)}
+        # a re-plan of a few sessions knows totals for those only: no totals, so no no-op shortcut next time
+        # (the next run compares marks instead, which costs little more)
+        job.ledger_extra = {"source_fingerprint": source_fp, "options_key": opts_key,
+                            "totals": _totals(report) if scope is None else {},
+                            "marks_run": None if opts.session_filter else run_id}
         counts = write(job, now_iso)
         _check_counts(report, counts)
         report.run_id = run_id
@@ -148,9 +162,9 @@ def _totals(report: RunReport) -> dict:
     return {**totals, **{name: getattr(report, name) for name in shortcut.REPLAN_FIELDS}}
 
 
-def _nothing_changed(opts: MigrateOptions, report: RunReport, previous: tuple[str, dict], source_fp, opts_key,
+def _nothing_changed(opts: MigrateOptions, report: RunReport, previous: tuple[str, dict, str | None], source_fp, opts_key,
                      started: str, t0: float) -> RunReport:
-    run_id, totals = previous
+    run_id, totals, marks_run = previous
     for kind, k in (("messages", report.messages), ("parts", report.parts), ("summaries", report.summaries)):
         k.already_present = totals.get(kind, {}).get("present", 0)
         k.skipped = dict(totals.get(kind, {}).get("skipped", {}))
@@ -166,7 +180,7 @@ def _nothing_changed(opts: MigrateOptions, report: RunReport, previous: tuple[st
                       "source_path": str(opts.src), "source_size": opts.src.stat().st_size, "source_sha256": None,
                       "options": _options_json(opts)}
         job.ledger_extra = {"source_fingerprint": source_fp, "options_key": opts_key, "totals": totals,
-                            "shortcut_of": run_id}
+                            "shortcut_of": run_id, "marks_run": marks_run}
         record_run(opts.target, job, {})
         report.run_id = job.ledger["run_id"]
     report.elapsed_s = time.monotonic() - t0

@@ -11,6 +11,7 @@ import sqlite3
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import duckdb
 from tqdm import tqdm
@@ -54,22 +55,33 @@ def unreadable_source(original: Path | str) -> str:
     return f"source could not be read as lossless-claw data: {original}"
 
 
-def load_target_state(con: duckdb.DuckDBPyConnection, target_db: Path | None, scratch: Path) -> None:
+def load_target_state(con: duckdb.DuckDBPyConnection, target_db: Path | None, scratch: Path,
+                      narrow: Callable[[], object] | None = None) -> object:
     """Materialise the target's identities once (transforms/05_target_state.sql). A missing target, or one
-    without Remnic's tables yet, reads as an empty target: a file with the schema, made in `scratch`."""
+    without Remnic's tables yet, reads as an empty target: a file with the schema, made in `scratch`.
+    `narrow` (a sync re-run, lcm_etl/delta.py) runs once the target's marks (04) and provenance (06) are
+    read; what it returns, if anything, is the scope 05 then reads, and is returned."""
     tables: set[str] = set()
     if target_db is not None:
         duck.attach_sqlite(con, str(target_db), "tgt", read_only=True)
         tables = {r[0] for r in con.execute(
             "SELECT table_name FROM information_schema.tables WHERE table_catalog = 'tgt'").fetchall()}
         con.execute("DETACH tgt")
-    for alias, step, needs in (("tgt", "05_", _TARGET_TABLES), ("prov", "06_", {"lcm_etl_conversations"})):
+
+    def read(alias: str, step: str, needs: set[str], params: dict | None = None) -> None:
         db = target_db if target_db is not None and needs <= tables else empty_target(scratch)
         duck.attach_sqlite(con, str(db), alias, read_only=True)
         try:
-            run_step(step_named(step), con)
+            run_step(step_named(step), con, params)
         finally:
             con.execute(f"DETACH {alias}")
+
+    read("tgt", "04_", _TARGET_TABLES)
+    read("prov", "06_", {"lcm_etl_conversations"})
+    con.execute("CREATE OR REPLACE TABLE scope_sessions (session_id VARCHAR)")
+    scope = narrow() if narrow else None
+    read("tgt", "05_", _TARGET_TABLES, {"scoped": scope is not None})
+    return scope
 
 
 def empty_target(folder: Path) -> Path:
@@ -84,17 +96,22 @@ def empty_target(folder: Path) -> Path:
 
 
 def build(con: duckdb.DuckDBPyConnection, key_by: str, session_filter: list[str], budget: int,
-          report: RunReport, source_label: str, progress: bool = False, new_target: bool = False) -> PlannedRun:
-    params = {"key_by": key_by, "ws": WHITESPACE, "budget": budget, "source_path": source_label}
+          report: RunReport, source_label: str, progress: bool = False, new_target: bool = False,
+          scoped: bool = False) -> PlannedRun:
+    params = plan_params(key_by, budget, source_label)
     run_step(step_named("10_"), con, params)
     run_step(step_named("15_"), con, params)
     _select_sessions(con, session_filter, source_label)
     for prefix in tqdm(NEW_TARGET_STEPS if new_target else PLAN_STEPS, desc="planning", unit="step",
                        disable=not progress, leave=False):
         run_step(step_named(prefix), con, params)
-    _fill_report(con, report, filtered=bool(session_filter))
+    _fill_report(con, report, filtered=bool(session_filter) or scoped)
     batches = all_batches(con)
     return PlannedRun(con, batches, has_work=bool(batches))
+
+
+def plan_params(key_by: str, budget: int, source_label: str) -> dict:
+    return {"key_by": key_by, "ws": WHITESPACE, "budget": budget, "source_path": source_label}
 
 
 def all_batches(con) -> list[int]:
@@ -176,7 +193,7 @@ def _fill_report(con, report: RunReport, filtered: bool) -> None:
     report.batches = len(all_batches(con))
 
 
-def stage(con: duckdb.DuckDBPyConnection, stage_path: Path) -> None:
+def stage(con: duckdb.DuckDBPyConnection, stage_path: Path, record_marks: bool = False) -> None:
     duck.attach_sqlite(con, str(stage_path), "stage", read_only=False)
-    run_step(step_named("65_"), con)
+    run_step(step_named("65_"), con, {"record_marks": record_marks})
     con.execute("DETACH stage")

@@ -42,8 +42,10 @@ def target_fingerprint(con: sqlite3.Connection) -> list:
             for t in FINGERPRINT_TABLES]
 
 
-def previous_totals(target: Path, source_fp: list, opts_key: list, dry_run: bool) -> tuple[str, dict] | None:
-    """(run_id, totals) of the last run if it makes this one a no-op, else None."""
+def previous_totals(target: Path, source_fp: list, opts_key: list,
+                    dry_run: bool) -> tuple[str, dict, str | None] | None:
+    """(run_id, totals, the run whose marks the target holds) of the last run if it makes this one a
+    no-op, else None."""
     # a dry run must not create -wal/-shm beside the target: immutable skips the WAL, so a ledger row
     # still in the WAL is simply not seen and the full plan runs
     if dry_run and Path(str(target) + "-wal").exists() and Path(str(target) + "-wal").stat().st_size:
@@ -65,7 +67,7 @@ def previous_totals(target: Path, source_fp: list, opts_key: list, dry_run: bool
         totals = recorded.get("totals") or {}
         if not all(name in totals for name in REPLAN_FIELDS):
             return None
-        return row[0], totals
+        return row[0], totals, recorded.get("marks_run")
     except (sqlite3.Error, orjson.JSONDecodeError, AttributeError):
         return None
     finally:

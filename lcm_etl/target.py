@@ -61,6 +61,8 @@ CREATE TABLE IF NOT EXISTS lcm_etl_conversations (source_path TEXT NOT NULL, con
 CREATE TABLE IF NOT EXISTS lcm_etl_large_files (source_path TEXT NOT NULL, file_id TEXT NOT NULL,
   conversation_id, file_name TEXT, mime_type TEXT, byte_size INTEGER, line_count INTEGER, storage_uri TEXT,
   exploration_summary TEXT, created_at TEXT, PRIMARY KEY (source_path, file_id));
+CREATE TABLE IF NOT EXISTS lcm_etl_marks (source_path TEXT NOT NULL, kind TEXT NOT NULL, key TEXT NOT NULL,
+  mark TEXT NOT NULL, run_id TEXT NOT NULL, PRIMARY KEY (source_path, kind, key));
 """
 REMNIC_TABLES = ("lcm_meta", "lcm_messages", "lcm_message_parts", "lcm_summary_nodes", "lcm_compaction_events")
 

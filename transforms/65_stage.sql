@@ -1,7 +1,7 @@
 -- step: stage
 -- engine: duckdb (stage: plan tables → the stage file)
 -- reads: write_messages, write_present, part_plan, session_work, write_summaries, sum_edges, sum_plan,
---        message_refresh, summary_refresh, parent_updates, conversation_same
+--        message_refresh, summary_refresh, parent_updates, conversation_same, source_marks, source_global
 -- produces: the narrow plan tables in the stage file (a private SQLite file), read by the write steps
 -- key: batch
 -- why: the write steps run inside SQLite, next to the target, so content and payloads are copied by
@@ -53,3 +53,10 @@ CREATE TABLE stage.plan_conversations AS
 SELECT s.conversation_id, s.session_id,
        CAST(s.conversation_id NOT IN (SELECT conversation_id FROM conversation_same) AS INTEGER) AS changed
 FROM sessions s WHERE s.session_id IN (SELECT session_id FROM selected);
+
+-- the source's marks (03_source_marks.sql), stored by 95 for the next run; a run over part of the sessions
+-- (--session-filter) stores none
+CREATE TABLE stage.plan_marks AS
+SELECT 'conversation' AS kind, conversation_id AS key, mark FROM source_marks WHERE $record_marks
+UNION ALL
+SELECT 'global', '', mark FROM source_global WHERE $record_marks;

@@ -1,8 +1,10 @@
 -- step: write_provenance
 -- engine: sqlite (write, once, in the run's last transaction)
--- reads: src_conversations, src_large_files, plan.plan_conversations, plan.plan_skipped
--- produces: lcm_etl_conversations, lcm_etl_large_files, lcm_etl_skipped
--- key: (source_path, conversation_id) / (source_path, file_id) / (source_path, kind, source_id)
+-- reads: src_conversations, src_large_files, plan.plan_conversations, plan.plan_skipped, plan.plan_marks,
+--        lcm_messages, lcm_summary_nodes, lcm_compaction_events
+-- produces: lcm_etl_conversations, lcm_etl_large_files, lcm_etl_skipped, lcm_etl_marks
+-- key: (source_path, conversation_id) / (source_path, file_id) / (source_path, kind, source_id) /
+--      (source_path, kind, key)
 -- why: Remnic has no conversations and no large-file registry; keeping them (and every summary the
 --      run could not import, with the reason) lets `audit` account for every source fact (SPEC §5).
 --      Conversations and large files are replaced with what the source says now: lossless-claw archives
@@ -26,3 +28,21 @@ INSERT OR REPLACE INTO lcm_etl_skipped (source_path, kind, source_id, session_id
 SELECT :source_path, 'summary', summary_id, session_id, reason,
        json_object('kind', kind, 'depth', depth, 'foreign_messages', foreign_msgs)
 FROM plan.plan_skipped;
+
+-- marks (03_source_marks.sql, 04_target_marks.sql): the next run re-plans only what differs from them. The
+-- session figures are the target's after this run, in the words 04 uses; written only by a run that
+-- planned the whole source (plan.plan_marks is empty under --session-filter)
+DELETE FROM lcm_etl_marks WHERE source_path = :source_path AND EXISTS (SELECT 1 FROM plan.plan_marks);
+
+INSERT INTO lcm_etl_marks (source_path, kind, key, mark, run_id)
+SELECT :source_path, kind, key, mark, :run_id FROM plan.plan_marks;
+
+INSERT INTO lcm_etl_marks (source_path, kind, key, mark, run_id)
+SELECT :source_path, 'session', session_id,
+       sum(n_messages) || ':' || max(hi) || ':' || sum(n_summaries) || ':' || sum(n_boundaries), :run_id
+FROM (SELECT session_id, count(*) AS n_messages, max(id) AS hi, 0 AS n_summaries, 0 AS n_boundaries
+      FROM lcm_messages GROUP BY session_id
+      UNION ALL SELECT session_id, 0, 0, count(*), 0 FROM lcm_summary_nodes GROUP BY session_id
+      UNION ALL SELECT session_id, 0, 0, 0, count(*) FROM lcm_compaction_events GROUP BY session_id)
+WHERE EXISTS (SELECT 1 FROM plan.plan_marks)
+GROUP BY session_id;

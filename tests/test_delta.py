@@ -1,0 +1,127 @@
+"""Cost follows the change (SPEC §8, lcm_etl/delta.py): a re-run re-plans only the sessions whose marks
+differ from those the previous run stored, and proves the others unchanged. Each test changes a migrated
+source (or its target) the way lossless-claw (or another writer) does, re-runs, and checks what was
+re-planned, what was written, and that the result is what a full plan gives (lcmcheck, audit)."""
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, copy_fixture, migrate_json, open_db, run_cli
+
+FIXTURE = "basic-0.15.3.db"   # three conversations, one session each
+LCMCHECK = ROOT / "tests" / "tools" / "lcmcheck.py"
+
+
+@pytest.fixture
+def synced(tmp_path):
+    src = copy_fixture(FIXTURE, tmp_path / "src")
+    target = tmp_path / "out" / "lcm.sqlite"
+    first = migrate_json(src, target)
+    return src, target, first["run_id"]
+
+
+def change(db, *statements) -> None:
+    con = sqlite3.connect(db)
+    with con:
+        for sql, *args in statements:
+            con.execute(sql, *args)
+    con.close()
+
+
+def converged(src, target) -> None:
+    """What a full plan of the source as it is now gives: the contract's checker and audit agree."""
+    check = subprocess.run([sys.executable, str(LCMCHECK), str(src), str(target)], capture_output=True, text=True)
+    assert check.returncode == 0 and "lcmcheck: 0 problems" in check.stdout, check.stdout + check.stderr
+    audit = run_cli("audit", "--src", src, "--dest", target, "--json")
+    assert audit.returncode == 0, audit.stdout
+
+
+APPEND = ("INSERT INTO messages (conversation_id, seq, role, content, token_count, created_at) "
+          "SELECT conversation_id, max(seq) + 1, 'user', 'and one more thing', 5, '2026-11-23 09:00:00' "
+          "FROM messages WHERE conversation_id = 2",)
+
+
+def test_a_message_appended_to_one_conversation_re_plans_only_its_session(synced):
+    src, target, first_run = synced
+    change(src, APPEND)
+    report = migrate_json(src, target)
+    assert report["extra"]["sync"] == (f"1 of 3 sessions re-planned (1 conversations changed since run {first_run}); "
+                                       "the others are unchanged (--full re-plans all)")
+    assert report["messages"]["inserted"] == 1
+    converged(src, target)
+
+
+def test_a_re_run_after_a_sync_re_plans_nothing_and_writes_nothing(synced):
+    src, target, _ = synced
+    change(src, APPEND)
+    second = migrate_json(src, target)["run_id"]
+    third = migrate_json(src, target)
+    assert third["extra"]["sync"].startswith(f"0 of 3 sessions re-planned (0 conversations changed since run {second})")
+    assert (third["messages"]["inserted"], third["parts"]["inserted"], third["summaries"]["inserted"]) == (0, 0, 0)
+
+
+def test_an_entry_id_re_stamped_in_place_is_found_by_its_mark_and_updated(synced):
+    src, target, _ = synced
+    # transcript re-stamp (reference §1.5): an id → another id, nothing else changes
+    change(src, ("UPDATE messages SET transcript_entry_id = 'restamped-1' WHERE message_id = "
+                 "(SELECT min(message_id) FROM messages WHERE conversation_id = 3)",))
+    report = migrate_json(src, target)
+    assert "(1 conversations changed since run" in report["extra"]["sync"]
+    assert report["messages"]["updated"] == 1 and report["messages"]["inserted"] == 0
+    converged(src, target)
+
+
+def test_a_session_another_writer_changed_in_the_target_is_re_planned(synced):
+    src, target, _ = synced
+    con = open_db(target)
+    with con:   # a message of session 1 removed behind lcm-etl's back (an undo, a hand edit)
+        gone = con.execute("SELECT max(id) FROM lcm_messages WHERE session_id = "
+                           "(SELECT min(session_id) FROM lcm_messages)").fetchone()[0]
+        con.execute("DELETE FROM lcm_message_parts WHERE message_id = ?", (gone,))
+        con.execute("INSERT INTO lcm_messages_fts (lcm_messages_fts, rowid, content) "
+                    "SELECT 'delete', id, content FROM lcm_messages WHERE id = ?", (gone,))
+        con.execute("DELETE FROM lcm_messages WHERE id = ?", (gone,))
+    con.close()
+    report = migrate_json(src, target)
+    assert "1 of 3 sessions re-planned (0 conversations changed" in report["extra"]["sync"]
+    assert report["messages"]["inserted"] == 1
+    converged(src, target)
+
+
+def test_a_run_over_some_sessions_stores_no_marks_so_the_next_run_plans_everything(tmp_path):
+    src = copy_fixture(FIXTURE, tmp_path / "src")
+    target = tmp_path / "out" / "lcm.sqlite"
+    con = sqlite3.connect(src)
+    session = con.execute("SELECT session_id FROM conversations ORDER BY conversation_id LIMIT 1").fetchone()[0]
+    con.close()
+    migrate_json(src, target, "--session-filter", session)
+    assert "sync" not in migrate_json(src, target)["extra"]
+    change(src, APPEND)
+    assert "sync" in migrate_json(src, target)["extra"]   # the full run stored marks
+
+
+def test_rows_of_no_conversation_are_a_change_that_only_a_full_plan_handles(synced):
+    src, target, _ = synced
+    change(src, ("PRAGMA foreign_keys = OFF",),
+           ("INSERT INTO messages (conversation_id, seq, role, content, token_count, created_at) "
+            "VALUES (999, 0, 'user', 'orphan', 1, '2026-11-23 09:00:00')",))
+    report = migrate_json(src, target)
+    assert "sync" not in report["extra"]
+    assert report["messages"]["skipped"] == {"its conversation is not in the source": 1}
+
+
+def test_full_re_plans_every_session_and_stores_marks_again(synced):
+    src, target, _ = synced
+    change(src, APPEND)
+    full = migrate_json(src, target, "--full")
+    assert "sync" not in full["extra"] and full["messages"]["already_present"] == 122
+    con = open_db(target)
+    runs = {r[0] for r in con.execute("SELECT DISTINCT run_id FROM lcm_etl_marks")}
+    con.close()
+    assert runs == {full["run_id"]}
+    assert json.loads(run_cli("migrate", "--src", src, "--dest", target, "--json").stdout)["messages"]["inserted"] == 0

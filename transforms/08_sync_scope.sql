@@ -1,0 +1,41 @@
+-- step: sync_scope
+-- engine: duckdb (plan; a re-run whose previous run stored marks — lcm_etl/delta.py)
+-- reads: source_marks (03), target_marks (04), recorded_marks (the marks the previous run stored),
+--        sessions (10), tgt_conversations (06)
+-- produces: changed_convs(conv_key), changed_sessions(session_id), scope_sessions(session_id),
+--           scope_convs(conv_key) — what this run re-plans
+-- key: conversation_id / session_id
+-- why: a conversation whose mark differs changed in the source; a session whose mark differs changed in
+--      the target. Planning a session needs every conversation whose rows are or will be in it (its §3.1
+--      session and the one it was first imported into), and planning a conversation needs every such
+--      session: the scope is closed over both links. Everything outside it is proved unchanged since the
+--      previous run and is not read again.
+CREATE OR REPLACE TABLE conv_sessions AS
+SELECT CAST(conversation_id AS VARCHAR) AS conv_key, session_id FROM sessions
+UNION
+SELECT conv_key, session_id FROM tgt_conversations WHERE source_path = $source_path;
+
+CREATE OR REPLACE TABLE changed_convs AS
+SELECT s.conversation_id AS conv_key FROM source_marks s
+LEFT JOIN recorded_marks r ON r.kind = 'conversation' AND r.key = s.conversation_id
+WHERE r.mark IS DISTINCT FROM s.mark;
+
+CREATE OR REPLACE TABLE changed_sessions AS
+SELECT coalesce(t.session_id, r.key) AS session_id
+FROM target_marks t FULL JOIN (SELECT key, mark FROM recorded_marks WHERE kind = 'session') r ON r.key = t.session_id
+WHERE t.mark IS DISTINCT FROM r.mark;
+
+CREATE OR REPLACE TABLE scope_sessions AS
+WITH RECURSIVE reach(session_id) AS (
+  SELECT session_id FROM (SELECT session_id FROM conv_sessions WHERE conv_key IN (SELECT conv_key FROM changed_convs)
+                          UNION SELECT session_id FROM changed_sessions)
+  UNION
+  SELECT b.session_id FROM reach r
+  JOIN conv_sessions a ON a.session_id = r.session_id JOIN conv_sessions b ON b.conv_key = a.conv_key
+)
+SELECT DISTINCT session_id FROM reach;
+
+CREATE OR REPLACE TABLE scope_convs AS
+SELECT conv_key FROM conv_sessions WHERE session_id IN (SELECT session_id FROM scope_sessions)
+UNION
+SELECT conv_key FROM changed_convs;
