@@ -6,7 +6,6 @@ stderr and exits with `error.exit_code`. Anything else is a bug and is shown as 
 """
 from __future__ import annotations
 
-EXIT_OK = 0
 EXIT_FAILURE = 1      # runtime failure; nothing partial is left behind
 EXIT_BAD_INPUT = 2    # bad usage or bad input
 EXIT_PENDING = 3      # audit found pending work or differences
@@ -31,8 +30,3 @@ class BadInput(LcmEtlError):
 class RunFailed(LcmEtlError):
     """The run could not complete (locked target, disk full...); the target is as it was."""
     exit_code = EXIT_FAILURE
-
-
-class PendingWork(LcmEtlError):
-    """audit: the target lacks or contradicts something the sources hold."""
-    exit_code = EXIT_PENDING

@@ -15,24 +15,20 @@ from pathlib import Path
 import duckdb
 from tqdm import tqdm
 
-from . import duck
+from . import duck, pipeline
 from .errors import BadInput
 from .report import RunReport
 from .sources import SourceSchema, normalized_views
 from .target import apply_schema
-from .steps import run_step, step_named
+from .steps import run_stage, run_step, step
 
-PLAN_STEPS = ("20_", "30_", "40_", "50_", "52_", "55_", "57_", "60_")   # after 10, 15 and the session filter
-NEW_TARGET_STEPS = ("20_", "30_", "40_", "50_", "52_", "56_", "60_")      # one transaction: one batch
 WHITESPACE = " \t\n\r\x0b\x0c\u00a0\ufeff"
 _TARGET_TABLES = {"lcm_messages", "lcm_message_parts", "lcm_summary_nodes", "lcm_compaction_events"}
 
 
 @dataclass
 class PlannedRun:
-    con: duckdb.DuckDBPyConnection
     batches: list[int]
-    has_work: bool
 
 
 def open_source(snapshot_path: Path, schema: SourceSchema, original: Path,
@@ -63,11 +59,12 @@ def load_target_state(con: duckdb.DuckDBPyConnection, target_db: Path | None, sc
         tables = {r[0] for r in con.execute(
             "SELECT table_name FROM information_schema.tables WHERE table_catalog = 'tgt'").fetchall()}
         con.execute("DETACH tgt")
-    for alias, step, needs in (("tgt", "05_", _TARGET_TABLES), ("prov", "06_", {"lcm_etl_conversations"})):
+    for alias, stage, needs in (("tgt", pipeline.TARGET_STATE, _TARGET_TABLES),
+                                ("prov", pipeline.TARGET_PROVENANCE, {"lcm_etl_conversations"})):
         db = target_db if target_db is not None and needs <= tables else empty_target(scratch)
         duck.attach_sqlite(con, str(db), alias, read_only=True)
         try:
-            run_step(step_named(step), con)
+            run_stage(stage, con)
         finally:
             con.execute(f"DETACH {alias}")
 
@@ -86,15 +83,14 @@ def empty_target(folder: Path) -> Path:
 def build(con: duckdb.DuckDBPyConnection, key_by: str, session_filter: list[str], budget: int,
           report: RunReport, source_label: str, progress: bool = False, new_target: bool = False) -> PlannedRun:
     params = {"key_by": key_by, "ws": WHITESPACE, "budget": budget, "source_path": source_label}
-    run_step(step_named("10_"), con, params)
-    run_step(step_named("15_"), con, params)
+    run_stage(pipeline.SESSIONS, con, params)
+    run_stage(pipeline.KEPT_SESSIONS, con, params)
     _select_sessions(con, session_filter, source_label)
-    for prefix in tqdm(NEW_TARGET_STEPS if new_target else PLAN_STEPS, desc="planning", unit="step",
-                       disable=not progress, leave=False):
-        run_step(step_named(prefix), con, params)
+    for name in tqdm((pipeline.NEW_TARGET_PLAN if new_target else pipeline.PLAN).steps, desc="planning", unit="step",
+                     disable=not progress, leave=False):
+        run_step(step(name), con, params)
     _fill_report(con, report, filtered=bool(session_filter))
-    batches = all_batches(con)
-    return PlannedRun(con, batches, has_work=bool(batches))
+    return PlannedRun(all_batches(con))
 
 
 def all_batches(con) -> list[int]:
@@ -178,5 +174,5 @@ def _fill_report(con, report: RunReport, filtered: bool) -> None:
 
 def stage(con: duckdb.DuckDBPyConnection, stage_path: Path) -> None:
     duck.attach_sqlite(con, str(stage_path), "stage", read_only=False)
-    run_step(step_named("65_"), con)
+    run_stage(pipeline.STAGE, con)
     con.execute("DETACH stage")
