@@ -9,6 +9,16 @@ from __future__ import annotations
 EXIT_FAILURE = 1      # runtime failure; nothing partial is left behind
 EXIT_BAD_INPUT = 2    # bad usage or bad input
 EXIT_PENDING = 3      # audit found pending work or differences
+EXIT_INTERRUPTED = 130
+
+# what `--help` lists (and docs/cli.md explains)
+EXIT_CODES = {
+    0: "success (audit: the target holds every source fact)",
+    EXIT_FAILURE: "runtime failure (locked target, disk full...); the target is as it was or holds whole sessions",
+    EXIT_BAD_INPUT: "bad usage or bad input (one line on stderr); nothing was written",
+    EXIT_PENDING: "audit: pending work or differences",
+    EXIT_INTERRUPTED: "interrupted (Ctrl-C); every session written so far is complete, re-run to finish",
+}
 
 
 class LcmEtlError(Exception):

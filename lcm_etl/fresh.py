@@ -22,7 +22,7 @@ from . import target as tgt
 from .errors import RunFailed
 from .pipeline import BUILD, FRESH_FINISH, FRESH_MESSAGES, FRESH_SUMMARIES
 from .sqlite_runtime import attach_all, interrupt, private_file
-from .steps import run_step, step
+from .steps import run_stage
 from .write import (EarlyWriteback, add_counts, building_path, drop_building, folders_to_make, link_into_place,
                     prepare, remove_folders, run_stages, seal)
 
@@ -96,10 +96,9 @@ class TargetBuilder:
                 attach_all(con, {**self.attach_map, **({"plan": self.stage} if self.planned else {})},
                            {**self.views, "fresh_owners": self.owners})
                 with tgt.indexes_after_load(con, "lcm_message_parts"):
-                    for name in BUILD.steps:
-                        self._check_cancelled()   # SQLite forgets an interrupt that lands between statements
-                        add_counts(self.counts, run_step(step(name), con))
+                    # SQLite forgets an interrupt that lands between statements: check before and after each
                     self._check_cancelled()
+                    add_counts(self.counts, run_stage(BUILD, con, after_each=self._check_cancelled))
                     con.execute("PRAGMA cache_size=-16384")   # the index sorts stay in memory
                 con.execute("COMMIT")
             if self.spare_work and not self._cancelled:

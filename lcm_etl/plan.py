@@ -20,7 +20,7 @@ from .errors import BadInput
 from .report import RunReport
 from .sources import SourceSchema, normalized_views
 from .target import apply_schema
-from .steps import run_stage, run_step, step
+from .steps import run_stage
 
 WHITESPACE = " \t\n\r\x0b\x0c\u00a0\ufeff"
 _TARGET_TABLES = {"lcm_messages", "lcm_message_parts", "lcm_summary_nodes", "lcm_compaction_events"}
@@ -86,9 +86,9 @@ def build(con: duckdb.DuckDBPyConnection, key_by: str, session_filter: list[str]
     run_stage(pipeline.SESSIONS, con, params)
     run_stage(pipeline.KEPT_SESSIONS, con, params)
     _select_sessions(con, session_filter, source_label)
-    for name in tqdm((pipeline.NEW_TARGET_PLAN if new_target else pipeline.PLAN).steps, desc="planning", unit="step",
-                     disable=not progress, leave=False):
-        run_step(step(name), con, params)
+    stage = pipeline.NEW_TARGET_PLAN if new_target else pipeline.PLAN
+    with tqdm(total=len(stage.steps), desc="planning", unit="step", disable=not progress, leave=False) as bar:
+        run_stage(stage, con, params, after_each=bar.update)
     _fill_report(con, report, filtered=bool(session_filter))
     return PlannedRun(all_batches(con))
 

@@ -12,6 +12,7 @@ import functools
 import re
 from dataclasses import dataclass, field
 from importlib import resources
+from typing import Callable
 
 from .pipeline import Stage
 
@@ -100,12 +101,16 @@ def step(name: str) -> Step:
     return all_steps()[name]
 
 
-def run_stage(stage: Stage, con, params: dict | None = None) -> dict[str, int]:
-    """Run a declared stage's steps in order on one connection; their summed row counts."""
+def run_stage(stage: Stage, con, params: dict | None = None,
+              after_each: Callable[[], object] | None = None) -> dict[str, int]:
+    """Run a declared stage's steps in order on one connection; their summed row counts. `after_each` is
+    called after every step (a progress bar, a check for cancellation)."""
     counts: dict[str, int] = {}
     for name in stage.steps:
         for key, n in run_step(step(name), con, params).items():
             counts[key] = counts.get(key, 0) + n
+        if after_each:
+            after_each()
     return counts
 
 
