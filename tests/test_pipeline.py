@@ -74,7 +74,7 @@ def test_transforms_readme_is_what_lcm_etl_steps_markdown_prints():
     proc = run_cli("steps", "--markdown")
     assert (proc.returncode, proc.stderr) == (0, "")
     assert (ROOT / "transforms" / "README.md").read_text(encoding="utf-8") == proc.stdout, \
-        "transforms/README.md drifted from lcm_etl/pipeline.py: run `python -m lcm_etl.docgen`"
+        "transforms/README.md drifted from lcm_etl/pipeline.py: run `python docs/generate.py`"
 
 
 def numbered_steps(text: str) -> list[str]:
