@@ -79,3 +79,12 @@ def test_no_two_lcm_etl_modules_import_each_other_even_indirectly():
         return any(d == goal or (d not in seen and reaches(d, goal, seen | {d})) for d in graph[start])
 
     assert [m for m in sorted(graph) if reaches(m, m, {m})] == []
+
+
+def test_the_installed_distribution_has_the_packages_one_version():
+    from importlib.metadata import version
+
+    import lcm_etl
+
+    assert version("lcm-etl") == lcm_etl.__version__
+    assert 'version = "' not in (ROOT / "pyproject.toml").read_text(encoding="utf-8")
