@@ -33,7 +33,7 @@ def work(i):
     con.execute("ATTACH ? AS src", (f"file:{src}?mode=ro",))
     for name, sql in views.items():
         con.execute(f"CREATE TEMP VIEW {name} AS {sql}")
-    steps.run_step(steps.step_named("74_"), con)
+    steps.run_step(steps.step("74_part_rows"), con)
     t = time.monotonic()
     con.execute("CREATE TEMP TABLE flat AS SELECT * FROM part_rows")
     took[i] = time.monotonic() - t

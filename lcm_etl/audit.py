@@ -17,13 +17,13 @@ from pathlib import Path
 import duckdb
 
 from . import duck, plan
-from .migrate import now_iso
 from .reconcile import ReconcileOptions, plan_transcripts, read_all
-from .report import RunReport
-from .sources import detect_schema, normalized_views, take_snapshot, target_view
+from .report import RunReport, now_iso
+from .sources import detect_schema, normalized_views, take_snapshot
 from .sqlite_runtime import attach_all, private_file, quote_path
-from .steps import run_step, step_named
-from .target import check_target
+from .pipeline import AUDIT_SOURCE
+from .steps import run_stage
+from .target import check_target, target_view
 
 # Content is compared by hashes computed in SQLite (content_hashes below), joined here by key: DuckDB
 # never reads a content column, so a value of any size stays out of its memory budget.
@@ -122,7 +122,7 @@ def _audit_source(opts: AuditOptions, src_db: Path, target_db: Path | None, repo
         if target_db is not None:
             con.execute("DETACH tgt")
         con.execute("DETACH hashes")
-        run_step(step_named("a10_"), con)
+        run_stage(AUDIT_SOURCE, con)
         for kind, n in con.execute("SELECT kind, n FROM audit_archive WHERE n > 0 ORDER BY kind").fetchall():
             report.extra[f"{kind} kept, no longer in the source"] = n
         rows = con.execute("SELECT * FROM audit_findings ORDER BY kind, session_id, source_id").fetchall()

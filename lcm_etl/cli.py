@@ -14,8 +14,9 @@ import click
 import orjson
 
 from . import __version__
-from .errors import EXIT_FAILURE, LcmEtlError
+from .errors import EXIT_CODES, EXIT_FAILURE, BadInput, LcmEtlError
 from .options import MEMORY_SIZE, TEXT_PATH
+from .pipeline import COMMANDS
 from .sources import default_source, expand
 from .sqlite_runtime import disable_memstatus
 
@@ -25,34 +26,50 @@ def source_option(f):
                         help="lossless-claw database (default $OPENCLAW_STATE_DIR/lcm.db, else ~/.openclaw/lcm.db)")(f)
 
 
-def target_options(f):
-    f = click.option("--memory-dir", metavar="DIR", type=TEXT_PATH, help="Remnic memory dir; the target is DIR/state/lcm.sqlite")(f)
-    f = click.option("--dest", metavar="PATH", type=TEXT_PATH, help="Remnic LCM database (lcm.sqlite) to write")(f)
-    return f
+def target_options(role: str):
+    """--dest / --memory-dir; `role` says what the command does with the target ("to write", "to check")."""
+    def decorate(f):
+        f = click.option("--memory-dir", metavar="DIR", type=TEXT_PATH,
+                         help="Remnic memory dir; the target is DIR/state/lcm.sqlite")(f)
+        return click.option("--dest", metavar="PATH", type=TEXT_PATH,
+                            help=f"Remnic LCM database (lcm.sqlite) {role}")(f)
+    return decorate
+
+
+def output_options(f):
+    """--json, --quiet, --debug: every command prints the same way."""
+    f = click.option("--debug", is_flag=True, help="show a traceback on errors")(f)
+    f = click.option("--quiet", "-q", is_flag=True, help="print nothing but errors; the exit code tells the outcome")(f)
+    return click.option("--json", "as_json", is_flag=True, help="print the report as one JSON object (no progress bar)")(f)
+
+
+def key_by_option(f):
+    return click.option("--key-by", type=click.Choice(["session-id", "session-key"]), default="session-id",
+                        show_default=True, help="what Remnic session ids are made of (docs/mapping.md says when to choose which)")(f)
+
+
+def session_filter_option(f):
+    return click.option("--session-filter", multiple=True, metavar="ID",
+                        help="only this resolved session id (repeatable); an id no session has is exit 2")(f)
 
 
 def run_options(f):
-    f = click.option("--debug", is_flag=True, help="show a traceback on errors")(f)
-    f = click.option("--quiet", "-q", is_flag=True, help="print nothing but errors")(f)
-    f = click.option("--json", "as_json", is_flag=True, help="print the report as one JSON object")(f)
-    f = click.option("--key-by", type=click.Choice(["session-id", "session-key"]), default="session-id",
-                     show_default=True, help="what Remnic session ids are made of")(f)
-    f = click.option("--session-filter", multiple=True, metavar="ID",
-                     help="only this resolved session id (repeatable)")(f)
-    f = click.option("--dry-run", is_flag=True, help="write nothing; report what a real run would do")(f)
-    return f
+    f = output_options(f)
+    f = key_by_option(f)
+    f = session_filter_option(f)
+    return click.option("--dry-run", is_flag=True, help="write nothing, create no file or folder; report what a real run would do")(f)
 
 
 def memory_limit_option(f):
     return click.option("--memory-limit", type=MEMORY_SIZE, default="96MB", show_default=True, metavar="SIZE",
-                        help="DuckDB's memory budget for planning; it spills to disk beyond it")(f)
+                        help="DuckDB's memory budget for planning (96MB, 2GB, 512MiB...); it spills to a private folder beyond it")(f)
 
 
 def write_options(f):
     f = memory_limit_option(f)
     f = click.option("--lock-timeout", type=click.FloatRange(min=0), default=10.0, show_default=True, metavar="SECONDS",
-                     help="how long to wait for a target locked by another writer or lcm-etl run")(f)
-    f = click.option("--batch-rows", type=click.IntRange(min=100), default=50_000, show_default=True,
+                     help="how long to wait for a target locked by another writer or lcm-etl run, then fail (exit 1)")(f)
+    f = click.option("--batch-rows", type=click.IntRange(min=100), default=50_000, metavar="N", show_default=True,
                      help="rows per write transaction on an existing target (keeps a live Remnic unblocked)")(f)
     return f
 
@@ -68,8 +85,6 @@ def watch_options(f):
 
 def _watching(watch, interval, dry_run, manifest=None) -> bool:
     """--watch's usage rules, checked before anything runs: it needs a target to keep in step."""
-    from .errors import BadInput
-
     if not watch:
         if interval is not None:
             raise BadInput("--interval applies only with --watch")
@@ -127,27 +142,31 @@ def resolve_src(src: str | None):
     return expand(src) if src else default_source()
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+# click rewraps an epilog's paragraphs; \b keeps the lines as written
+EPILOG = "\b\nExit codes:\n" + "\n".join(f"  {code:>3}  {meaning}" for code, meaning in EXIT_CODES.items())
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=EPILOG)
 @click.version_option(__version__, prog_name="lcm-etl")
 def cli():
     """Migrate OpenClaw conversation memory (lossless-claw lcm.db, JSONL transcripts) into Remnic's LCM store."""
 
 
-@cli.command()
+@cli.command(epilog=EPILOG)
 @source_option
-@target_options
+@target_options("to write (created when absent, with its folders)")
 @run_options
 @write_options
 @click.option("--full", is_flag=True, help="re-plan everything even when source and target are unchanged since the last run")
 @click.option("--manifest", metavar="FILE", type=TEXT_PATH, help="migrate every `SRC DEST` pair listed in FILE, in parallel")
-@click.option("--jobs", type=click.IntRange(min=1), default=None, help="parallel pairs with --manifest (default: cores)")
+@click.option("--jobs", type=click.IntRange(min=1), default=None, metavar="N", help="parallel pairs with --manifest (default: cores)")
 @click.option("--discover", metavar="ROOT",
               help="the pairs: every OpenClaw state folder (holding lcm.db) under ROOT")
 @click.option("--dest-root", metavar="DIR",
               help="with --discover: ROOT/<rel>/lcm.db goes to DIR/<rel>/state/lcm.sqlite")
 @click.option("--scheduler", metavar="ADDRESS",
               help="run the pairs on this Dask cluster (tcp://host:8786; needs lcm-etl[dask])")
-@click.option("--retries", type=click.IntRange(min=0), default=None,
+@click.option("--retries", type=click.IntRange(min=0), default=None, metavar="N",
               help="with --scheduler: re-runs of a pair that failed for a runtime reason, exit 1 (default 2)")
 @watch_options
 @handled
@@ -179,8 +198,7 @@ def migrate(src, dest, memory_dir, dry_run, session_filter, key_by, as_json, qui
 def _fleet(manifest, discover, dest_root, scheduler, retries, src, dest, memory_dir, jobs, as_json, quiet,
            template) -> int:
     import time
-    from .errors import BadInput
-    from .fleet import FleetProgress, dask_runner, fleet_exit_code, read_manifest, run_fleet, summary_table
+    from .fleet import FleetProgress, fleet_exit_code, read_manifest, run_fleet, summary_table
 
     if src or dest or memory_dir:
         raise BadInput("--manifest or --discover lists the pairs: do not also pass --src, --dest or --memory-dir")
@@ -193,7 +211,7 @@ def _fleet(manifest, discover, dest_root, scheduler, retries, src, dest, memory_
     if retries is not None and not scheduler:
         raise BadInput("--retries is for --scheduler (Dask re-runs the task); the local pool does not retry")
     dask_opts = {"address": scheduler} | ({} if retries is None else {"retries": retries})
-    run = functools.partial(dask_runner(), **dask_opts) if scheduler else functools.partial(run_fleet, jobs=jobs)
+    run = functools.partial(_dask_runner(), **dask_opts) if scheduler else functools.partial(run_fleet, jobs=jobs)
     shown = {}
     if discover:
         from .discover import discover as find, manifest_entries, manifest_text
@@ -217,11 +235,23 @@ def _fleet(manifest, discover, dest_root, scheduler, retries, src, dest, memory_
     return fleet_exit_code(results)
 
 
-@cli.command()
+def _dask_runner():
+    """fleet_dask.run_fleet_dask, or a one-line error when the optional extra is not installed."""
+    try:
+        from .fleet_dask import run_fleet_dask
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] in ("dask", "distributed"):
+            raise BadInput("--scheduler needs the Dask extra, which is not installed: "
+                           "pip install 'lcm-etl[dask]'") from None
+        raise
+    return run_fleet_dask
+
+
+@cli.command(epilog=EPILOG)
 @click.option("--sessions", "sessions", multiple=True, metavar="PATH", type=TEXT_PATH,
               help="transcript file or sessions folder (repeatable; default $OPENCLAW_STATE_DIR/agents/*/sessions/)")
 @click.option("--src", "src", metavar="PATH", type=TEXT_PATH, help="lossless-claw database whose rows count as already held (optional)")
-@target_options
+@target_options("to write (created when absent, with its folders)")
 @run_options
 @write_options
 @click.option("--strict", is_flag=True, help="an unparsable transcript line is an error, not a skipped line")
@@ -247,16 +277,14 @@ def reconcile(sessions, src, dest, memory_dir, dry_run, session_filter, key_by, 
     return 0
 
 
-@cli.command()
+@cli.command(epilog=EPILOG)
 @source_option
 @click.option("--sessions", "sessions", multiple=True, metavar="PATH", type=TEXT_PATH,
               help="also check JSONL transcripts (file or sessions folder, repeatable)")
-@target_options
-@click.option("--session-filter", multiple=True, metavar="ID", help="only this resolved session id (repeatable)")
-@click.option("--key-by", type=click.Choice(["session-id", "session-key"]), default="session-id", show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="print the report, every difference included, as one JSON object")
-@click.option("--quiet", "-q", is_flag=True, help="print nothing; the exit code tells")
-@click.option("--debug", is_flag=True)
+@target_options("to check (read only; never created)")
+@session_filter_option
+@key_by_option
+@output_options
 @memory_limit_option
 @handled
 def audit(src, sessions, dest, memory_dir, session_filter, key_by, as_json, quiet, debug, memory_limit):
@@ -276,22 +304,34 @@ def audit(src, sessions, dest, memory_dir, session_filter, key_by, as_json, quie
     return EXIT_PENDING if findings else 0
 
 
-@cli.command()
+@cli.command(epilog=EPILOG)
 @source_option
-@click.option("--key-by", type=click.Choice(["session-id", "session-key"]), default="session-id", show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="print the description as one JSON object")
-@click.option("--debug", is_flag=True)
+@key_by_option
+@output_options
 @memory_limit_option
 @handled
-def inspect(src, key_by, as_json, debug, memory_limit):
+def inspect(src, key_by, as_json, quiet, debug, memory_limit):
     """Describe a source: schema generation, sessions with counts and token sums, DAG shape."""
     from .inspect import describe
 
-    info = describe(resolve_src(src), key_by, memory_limit)
-    if as_json:
-        click.echo(orjson.dumps(info.as_dict()).decode())
-    else:
-        click.echo(info.as_text())
+    emit(describe(resolve_src(src), key_by, memory_limit), as_json, quiet)
+    return 0
+
+
+@cli.command(epilog=EPILOG)
+@click.argument("command", required=False, metavar="[COMMAND]", type=click.Choice(COMMANDS))
+@click.option("--sql", is_flag=True, help="print each step's SQL under its name")
+@click.option("--markdown", is_flag=True, help="print transforms/README.md (generated from the same declaration)")
+@click.option("--debug", is_flag=True, help="show a traceback on errors")
+@handled
+def steps(command, sql, markdown, debug):
+    """The SQL steps COMMAND runs (every command's without one), in order, stage by stage: engine, connection,
+    file (lcm_etl/pipeline.py)."""
+    from .docgen import steps_text, transforms_readme
+
+    if markdown and (sql or command):
+        raise BadInput("--markdown prints every command's steps as transforms/README.md: give it alone")
+    click.echo(transforms_readme() if markdown else steps_text(command, sql), nl=False)
     return 0
 
 

@@ -25,7 +25,8 @@ import orjson
 import pyarrow as pa
 
 from .sources import SourceSchema
-from .steps import run_step, step_named
+from . import pipeline
+from .steps import run_stage
 
 # above this share of the source's messages in scope, reading the scope costs about a full plan
 FULL_PLAN_SHARE = 1.0
@@ -71,7 +72,7 @@ def schema_signature(schema: SourceSchema) -> str:
 
 
 def mark_source(con: duckdb.DuckDBPyConnection, schema: SourceSchema) -> None:
-    run_step(step_named("03_"), con, {"schema_sig": schema_signature(schema)})
+    run_stage(pipeline.SOURCE_MARKS, con, {"schema_sig": schema_signature(schema)})
 
 
 def recorded(target_db: Path | None, source_label: str, opts_key: list) -> Recorded | None:
@@ -115,8 +116,7 @@ def narrow(con: duckdb.DuckDBPyConnection, rec: Recorded, params: dict) -> Scope
     was = next((m for kind, _, m in rec.marks if kind == "global"), None)
     if was is None or was != con.execute("SELECT mark FROM source_global").fetchone()[0]:
         return None
-    run_step(step_named("10_"), con, params)
-    run_step(step_named("08_"), con, params)
+    run_stage(pipeline.SYNC_SCOPE, con, params)
     in_scope, total = con.execute(
         "SELECT sum(n) FILTER (WHERE conversation_id IN (SELECT conv_key FROM scope_convs)), sum(n) "
         "FROM (SELECT conversation_id, CAST(split_part(mark, ':', 2) AS BIGINT) AS n FROM source_marks)").fetchone()

@@ -6,10 +6,19 @@ stderr and exits with `error.exit_code`. Anything else is a bug and is shown as 
 """
 from __future__ import annotations
 
-EXIT_OK = 0
 EXIT_FAILURE = 1      # runtime failure; nothing partial is left behind
 EXIT_BAD_INPUT = 2    # bad usage or bad input
 EXIT_PENDING = 3      # audit found pending work or differences
+EXIT_INTERRUPTED = 130
+
+# what `--help` lists (and docs/cli.md explains)
+EXIT_CODES = {
+    0: "success (audit: the target holds every source fact)",
+    EXIT_FAILURE: "runtime failure (locked target, disk full...); the target is as it was or holds whole sessions",
+    EXIT_BAD_INPUT: "bad usage or bad input (one line on stderr); nothing was written",
+    EXIT_PENDING: "audit: pending work or differences",
+    EXIT_INTERRUPTED: "interrupted (Ctrl-C); every session written so far is complete, re-run to finish",
+}
 
 
 class LcmEtlError(Exception):
@@ -31,8 +40,3 @@ class BadInput(LcmEtlError):
 class RunFailed(LcmEtlError):
     """The run could not complete (locked target, disk full...); the target is as it was."""
     exit_code = EXIT_FAILURE
-
-
-class PendingWork(LcmEtlError):
-    """audit: the target lacks or contradicts something the sources hold."""
-    exit_code = EXIT_PENDING

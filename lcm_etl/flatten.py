@@ -1,5 +1,5 @@
-"""The parts flattener of an existing target (and of a new one from TEXT ids): 74_part_rows.sql and
-78_flatten_parts.sql on a connection of their own, in a thread, into the run's scratch file. A new target
+"""The parts flattener of an existing target (and of a new one from TEXT ids): pipeline.FLATTEN
+(74_part_rows.sql, 78_flatten_parts.sql) on a connection of its own, in a thread, into the run's scratch file. A new target
 from integer ids is built differently (lcm_etl/fresh.py)."""
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from contextlib import closing
 from pathlib import Path
 
 from .sqlite_runtime import attach_all, interrupt, private_file
-from .steps import run_step, step_named
+from .pipeline import FLATTEN
+from .steps import run_stage
 
 
 # Which source messages 78_flatten_parts.sql flattens the parts of (view `flatten_owners`).
@@ -40,8 +41,7 @@ class Flattener:
                 private_file(con, cache_kib=2000)
                 attach_all(con, {**self.attach_map, "scratch": self.path},
                            {**self.views, "flatten_owners": self.owners})
-                for prefix in ("74_", "78_"):
-                    run_step(step_named(prefix), con)
+                run_stage(FLATTEN, con)
         except BaseException as exc:  # re-raised in the caller's thread by attach()
             self.error = exc
         finally:

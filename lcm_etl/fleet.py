@@ -102,18 +102,6 @@ def run_fleet(pairs: list[tuple[Path, Path]], template: MigrateOptions, on_done,
     return sorted(results, key=lambda r: r.index)
 
 
-def dask_runner():
-    """fleet_dask.run_fleet_dask, or a one-line error when the optional extra is not installed."""
-    try:
-        from .fleet_dask import run_fleet_dask
-    except ModuleNotFoundError as exc:
-        if (exc.name or "").split(".")[0] in ("dask", "distributed"):
-            raise BadInput("--scheduler needs the Dask extra, which is not installed: "
-                           "pip install 'lcm-etl[dask]'") from None
-        raise
-    return run_fleet_dask
-
-
 class FleetProgress:
     """Pairs done / total and failures so far: one line per pair (unless --json/--quiet) and, on a
     terminal, a bar under them that stays in place while thousands of lines scroll by."""

@@ -1,6 +1,6 @@
 """`migrate --manifest FILE --scheduler ADDRESS`: the fleet's pairs as one task each on an existing Dask
 (`distributed`) cluster, for fleets bigger than one machine. Optional: `pip install 'lcm-etl[dask]'`
-(fleet.dask_runner says so in one line when it is missing).
+(the CLI says so in one line when it is missing).
 
 A task is `fleet.run_pair` on a worker, so a pair runs exactly as in the local pool, and its PairResult
 comes back to make the same table and JSON. Dask retries a task that raises: a pair that failed for a

@@ -20,10 +20,11 @@ from typing import Callable
 
 from . import target as tgt
 from .errors import RunFailed
+from .pipeline import BUILD, FRESH_FINISH, FRESH_MESSAGES, FRESH_SUMMARIES
 from .sqlite_runtime import attach_all, interrupt, private_file
-from .steps import run_step, step_named
+from .steps import run_stage
 from .write import (EarlyWriteback, add_counts, building_path, drop_building, folders_to_make, link_into_place,
-                    prepare, remove_folders, run_steps, seal)
+                    prepare, remove_folders, run_stages, seal)
 
 # fresh_owners: the messages the builder writes parts and FTS rows for, with the time a part without its
 # own takes. Without a session filter the plan writes every source message of a known conversation
@@ -32,11 +33,9 @@ SOURCE_OWNERS = """SELECT m.message_id, coalesce(strftime('%Y-%m-%dT%H:%M:%fZ', 
   FROM src_messages m JOIN src_conversations c ON c.conversation_id = m.conversation_id"""
 PLANNED_OWNERS = "SELECT message_id, created_iso FROM plan.plan_messages"
 
-BUILDER_STEPS = ("74_", "76_", "77_")                     # the builder thread, on the building file
-MESSAGE_STEPS = ("69_", "72_")                            # the planning thread, on its scratch file,
-AFTER_MESSAGE_STEPS = ("73_", "85_")                       # once the messages' index is built
-FRESH_STEPS = ("74_", "82_", "84_", "86_", "90_")        # the planning thread, on the building file, after
-#                                                           the builder; then 95 (write.seal)
+# The stages (lcm_etl/pipeline.py): BUILD on the builder thread; FRESH_MESSAGES, then FRESH_SUMMARIES once the
+# messages' index is built, on the planning thread's scratch file; FRESH_FINISH on the building file after
+# the builder; then PROVENANCE (write.seal).
 
 
 class TargetBuilder:
@@ -97,10 +96,9 @@ class TargetBuilder:
                 attach_all(con, {**self.attach_map, **({"plan": self.stage} if self.planned else {})},
                            {**self.views, "fresh_owners": self.owners})
                 with tgt.indexes_after_load(con, "lcm_message_parts"):
-                    for prefix in BUILDER_STEPS:
-                        self._check_cancelled()   # SQLite forgets an interrupt that lands between statements
-                        add_counts(self.counts, run_step(step_named(prefix), con))
+                    # SQLite forgets an interrupt that lands between statements: check before and after each
                     self._check_cancelled()
+                    add_counts(self.counts, run_stage(BUILD, con, after_each=self._check_cancelled))
                     con.execute("PRAGMA cache_size=-16384")   # the index sorts stay in memory
                 con.execute("COMMIT")
             if self.spare_work and not self._cancelled:
@@ -166,8 +164,8 @@ class TargetBuilder:
             prepare(con, job, work_tables=False)   # 69_new_target_turns.sql makes _new and _map views
             attach_all(con, {}, {"fresh_owners": self.owners})
             with tgt.indexes_after_load(con, "lcm_messages"):
-                add_counts(counts, run_steps(con, job, MESSAGE_STEPS))
-            add_counts(counts, run_steps(con, job, AFTER_MESSAGE_STEPS))
+                add_counts(counts, run_stages(con, job, (FRESH_MESSAGES,)))
+            add_counts(counts, run_stages(con, job, (FRESH_SUMMARIES,)))
             con.execute("COMMIT")
         bars.step("parts and FTS rows")   # what is left of the builder's work, if anything
         if self.spare_work:   # the builder may still be busy: this core is free meanwhile
@@ -184,7 +182,7 @@ class TargetBuilder:
             con.execute("BEGIN")
             prepare(con, job, work_tables=False)
             attach_all(con, {"msgs": scratch}, {})
-            add_counts(counts, run_steps(con, job, FRESH_STEPS))
+            add_counts(counts, run_stages(con, job, (FRESH_FINISH,)))
             counts.pop("part_times_fixed", None)   # a correction of rows counted already
             # as many FTS rows as messages (checked above), and every one of them a message's
             stray = con.execute("SELECT count(*) FROM lcm_messages_fts_docsize d "

@@ -6,7 +6,8 @@ from pathlib import Path
 
 from . import plan
 from .sources import detect_schema, take_snapshot
-from .steps import run_step, step_named
+from .pipeline import SESSIONS
+from .steps import run_stage
 
 
 @dataclass
@@ -46,7 +47,7 @@ def describe(src: Path, key_by: str = "session-id", memory_limit: str = plan.duc
         schema = detect_schema(snap.path, src)
         con = plan.open_source(snap.path, schema, src, memory_limit)
         try:
-            run_step(step_named("10_"), con, {"key_by": key_by, "ws": plan.WHITESPACE})
+            run_stage(SESSIONS, con, {"key_by": key_by, "ws": plan.WHITESPACE})
             info = SourceInfo(source=str(src), generation=schema.generation)
             for view in ("src_conversations", "src_messages", "src_parts", "src_summaries",
                          "src_summary_messages", "src_summary_parents"):

@@ -1,7 +1,6 @@
 """`migrate`: lossless-claw lcm.db → Remnic LCM. Snapshot, plan in DuckDB, stage, write in SQLite."""
 from __future__ import annotations
 
-import datetime as dt
 import sqlite3
 import time
 from dataclasses import dataclass, field
@@ -12,11 +11,12 @@ import duckdb
 from . import __version__, delta, duck, plan, shortcut, target as tgt
 from .runlock import target_lock
 from .progress import Progress
-from .report import RunReport
-from .sources import check_sqlite_file, detect_schema, normalized_views, take_snapshot, target_view
+from .report import RunReport, now_iso
+from .sources import check_sqlite_file, detect_schema, normalized_views, take_snapshot
 from .fresh import TargetBuilder
 from .flatten import ALL_OWNERS, Flattener
-from .write import MIGRATE_STEPS, WriteJob, new_run_id, record_run, write, write_failure
+from .pipeline import PROVENANCE, WRITE_MESSAGES, WRITE_REST
+from .write import WriteJob, new_run_id, record_run, write, write_failure
 
 
 @dataclass
@@ -32,10 +32,6 @@ class MigrateOptions:
     tmp_dir: str | None = None
     memory_limit: str = duck.DEFAULT_MEMORY_LIMIT
     full: bool = False   # re-plan even when the shortcut says nothing changed
-
-
-def now_iso() -> str:
-    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
 def migrate(opts: MigrateOptions) -> RunReport:
@@ -79,7 +75,7 @@ def _migrate(opts: MigrateOptions) -> RunReport:
         con = plan.open_source(snap.path, schema, opts.src, opts.memory_limit)
         try:
             delta.mark_source(con, schema)
-            view = target_view(opts.target, existed, private=opts.dry_run)
+            view = tgt.target_view(opts.target, existed, private=opts.dry_run)
             target_db = view.path if view else opts.target if existed else None
             # a sync re-run plans only what changed since the previous run's marks (lcm_etl/delta.py)
             rec = None if opts.full or opts.session_filter else delta.recorded(target_db, str(opts.src), opts_key)
@@ -109,8 +105,8 @@ def _migrate(opts: MigrateOptions) -> RunReport:
             con.close()
         run_id = new_run_id()
         job = WriteJob(target=opts.target, target_existed=existed, stage=stage_path,
-                       batch_steps=MIGRATE_STEPS, builder=builder,
-                       final_step="95_", flatten=True, flattener=flattener, batches=planned.batches,
+                       batch_stages=(WRITE_MESSAGES, WRITE_REST), builder=builder,
+                       final_stage=PROVENANCE, flatten=True, flattener=flattener, batches=planned.batches,
                        release=snap.discard_in_background,
                        params={"fired_at": started, "source_path": str(opts.src), "run_id": run_id},
                        lock_timeout=opts.lock_timeout, progress=opts.progress,
@@ -127,7 +123,7 @@ def _migrate(opts: MigrateOptions) -> RunReport:
                             "totals": _totals(report) if scope is None else {},
                             "marks_run": None if opts.session_filter else run_id}
         counts = write(job, now_iso)
-        _check_counts(report, counts)
+        report.take_written(counts)
         report.run_id = run_id
         report.elapsed_s = time.monotonic() - t0
         return report
@@ -173,7 +169,7 @@ def _nothing_changed(opts: MigrateOptions, report: RunReport, previous: tuple[st
     report.extra["shortcut"] = (f"source unchanged and target untouched since run {run_id}: nothing to do "
                                 "(--full re-plans everything)")
     if not opts.dry_run:
-        job = WriteJob(target=opts.target, target_existed=True, stage=Path(), batch_steps=(), final_step=None,
+        job = WriteJob(target=opts.target, target_existed=True, stage=Path(), batch_stages=(), final_stage=None,
                        flatten=False, batches=[], params={}, lock_timeout=opts.lock_timeout, progress=False)
         job.ledger = {"run_id": new_run_id(), "tool_version": __version__, "command": "migrate",
                       "started_at": started, "finished_at": now_iso(), "status": "complete",
@@ -192,22 +188,3 @@ def _options_json(opts: MigrateOptions) -> str:
 
     return orjson.dumps({"dry_run": opts.dry_run, "session_filter": opts.session_filter, "key_by": opts.key_by,
                          "batch_rows": opts.batch_rows, "target": str(opts.target)}).decode()
-
-
-def _check_counts(report: RunReport, counts: dict) -> None:
-    """The plan said what would be written; SQLite says what was. They must agree."""
-    planned = {"messages_inserted": report.messages.inserted, "parts_inserted": report.parts.inserted,
-               "summaries_inserted": report.summaries.inserted, "boundary_events": report.boundary_events,
-               "messages_updated": report.messages.updated, "summaries_updated": report.summaries.updated,
-               "parents_updated": report.parents_updated}
-    for key, want in planned.items():
-        got = counts.get(key, 0)
-        if got != want:
-            report.warnings.append(f"{key}: planned {want}, written {got} (the target changed during the run?)")
-    report.messages.inserted = counts.get("messages_inserted", 0)
-    report.parts.inserted = counts.get("parts_inserted", 0)
-    report.summaries.inserted = counts.get("summaries_inserted", 0)
-    report.boundary_events = counts.get("boundary_events", 0)
-    report.messages.updated = counts.get("messages_updated", 0)
-    report.summaries.updated = counts.get("summaries_updated", 0)
-    report.parents_updated = counts.get("parents_updated", 0)

@@ -16,24 +16,20 @@ from typing import Callable
 import duckdb
 from tqdm import tqdm
 
-from . import duck
+from . import duck, pipeline
 from .errors import BadInput
 from .report import RunReport
 from .sources import SourceSchema, normalized_views
 from .target import apply_schema
-from .steps import run_step, step_named
+from .steps import run_stage
 
-PLAN_STEPS = ("20_", "30_", "40_", "50_", "52_", "55_", "57_", "60_")   # after 10, 15 and the session filter
-NEW_TARGET_STEPS = ("20_", "30_", "40_", "50_", "52_", "56_", "60_")      # one transaction: one batch
 WHITESPACE = " \t\n\r\x0b\x0c\u00a0\ufeff"
 _TARGET_TABLES = {"lcm_messages", "lcm_message_parts", "lcm_summary_nodes", "lcm_compaction_events"}
 
 
 @dataclass
 class PlannedRun:
-    con: duckdb.DuckDBPyConnection
     batches: list[int]
-    has_work: bool
 
 
 def open_source(snapshot_path: Path, schema: SourceSchema, original: Path,
@@ -68,19 +64,19 @@ def load_target_state(con: duckdb.DuckDBPyConnection, target_db: Path | None, sc
             "SELECT table_name FROM information_schema.tables WHERE table_catalog = 'tgt'").fetchall()}
         con.execute("DETACH tgt")
 
-    def read(alias: str, step: str, needs: set[str], params: dict | None = None) -> None:
+    def read(alias: str, stage: pipeline.Stage, needs: set[str], params: dict | None = None) -> None:
         db = target_db if target_db is not None and needs <= tables else empty_target(scratch)
         duck.attach_sqlite(con, str(db), alias, read_only=True)
         try:
-            run_step(step_named(step), con, params)
+            run_stage(stage, con, params)
         finally:
             con.execute(f"DETACH {alias}")
 
-    read("tgt", "04_", _TARGET_TABLES)
-    read("prov", "06_", {"lcm_etl_conversations"})
+    read("tgt", pipeline.TARGET_MARKS, _TARGET_TABLES)
+    read("prov", pipeline.TARGET_PROVENANCE, {"lcm_etl_conversations"})
     con.execute("CREATE OR REPLACE TABLE scope_sessions (session_id VARCHAR)")
     scope = narrow() if narrow else None
-    read("tgt", "05_", _TARGET_TABLES, {"scoped": scope is not None})
+    read("tgt", pipeline.TARGET_STATE, _TARGET_TABLES, {"scoped": scope is not None})
     return scope
 
 
@@ -99,15 +95,15 @@ def build(con: duckdb.DuckDBPyConnection, key_by: str, session_filter: list[str]
           report: RunReport, source_label: str, progress: bool = False, new_target: bool = False,
           scoped: bool = False) -> PlannedRun:
     params = plan_params(key_by, budget, source_label)
-    run_step(step_named("10_"), con, params)
-    run_step(step_named("15_"), con, params)
+    run_stage(pipeline.SESSIONS, con, params)
+    run_stage(pipeline.KEPT_SESSIONS, con, params)
     _select_sessions(con, session_filter, source_label)
-    for prefix in tqdm(NEW_TARGET_STEPS if new_target else PLAN_STEPS, desc="planning", unit="step",
-                       disable=not progress, leave=False):
-        run_step(step_named(prefix), con, params)
+    stage = pipeline.NEW_TARGET_PLAN if new_target else pipeline.PLAN
+    with tqdm(total=len(stage.steps), desc="planning", unit="step", disable=not progress, leave=False) as bar:
+        run_stage(stage, con, params, after_each=bar.update)
+    # a sync re-run (lcm_etl/delta.py) plans some sessions: no totals over the rest (as with a filter)
     _fill_report(con, report, filtered=bool(session_filter) or scoped)
-    batches = all_batches(con)
-    return PlannedRun(con, batches, has_work=bool(batches))
+    return PlannedRun(all_batches(con))
 
 
 def plan_params(key_by: str, budget: int, source_label: str) -> dict:
@@ -195,5 +191,5 @@ def _fill_report(con, report: RunReport, filtered: bool) -> None:
 
 def stage(con: duckdb.DuckDBPyConnection, stage_path: Path, record_marks: bool = False) -> None:
     duck.attach_sqlite(con, str(stage_path), "stage", read_only=False)
-    run_step(step_named("65_"), con, {"record_marks": record_marks})
+    run_stage(pipeline.STAGE, con, {"record_marks": record_marks})
     con.execute("DETACH stage")

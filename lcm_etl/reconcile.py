@@ -18,16 +18,16 @@ import duckdb
 
 from . import __version__, plan
 from .errors import BadInput
-from .migrate import now_iso, _check_counts
-from .report import RunReport
+from .report import RunReport, now_iso
 from .runlock import target_lock
-from .sources import detect_schema, expand, take_snapshot, target_view
-from .steps import run_step, step_named
-from .target import check_target
+from .sources import detect_schema, expand, take_snapshot
+from . import pipeline
+from .steps import run_stage
+from .target import check_target, target_view
 from .transcript_blocks import js_stringify
 from .transcript_rows import FileSession, arrow_tables, file_sessions, stage_content
 from .transcripts import Transcript, TranscriptError, discover_transcripts, read_transcript
-from .write import RECONCILE_STEPS, WriteJob, new_run_id, write
+from .write import WriteJob, new_run_id, write
 
 _HELD_LCM_EMPTY = ("SELECT NULL::VARCHAR AS session_id, NULL::VARCHAR AS conv_key, NULL::BIGINT AS seq, "
                    "NULL::VARCHAR AS entry_id, NULL::VARCHAR AS identity_hash WHERE false")
@@ -105,7 +105,7 @@ def plan_transcripts(opts: ReconcileOptions, transcripts: list[Transcript], targ
             plan.duck.attach_sqlite(con, str(src_db), "src")
             for name, sql in plan.normalized_views(schema, "duckdb").items():
                 con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS {sql}")
-            run_step(step_named("10_"), con, {"key_by": opts.key_by, "ws": plan.WHITESPACE})
+            run_stage(pipeline.HELD_SESSIONS, con, {"key_by": opts.key_by, "ws": plan.WHITESPACE})
             con.execute("""CREATE TABLE held_lcm AS
                 SELECT s.session_id, s.conv_key, m.seq, nullif(trim(m.transcript_entry_id), '') AS entry_id, m.identity_hash
                 FROM src_messages m JOIN sessions s USING (conversation_id)
@@ -122,8 +122,7 @@ def plan_transcripts(opts: ReconcileOptions, transcripts: list[Transcript], targ
         con.execute(f"CREATE TABLE held_tgt AS {held_sql}")
         if target_db is not None:
             con.execute("DETACH tgt")
-        for prefix in ("r20_", "r55_", "57_", "r60_"):
-            run_step(step_named(prefix), con, {"budget": opts.batch_rows})
+        run_stage(pipeline.RECONCILE_PLAN, con, {"budget": opts.batch_rows})
         return con
     except BaseException:
         con.close()
@@ -166,15 +165,15 @@ def _reconcile(opts: ReconcileOptions, read: tuple[list[Transcript], list[tuple[
             stage_content(stage_path, transcripts, sessions,
                           [r[0] for r in con.execute("SELECT message_id FROM write_messages").fetchall()])
             plan.duck.attach_sqlite(con, str(stage_path), "stage", read_only=False)
-            run_step(step_named("r65_"), con)
+            run_stage(pipeline.RECONCILE_STAGE, con)
             con.execute("DETACH stage")
         finally:
             con.close()
         files = [str(t.path) for t in transcripts]
         transcripts.clear()   # the stage holds what is written now: free the parsed content before writing
         run_id = new_run_id()
-        job = WriteJob(target=opts.target, target_existed=existed, stage=stage_path, batch_steps=RECONCILE_STEPS,
-                       final_step=None, flatten=False, batches=batches, params={"fired_at": started},
+        job = WriteJob(target=opts.target, target_existed=existed, stage=stage_path, batch_stages=(pipeline.RECONCILE_WRITE,),
+                       final_stage=None, flatten=False, batches=batches, params={"fired_at": started},
                        lock_timeout=opts.lock_timeout, progress=opts.progress)
         job.ledger = {"run_id": run_id, "tool_version": __version__, "command": "reconcile", "started_at": started,
                       "finished_at": None, "status": "complete", "source_path": str(opts.src) if opts.src else None,
@@ -183,7 +182,7 @@ def _reconcile(opts: ReconcileOptions, read: tuple[list[Transcript], list[tuple[
                       "options": js_stringify({"sessions": files,
                                                "session_filter": opts.session_filter, "key_by": opts.key_by})}
         counts = write(job, now_iso)
-        _check_counts(report, counts)
+        report.take_written(counts)
         report.run_id = run_id
         report.elapsed_s = time.monotonic() - t0
         return report

@@ -5,6 +5,7 @@ Counters describe this run only: a re-run that finds everything present reports 
 """
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import asdict, dataclass, field
 
 
@@ -46,6 +47,24 @@ class RunReport:
     run_id: str | None = None
     warnings: list[str] = field(default_factory=list)
     extra: dict = field(default_factory=dict)   # command-specific sections (reconcile files, audit diffs)
+
+    def take_written(self, counts: dict) -> None:
+        """The plan said what would be written; SQLite says what was. They must agree."""
+        planned = {"messages_inserted": self.messages.inserted, "parts_inserted": self.parts.inserted,
+                   "summaries_inserted": self.summaries.inserted, "boundary_events": self.boundary_events,
+                   "messages_updated": self.messages.updated, "summaries_updated": self.summaries.updated,
+                   "parents_updated": self.parents_updated}
+        for key, want in planned.items():
+            got = counts.get(key, 0)
+            if got != want:
+                self.warnings.append(f"{key}: planned {want}, written {got} (the target changed during the run?)")
+        self.messages.inserted = counts.get("messages_inserted", 0)
+        self.parts.inserted = counts.get("parts_inserted", 0)
+        self.summaries.inserted = counts.get("summaries_inserted", 0)
+        self.boundary_events = counts.get("boundary_events", 0)
+        self.messages.updated = counts.get("messages_updated", 0)
+        self.summaries.updated = counts.get("summaries_updated", 0)
+        self.parents_updated = counts.get("parents_updated", 0)
 
     def as_dict(self) -> dict:
         d = asdict(self)
@@ -108,6 +127,11 @@ class RunReport:
 
 
 _RENDERED = {"transcripts_read"}   # extra keys as_text renders in its own words
+
+
+def now_iso() -> str:
+    """Now in UTC, as the ledger and the reports stamp times (Remnic's ISO form, milliseconds)."""
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
 def transcript_lines(extra: dict, limit: int) -> list[str]:

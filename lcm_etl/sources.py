@@ -30,7 +30,6 @@ from .errors import BadInput, RunFailed
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 REQUIRED_TABLES = ("conversations", "messages")
-DAG_TABLES = ("summaries", "summary_messages", "summary_parents")
 
 
 def default_source() -> Path:
@@ -134,23 +133,6 @@ def file_signature(path: Path) -> list:
         except FileNotFoundError:
             out.append(None)
     return out
-
-
-def target_view(target: Path, existed: bool, private: bool) -> Snapshot | None:
-    """What the plan reads of the target: nothing (absent), the target itself, or, when nothing may be
-    written (dry-run, audit), a private checked copy, since even a read-only open of a WAL database
-    creates -wal/-shm beside it. Returns the copy to close, or None."""
-    if not (existed and private):
-        return None
-    from .target import check_remnic
-
-    view = take_snapshot(target, "target")
-    try:
-        check_remnic(view.path, target)
-    except BaseException:
-        view.close()
-        raise
-    return view
 
 
 def take_snapshot(path: Path, what: str = "source", tmp_root: str | None = None, attempts: int = 20) -> Snapshot:

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .errors import BadInput, RunFailed
-from .sources import SQLITE_HEADER
+from .sources import SQLITE_HEADER, Snapshot, take_snapshot
 
 REMNIC_SCHEMA = """
 CREATE TABLE IF NOT EXISTS lcm_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -64,7 +64,6 @@ CREATE TABLE IF NOT EXISTS lcm_etl_large_files (source_path TEXT NOT NULL, file_
 CREATE TABLE IF NOT EXISTS lcm_etl_marks (source_path TEXT NOT NULL, kind TEXT NOT NULL, key TEXT NOT NULL,
   mark TEXT NOT NULL, run_id TEXT NOT NULL, PRIMARY KEY (source_path, kind, key));
 """
-REMNIC_TABLES = ("lcm_meta", "lcm_messages", "lcm_message_parts", "lcm_summary_nodes", "lcm_compaction_events")
 
 
 @contextmanager
@@ -223,3 +222,18 @@ def begin_immediate(con: sqlite3.Connection, path: Path, lock_timeout: float) ->
 def is_disk_full(exc: BaseException) -> bool:
     text = str(exc).lower()
     return "disk is full" in text or "no space" in text or getattr(exc, "errno", None) == 28
+
+
+def target_view(target: Path, existed: bool, private: bool) -> Snapshot | None:
+    """What the plan reads of the target: nothing (absent), the target itself, or, when nothing may be
+    written (dry-run, audit), a private checked copy, since even a read-only open of a WAL database
+    creates -wal/-shm beside it. Returns the copy to close, or None."""
+    if not (existed and private):
+        return None
+    view = take_snapshot(target, "target")
+    try:
+        check_remnic(view.path, target)
+    except BaseException:
+        view.close()
+        raise
+    return view

@@ -37,8 +37,7 @@ import click
 import orjson
 
 from .errors import EXIT_BAD_INPUT, LcmEtlError
-from .migrate import now_iso
-from .report import RunReport
+from .report import RunReport, now_iso
 from .sources import file_signature
 
 DEFAULT_INTERVAL = 0.5

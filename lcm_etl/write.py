@@ -1,6 +1,6 @@
 """The writer: Python's sqlite3 runs the write steps of `transforms/` against the target, batch by batch.
 
-Two ways to land a plan:
+Two ways to land a plan (three with lcm_etl/fresh.py, a new target from integer source ids):
 - the target exists: one `BEGIN IMMEDIATE` transaction per batch (the plan sized them to keep the
   lock short for a live Remnic), each with its FTS rows, summaries and boundary events; foreign keys
   are checked as rows land (summaries go roots first). A kill between batches leaves whole sessions
@@ -18,19 +18,17 @@ import uuid
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import Callable, Protocol
 
 import orjson
 
 from . import shortcut, target as tgt
 from .errors import BadInput, RunFailed
 from .flatten import PLANNED_OWNERS, Flattener
+from .pipeline import Stage
 from .progress import Progress
 from .sqlite_runtime import attach_all, private_file
-from .steps import run_step, step_named
-
-if TYPE_CHECKING:
-    from .fresh import TargetBuilder
+from .steps import run_stage
 
 # Work tables take their column types from the stage, so that joins on the source message id (INTEGER in
 # lossless-claw, TEXT in the peer's shape) compare with one affinity and can use the index.
@@ -43,9 +41,6 @@ CREATE UNIQUE INDEX temp._map_src ON _map(src_message_id);
 """
 
 
-MIGRATE_STEPS = ("70_", "72_", "75_", "80_", "85_", "86_", "87_", "90_")   # 78_flatten_parts runs once, beside them
-RECONCILE_STEPS = ("70_", "r72_", "75_", "r80_", "90_")
-
 # The steps of the writer's first phase as its progress bar names them (lcm_etl/progress.py); then an
 # existing target's batches have a bar of their own. A new target from integer ids: TargetBuilder.PHASE.
 PREPARING = ("indexing the plan", "reading the target", "flattening parts")
@@ -57,14 +52,22 @@ _STAGE_INDEXES = (("plan_messages", "batch"), ("plan_messages", "message_id"), (
                   ("plan_conversations", "conversation_id"))
 
 
+class Builder(Protocol):
+    """A new target built on a thread of its own (lcm_etl/fresh.py's TargetBuilder), finished by the writer."""
+    PHASE: tuple[str, tuple[str, ...]]
+
+    def finish(self, job: "WriteJob", finished_at: Callable[[], str], bars: Progress) -> dict[str, int]: ...
+
+
 @dataclass
 class WriteJob:
     target: Path
     target_existed: bool
     stage: Path                      # attached as `plan`: the narrow plan tables (and reconcile's content)
-    batch_steps: tuple[str, ...]     # write steps run per batch, by file-name prefix
-    final_step: str | None           # provenance step run once in the last transaction
-    flatten: bool                    # parts are flattened by 78_flatten_parts.sql (migrate), else not (reconcile)
+    batch_stages: tuple[Stage, ...]  # write stages run per batch (lcm_etl/pipeline.py); a new target from TEXT
+    #                                  ids attaches the flattened parts after the first
+    final_stage: Stage | None        # provenance, run once in the last transaction
+    flatten: bool                    # parts are flattened by pipeline.FLATTEN (migrate), else not (reconcile)
     batches: list[int]
     params: dict                     # fired_at, source_path, ...
     lock_timeout: float
@@ -74,7 +77,7 @@ class WriteJob:
     ledger: dict = field(default_factory=dict)   # lcm_etl_runs row; counts are added when the run ends
     ledger_extra: dict = field(default_factory=dict)   # more for the ledger's counts JSON (totals, fingerprints)
     flattener: Flattener | None = None   # already running (a new target's parts, started before planning)
-    builder: "TargetBuilder | None" = None   # a new target from integer source ids (lcm_etl/fresh.py)
+    builder: Builder | None = None   # a new target from integer source ids (lcm_etl/fresh.py)
     release: Callable[[], None] | None = None   # called once the attachments are no longer read
 
 
@@ -107,14 +110,14 @@ def _flattener(job: WriteJob) -> Flattener | None:
     return job.flattener
 
 
-def run_steps(con: sqlite3.Connection, job: WriteJob, prefixes, lo: int | None = None,
-              hi: int | None = None) -> dict[str, int]:
-    """Run write steps for batches lo..hi (default: every batch of the plan, as one)."""
+def run_stages(con: sqlite3.Connection, job: WriteJob, stages, lo: int | None = None,
+               hi: int | None = None) -> dict[str, int]:
+    """Run write stages for batches lo..hi (default: every batch of the plan, as one)."""
     if lo is None:
         lo, hi = (min(job.batches), max(job.batches)) if job.batches else (0, -1)
     counts: dict[str, int] = {}
-    for prefix in prefixes:
-        add_counts(counts, run_step(step_named(prefix), con, {**job.params, "lo": lo, "hi": hi}))
+    for stage in stages:
+        add_counts(counts, run_stage(stage, con, {**job.params, "lo": lo, "hi": hi}))
     return counts
 
 
@@ -125,8 +128,8 @@ def record_run(target: Path, job: WriteJob, counts: dict) -> None:
 
 
 def _finish(con: sqlite3.Connection, job: WriteJob, counts: dict) -> None:
-    if job.final_step:
-        run_step(step_named(job.final_step), con, job.params)
+    if job.final_stage:
+        run_stage(job.final_stage, con, job.params)
     row = {k: v() if callable(v) else v for k, v in job.ledger.items()}   # late values (the source's sha256)
     # what this run wrote, plus the target's fingerprint after it (lcm_etl/shortcut.py reads it back)
     row["counts"] = orjson.dumps({"written": counts, **job.ledger_extra,
@@ -214,7 +217,7 @@ def _write_existing(job: WriteJob, finished_at, bars: Progress) -> dict[str, int
                 tgt.apply_schema(con)
                 first[0] = False
             if b is not None:
-                add_counts(counts, run_steps(con, job, job.batch_steps, b, b))
+                add_counts(counts, run_stages(con, job, job.batch_stages, b, b))
 
         bars.phase("writing", len(job.batches) + 1, unit="batch")   # + the last transaction (ledger)
         for b in job.batches:
@@ -249,7 +252,8 @@ def remove_folders(made: list[Path]) -> None:
 
 def _build_fresh(job: WriteJob, finished_at, bars: Progress) -> dict[str, int]:
     """A new target from TEXT source ids (the peer's shape): numbered from 1 by 70_assign_turns.sql, its
-    parts flattened beside the writer (78) and copied per message (80). Integer ids: lcm_etl/fresh.py."""
+    parts flattened beside the writer (pipeline.FLATTEN) and copied after the messages (80). Integer ids:
+    lcm_etl/fresh.py."""
     building = building_path(job.target)
     drop_building(building)   # left by a run that was killed while building
     counts: dict[str, int] = {}
@@ -260,15 +264,15 @@ def _build_fresh(job: WriteJob, finished_at, bars: Progress) -> dict[str, int]:
             con.execute("BEGIN")
             tgt.apply_schema(con)
             prepare(con, job)
-            split = job.batch_steps.index("80_") if scratch else len(job.batch_steps)
+            split = 1 if scratch else len(job.batch_stages)   # the parts come after the messages' stage
             with tgt.indexes_after_load(con, "lcm_messages", "lcm_message_parts"):
                 bars.step("messages")
-                add_counts(counts, run_steps(con, job, job.batch_steps[:split]))
+                add_counts(counts, run_stages(con, job, job.batch_stages[:split]))
                 if scratch:
                     bars.step("flattening parts")
                     scratch.attach(con)
                 bars.step("parts")
-                add_counts(counts, run_steps(con, job, job.batch_steps[split:]))
+                add_counts(counts, run_stages(con, job, job.batch_stages[split:]))
             bars.step("checking and linking")
             seal(con, job, counts, finished_at, ("scratch",) if scratch else ())
         link_into_place(building, job.target)

@@ -4,7 +4,7 @@
 -- produces: part_plan(message_id, ordinal, is_new) — the source parts the target lacks
 -- key: (target message, ordinal) — SPEC §4
 -- why: parts of a new message are all new; a message already present keeps the parts it has and gains
---      only missing ordinals. The flattening itself (kind, payload) happens in 80_write_parts.sql, where
+--      only missing ordinals. The flattening itself (kind, payload) happens in 74_part_rows.sql, where
 --      SQLite copies the bulky payloads without passing them through Python or DuckDB.
 CREATE OR REPLACE TABLE part_plan AS
 SELECT p.message_id, p.ordinal, m.is_new, m.session_id

@@ -1,0 +1,90 @@
+"""What a Python CLI user expects (issue 11, item 6): `python -m lcm_etl`, one spelling and help text per
+shared option, exit codes in --help, docs/cli.md's option table made from the commands, no import circles."""
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, copy_fixture, run_cli
+from lcm_etl.cli import cli
+from lcm_etl.docgen import cli_doc
+from lcm_etl.errors import EXIT_CODES
+
+COMMANDS = ("migrate", "reconcile", "audit", "inspect", "steps")
+
+
+def test_python_dash_m_lcm_etl_is_the_same_command_line():
+    proc = subprocess.run([sys.executable, "-m", "lcm_etl", "--version"], capture_output=True, text=True, timeout=60)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, run_cli("--version").stdout, "")
+    proc = subprocess.run([sys.executable, "-m", "lcm_etl", "inspect", "--memory-limit", "abc"],
+                          capture_output=True, text=True, timeout=60)
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("lcm-etl: error: Invalid value for '--memory-limit'")
+
+
+@pytest.mark.parametrize("command", [None, *COMMANDS])
+def test_every_help_lists_the_exit_codes(command):
+    proc = run_cli(*([command] if command else []), "--help")
+    assert proc.returncode == 0
+    listed = proc.stdout[proc.stdout.index("Exit codes:"):]
+    for code, meaning in EXIT_CODES.items():
+        assert f"{code:>3}  {meaning}" in listed
+
+
+@pytest.mark.parametrize("option", ["--json", "--quiet", "--debug", "--key-by", "--memory-limit", "--session-filter"])
+def test_a_shared_option_has_one_help_text_on_every_command_that_takes_it(option):
+    helps = {name: p.help for name, cmd in cli.commands.items() for p in cmd.params if option in p.opts}
+    assert len(helps) >= 2 and all(helps.values())
+    assert len(set(helps.values())) == 1, helps
+
+
+def test_every_reporting_command_takes_json_quiet_and_debug():
+    for name in ("migrate", "reconcile", "audit", "inspect"):
+        opts = {o for p in cli.commands[name].params for o in p.opts}
+        assert {"--json", "--quiet", "-q", "--debug"} <= opts, name
+
+
+def test_inspect_quiet_prints_nothing_and_exits_0(tmp_path):
+    src = copy_fixture("basic-0.15.3.db", tmp_path)
+    assert (lambda p: (p.returncode, p.stdout, p.stderr))(run_cli("inspect", "--src", src, "-q")) == (0, "", "")
+
+
+def test_audits_dest_help_says_the_target_is_checked_not_written():
+    proc = run_cli("audit", "--help")
+    dest = " ".join(proc.stdout[proc.stdout.index("--dest"):proc.stdout.index("--memory-dir")].split())
+    assert dest == "--dest PATH Remnic LCM database (lcm.sqlite) to check (read only; never created)"
+
+
+def test_docs_cli_md_option_table_is_made_from_the_commands():
+    doc = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    assert doc == cli_doc(doc, cli), "docs/cli.md's option table drifted: run `python docs/generate.py`"
+    for option in ("--manifest", "--jobs", "--sessions", "--strict", "--scheduler", "--watch"):
+        assert f"| `{option}`" in doc
+
+
+def test_no_two_lcm_etl_modules_import_each_other_even_indirectly():
+    modules = {p.stem: p for p in (ROOT / "lcm_etl").glob("*.py")}
+    graph = {}
+    for name, path in modules.items():
+        deps = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                deps |= {node.module.split(".")[0]} if node.module else {a.name for a in node.names}
+        graph[name] = deps & set(modules) - {name}
+
+    def reaches(start, goal, seen):
+        return any(d == goal or (d not in seen and reaches(d, goal, seen | {d})) for d in graph[start])
+
+    assert [m for m in sorted(graph) if reaches(m, m, {m})] == []
+
+
+def test_the_installed_distribution_has_the_packages_one_version():
+    from importlib.metadata import version
+
+    import lcm_etl
+
+    assert version("lcm-etl") == lcm_etl.__version__
+    assert 'version = "' not in (ROOT / "pyproject.toml").read_text(encoding="utf-8")
