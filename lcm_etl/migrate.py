@@ -9,14 +9,14 @@ from pathlib import Path
 
 import duckdb
 
-from . import __version__, duck, plan, shortcut, target as tgt
+from . import duck, ledger, plan, shortcut, target as tgt
 from .runlock import target_lock
 from .progress import Progress
 from .report import RunReport
 from .sources import check_sqlite_file, detect_schema, normalized_views, take_snapshot, target_view
 from .fresh import TargetBuilder
 from .flatten import ALL_OWNERS, Flattener
-from .write import MIGRATE_STEPS, WriteJob, new_run_id, record_run, write, write_failure
+from .write import MIGRATE_STEPS, WriteJob, record_run, write, write_failure
 
 
 @dataclass
@@ -97,7 +97,6 @@ def _migrate(opts: MigrateOptions) -> RunReport:
             raise duck.translate(exc, plan.unreadable_source(opts.src)) from None
         finally:
             con.close()
-        run_id = new_run_id()
         job = WriteJob(target=opts.target, target_existed=existed, stage=stage_path,
                        batch_steps=MIGRATE_STEPS, builder=builder,
                        final_step="95_", flatten=True, flattener=flattener, batches=planned.batches,
@@ -105,16 +104,13 @@ def _migrate(opts: MigrateOptions) -> RunReport:
                        params={"fired_at": started, "source_path": str(opts.src)},
                        lock_timeout=opts.lock_timeout, progress=opts.progress,
                        attach={"src": snap.path}, views=normalized_views(schema, "sqlite"))
-        job.ledger = {
-            "run_id": run_id, "tool_version": __version__, "command": "migrate", "started_at": started,
-            "finished_at": None, "status": "complete", "source_path": str(opts.src), "source_size": snap.size,
-            "source_sha256": lambda: snap.sha256,   # read when the ledger row is written: hashing runs meanwhile
-            "options": _options_json(opts),
-        }
+        # the source's sha256 is read when the ledger row is written: hashing runs meanwhile
+        job.record = ledger.RunRecord.new("migrate", started, _options(opts), source_path=str(opts.src),
+                                          source_size=snap.size, source_sha256=lambda: snap.sha256)
         job.ledger_extra = {"source_fingerprint": source_fp, "options_key": opts_key, "totals": _totals(report)}
         counts = write(job, now_iso)
         _check_counts(report, counts)
-        report.run_id = run_id
+        report.run_id = job.record.run_id
         report.elapsed_s = time.monotonic() - t0
         return report
     finally:
@@ -161,23 +157,19 @@ def _nothing_changed(opts: MigrateOptions, report: RunReport, previous: tuple[st
     if not opts.dry_run:
         job = WriteJob(target=opts.target, target_existed=True, stage=Path(), batch_steps=(), final_step=None,
                        flatten=False, batches=[], params={}, lock_timeout=opts.lock_timeout, progress=False)
-        job.ledger = {"run_id": new_run_id(), "tool_version": __version__, "command": "migrate",
-                      "started_at": started, "finished_at": now_iso(), "status": "complete",
-                      "source_path": str(opts.src), "source_size": opts.src.stat().st_size, "source_sha256": None,
-                      "options": _options_json(opts)}
+        job.record = ledger.RunRecord.new("migrate", started, _options(opts), source_path=str(opts.src),
+                                          source_size=opts.src.stat().st_size)
         job.ledger_extra = {"source_fingerprint": source_fp, "options_key": opts_key, "totals": totals,
                             "shortcut_of": run_id}
         record_run(opts.target, job, {})
-        report.run_id = job.ledger["run_id"]
+        report.run_id = job.record.run_id
     report.elapsed_s = time.monotonic() - t0
     return report
 
 
-def _options_json(opts: MigrateOptions) -> str:
-    import orjson
-
-    return orjson.dumps({"dry_run": opts.dry_run, "session_filter": opts.session_filter, "key_by": opts.key_by,
-                         "batch_rows": opts.batch_rows, "target": str(opts.target)}).decode()
+def _options(opts: MigrateOptions) -> dict:
+    return {"dry_run": opts.dry_run, "session_filter": opts.session_filter, "key_by": opts.key_by,
+            "batch_rows": opts.batch_rows, "target": str(opts.target)}
 
 
 def _check_counts(report: RunReport, counts: dict) -> None:
