@@ -48,10 +48,21 @@ def memory_limit_option(f):
                         help="DuckDB's memory budget for planning; it spills to disk beyond it")(f)
 
 
+def lock_timeout_option(f):
+    return click.option("--lock-timeout", type=click.FloatRange(min=0), default=10.0, show_default=True,
+                        metavar="SECONDS", help="how long to wait for a target locked by another writer or lcm-etl run")(f)
+
+
+def output_options(f):
+    """--json, --quiet, --debug: for commands without run_options (runs, undo)."""
+    f = click.option("--debug", is_flag=True, help="show a traceback on errors")(f)
+    f = click.option("--quiet", "-q", is_flag=True, help="print nothing but errors")(f)
+    return click.option("--json", "as_json", is_flag=True, help="print the report as one JSON object")(f)
+
+
 def write_options(f):
     f = memory_limit_option(f)
-    f = click.option("--lock-timeout", type=click.FloatRange(min=0), default=10.0, show_default=True, metavar="SECONDS",
-                     help="how long to wait for a target locked by another writer or lcm-etl run")(f)
+    f = lock_timeout_option(f)
     f = click.option("--batch-rows", type=click.IntRange(min=100), default=50_000, show_default=True,
                      help="rows per write transaction on an existing target (keeps a live Remnic unblocked)")(f)
     return f
@@ -292,6 +303,40 @@ def inspect(src, key_by, as_json, debug, memory_limit):
         click.echo(orjson.dumps(info.as_dict()).decode())
     else:
         click.echo(info.as_text())
+    return 0
+
+
+@cli.command()
+@target_options
+@output_options
+@handled
+def runs(dest, memory_dir, as_json, quiet, debug):
+    """Read-only: list the target's ledger (run id, command, times, status, source, options, counts)."""
+    from .runs import list_runs
+    from .target import resolve_target
+
+    emit(list_runs(resolve_target(dest, memory_dir)), as_json, quiet)
+    return 0
+
+
+@cli.command()
+@click.argument("run_id")
+@target_options
+@click.option("--dry-run", is_flag=True, help="change nothing; report what the undo would remove and restore")
+@click.option("--force", is_flag=True, help="undo even when Remnic wrote rows after the run that depend on it "
+                                            "(they are left, and the report says why that is safe)")
+@lock_timeout_option
+@output_options
+@handled
+def undo(run_id, dest, memory_dir, dry_run, force, lock_timeout, as_json, quiet, debug):
+    """Remove exactly what run RUN_ID (or a unique prefix of it) wrote, and restore what it changed."""
+    from .migrate import now_iso
+    from .target import resolve_target
+    from .undo import UndoOptions, undo as run
+
+    report = run(UndoOptions(target=resolve_target(dest, memory_dir), run_id=run_id, force=force, dry_run=dry_run,
+                             lock_timeout=lock_timeout), now_iso)
+    emit(report, as_json, quiet)
     return 0
 
 
