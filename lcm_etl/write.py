@@ -196,7 +196,10 @@ def _write_existing(job: WriteJob, finished_at, bars: Progress) -> dict[str, int
     counts: dict[str, int] = {}
     scratch = _flattener(job)
     bars.step("reading the target")
-    started = [False]   # the ledger row `running` has been written (with the first batch)
+    # the ledger row `running` has been written, perhaps committed: a failure must mark it (an interrupt can
+    # land between the first COMMIT and any statement after it, so this is set before the COMMIT)
+    started = [False]
+    committed: dict[str, int] = {}   # counts of the batches committed so far (for a failed run's ledger row)
     try:
         with closing(tgt.connect(job.target, job.lock_timeout)) as con:
             # the journal mode is left as the target has it (Remnic sets WAL itself); changing it is a write
@@ -214,25 +217,23 @@ def _write_existing(job: WriteJob, finished_at, bars: Progress) -> dict[str, int
                     tgt.apply_schema(con)
                     ledger.start(con, job.record)
                     provenance.install_triggers(con, job.record.run_id)
+                    started[0] = True
                 if b is not None:
                     mark = provenance.high_water(con)
                     add_counts(counts, run_steps(con, job, job.batch_steps, b, b))
                     provenance.record_ranges(con, job.record.run_id, mark)
 
-            def first_commit():   # only once the transaction that wrote the row has committed
-                started[0] = True
-
             bars.phase("writing", len(job.batches) + 1, unit="batch")   # + the last transaction (ledger)
             for b in job.batches:
                 _in_transaction(con, job, lambda: batch(b))
-                first_commit()
+                committed = dict(counts)
                 bars.step()
             done = finished_at()
             _in_transaction(con, job, lambda: (batch(), _finish(con, job, counts, done)))
         return counts
     except BaseException:
         if started[0]:
-            job.record.counts = {"written": counts}
+            job.record.counts = {"written": committed}
             ledger.fail(job.target, job.record, finished_at(), job.lock_timeout)
         raise
 
