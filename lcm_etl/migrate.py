@@ -161,7 +161,7 @@ def _nothing_changed(opts: MigrateOptions, report: RunReport, previous: tuple[st
                                           source_size=opts.src.stat().st_size)
         job.ledger_extra = {"source_fingerprint": source_fp, "options_key": opts_key, "totals": totals,
                             "shortcut_of": run_id}
-        record_run(opts.target, job, {})
+        record_run(opts.target, job, {}, now_iso())
         report.run_id = job.record.run_id
     report.elapsed_s = time.monotonic() - t0
     return report

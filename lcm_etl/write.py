@@ -115,11 +115,11 @@ def run_steps(con: sqlite3.Connection, job: WriteJob, prefixes, lo: int | None =
     return counts
 
 
-def record_run(target: Path, job: WriteJob, counts: dict) -> None:
+def record_run(target: Path, job: WriteJob, counts: dict, finished_at: str) -> None:
     """A ledger row for a run that writes nothing else (the no-op shortcut)."""
     with closing(tgt.connect(target, job.lock_timeout)) as con:
         # the ledger may be an older lcm-etl's (lcm_etl/ledger.py upgrades it)
-        _in_transaction(con, job, lambda: (tgt.apply_schema(con), _finish(con, job, counts, job.record.started_at)))
+        _in_transaction(con, job, lambda: (tgt.apply_schema(con), _finish(con, job, counts, finished_at)))
 
 
 def _finish(con: sqlite3.Connection, job: WriteJob, counts: dict, finished_at: str, whole: bool = False) -> None:
