@@ -65,10 +65,15 @@ def memory_limit_option(f):
                         help="DuckDB's memory budget for planning (96MB, 2GB, 512MiB...); it spills to a private folder beyond it")(f)
 
 
+def lock_timeout_option(f):
+    return click.option("--lock-timeout", type=click.FloatRange(min=0), default=10.0, show_default=True,
+                        metavar="SECONDS", help="how long to wait for a target locked by another writer or lcm-etl "
+                                                "run, then fail (exit 1)")(f)
+
+
 def write_options(f):
     f = memory_limit_option(f)
-    f = click.option("--lock-timeout", type=click.FloatRange(min=0), default=10.0, show_default=True, metavar="SECONDS",
-                     help="how long to wait for a target locked by another writer or lcm-etl run, then fail (exit 1)")(f)
+    f = lock_timeout_option(f)
     f = click.option("--batch-rows", type=click.IntRange(min=100), default=50_000, metavar="N", show_default=True,
                      help="rows per write transaction on an existing target (keeps a live Remnic unblocked)")(f)
     return f
@@ -332,6 +337,40 @@ def steps(command, sql, markdown, debug):
     if markdown and (sql or command):
         raise BadInput("--markdown prints every command's steps as transforms/README.md: give it alone")
     click.echo(transforms_readme() if markdown else steps_text(command, sql), nl=False)
+    return 0
+
+
+@cli.command(epilog=EPILOG)
+@target_options("to list the runs of (read only; never created)")
+@output_options
+@handled
+def runs(dest, memory_dir, as_json, quiet, debug):
+    """Read-only: list the target's ledger (run id, command, times, status, source, options, counts)."""
+    from .runs import list_runs
+    from .target import resolve_target
+
+    emit(list_runs(resolve_target(dest, memory_dir)), as_json, quiet)
+    return 0
+
+
+@cli.command(epilog=EPILOG)
+@click.argument("run_id", metavar="RUN_ID")
+@target_options("to undo the run in")
+@click.option("--dry-run", is_flag=True, help="change nothing; report what the undo would remove and restore")
+@click.option("--force", is_flag=True, help="undo even when Remnic wrote rows after the run that depend on it "
+                                            "(they are left, and the report says why that is safe)")
+@lock_timeout_option
+@output_options
+@handled
+def undo(run_id, dest, memory_dir, dry_run, force, lock_timeout, as_json, quiet, debug):
+    """Remove exactly what run RUN_ID (or a unique prefix of it) wrote, and restore what it changed."""
+    from .report import now_iso
+    from .target import resolve_target
+    from .undo import UndoOptions, undo as run
+
+    report = run(UndoOptions(target=resolve_target(dest, memory_dir), run_id=run_id, force=force, dry_run=dry_run,
+                             lock_timeout=lock_timeout), now_iso)
+    emit(report, as_json, quiet)
     return 0
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import duckdb
 
-from . import __version__, delta, duck, plan, shortcut, target as tgt
+from . import delta, duck, ledger, plan, shortcut, target as tgt
 from .runlock import target_lock
 from .progress import Progress
 from .report import RunReport, now_iso
@@ -16,7 +16,7 @@ from .sources import check_sqlite_file, detect_schema, normalized_views, take_sn
 from .fresh import TargetBuilder
 from .flatten import ALL_OWNERS, Flattener
 from .pipeline import PROVENANCE, WRITE_MESSAGES, WRITE_REST
-from .write import WriteJob, new_run_id, record_run, write, write_failure
+from .write import WriteJob, record_run, write, write_failure
 
 
 @dataclass
@@ -103,28 +103,25 @@ def _migrate(opts: MigrateOptions) -> RunReport:
             raise duck.translate(exc, plan.unreadable_source(opts.src)) from None
         finally:
             con.close()
-        run_id = new_run_id()
         job = WriteJob(target=opts.target, target_existed=existed, stage=stage_path,
                        batch_stages=(WRITE_MESSAGES, WRITE_REST), builder=builder,
                        final_stage=PROVENANCE, flatten=True, flattener=flattener, batches=planned.batches,
                        release=snap.discard_in_background,
-                       params={"fired_at": started, "source_path": str(opts.src), "run_id": run_id},
+                       params={"fired_at": started, "source_path": str(opts.src)},
                        lock_timeout=opts.lock_timeout, progress=opts.progress,
                        attach={"src": snap.path}, views=normalized_views(schema, "sqlite"))
-        job.ledger = {
-            "run_id": run_id, "tool_version": __version__, "command": "migrate", "started_at": started,
-            "finished_at": None, "status": "complete", "source_path": str(opts.src), "source_size": snap.size,
-            "source_sha256": lambda: snap.sha256,   # read when the ledger row is written: hashing runs meanwhile
-            "options": _options_json(opts),
-        }
+        # the source's sha256 is read when the ledger row is written: hashing runs meanwhile
+        job.record = ledger.RunRecord.new("migrate", started, _options(opts), source_path=str(opts.src),
+                                          source_size=snap.size, source_sha256=lambda: snap.sha256)
         # a re-plan of a few sessions knows totals for those only: no totals, so no no-op shortcut next time
         # (the next run compares marks instead, which costs little more)
         job.ledger_extra = {"source_fingerprint": source_fp, "options_key": opts_key,
                             "totals": _totals(report) if scope is None else {},
-                            "marks_run": None if opts.session_filter else run_id}
+                            "marks_run": None if opts.session_filter else job.record.run_id}
+        job.params["run_id"] = job.record.run_id   # 95 stores the marks under it
         counts = write(job, now_iso)
         report.take_written(counts)
-        report.run_id = run_id
+        report.run_id = job.record.run_id
         report.elapsed_s = time.monotonic() - t0
         return report
     finally:
@@ -171,20 +168,16 @@ def _nothing_changed(opts: MigrateOptions, report: RunReport, previous: tuple[st
     if not opts.dry_run:
         job = WriteJob(target=opts.target, target_existed=True, stage=Path(), batch_stages=(), final_stage=None,
                        flatten=False, batches=[], params={}, lock_timeout=opts.lock_timeout, progress=False)
-        job.ledger = {"run_id": new_run_id(), "tool_version": __version__, "command": "migrate",
-                      "started_at": started, "finished_at": now_iso(), "status": "complete",
-                      "source_path": str(opts.src), "source_size": opts.src.stat().st_size, "source_sha256": None,
-                      "options": _options_json(opts)}
+        job.record = ledger.RunRecord.new("migrate", started, _options(opts), source_path=str(opts.src),
+                                          source_size=opts.src.stat().st_size)
         job.ledger_extra = {"source_fingerprint": source_fp, "options_key": opts_key, "totals": totals,
                             "shortcut_of": run_id, "marks_run": marks_run}
-        record_run(opts.target, job, {})
-        report.run_id = job.ledger["run_id"]
+        record_run(opts.target, job, {}, now_iso())
+        report.run_id = job.record.run_id
     report.elapsed_s = time.monotonic() - t0
     return report
 
 
-def _options_json(opts: MigrateOptions) -> str:
-    import orjson
-
-    return orjson.dumps({"dry_run": opts.dry_run, "session_filter": opts.session_filter, "key_by": opts.key_by,
-                         "batch_rows": opts.batch_rows, "target": str(opts.target)}).decode()
+def _options(opts: MigrateOptions) -> dict:
+    return {"dry_run": opts.dry_run, "session_filter": opts.session_filter, "key_by": opts.key_by,
+            "batch_rows": opts.batch_rows, "target": str(opts.target)}

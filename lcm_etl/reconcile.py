@@ -16,7 +16,7 @@ from pathlib import Path
 
 import duckdb
 
-from . import __version__, plan
+from . import ledger, plan
 from .errors import BadInput
 from .report import RunReport, now_iso
 from .runlock import target_lock
@@ -24,10 +24,9 @@ from .sources import detect_schema, expand, take_snapshot
 from . import pipeline
 from .steps import run_stage
 from .target import check_target, target_view
-from .transcript_blocks import js_stringify
 from .transcript_rows import FileSession, arrow_tables, file_sessions, stage_content
 from .transcripts import Transcript, TranscriptError, discover_transcripts, read_transcript
-from .write import WriteJob, new_run_id, write
+from .write import WriteJob, write
 
 _HELD_LCM_EMPTY = ("SELECT NULL::VARCHAR AS session_id, NULL::VARCHAR AS conv_key, NULL::BIGINT AS seq, "
                    "NULL::VARCHAR AS entry_id, NULL::VARCHAR AS identity_hash WHERE false")
@@ -171,19 +170,16 @@ def _reconcile(opts: ReconcileOptions, read: tuple[list[Transcript], list[tuple[
             con.close()
         files = [str(t.path) for t in transcripts]
         transcripts.clear()   # the stage holds what is written now: free the parsed content before writing
-        run_id = new_run_id()
         job = WriteJob(target=opts.target, target_existed=existed, stage=stage_path, batch_stages=(pipeline.RECONCILE_WRITE,),
                        final_stage=None, flatten=False, batches=batches, params={"fired_at": started},
                        lock_timeout=opts.lock_timeout, progress=opts.progress)
-        job.ledger = {"run_id": run_id, "tool_version": __version__, "command": "reconcile", "started_at": started,
-                      "finished_at": None, "status": "complete", "source_path": str(opts.src) if opts.src else None,
-                      "source_size": snaps[0].size if opts.src else None,
-                      "source_sha256": snaps[0].sha256 if opts.src else None,
-                      "options": js_stringify({"sessions": files,
-                                               "session_filter": opts.session_filter, "key_by": opts.key_by})}
+        job.record = ledger.RunRecord.new(
+            "reconcile", started, {"sessions": files, "session_filter": opts.session_filter, "key_by": opts.key_by},
+            source_path=str(opts.src) if opts.src else None, source_size=snaps[0].size if opts.src else None,
+            source_sha256=snaps[0].sha256 if opts.src else None)
         counts = write(job, now_iso)
         report.take_written(counts)
-        report.run_id = run_id
+        report.run_id = job.record.run_id
         report.elapsed_s = time.monotonic() - t0
         return report
     except duckdb.Error as exc:

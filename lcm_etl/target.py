@@ -11,6 +11,7 @@ import sqlite3
 from contextlib import contextmanager
 from pathlib import Path
 
+from . import ledger
 from .errors import BadInput, RunFailed
 from .sources import SQLITE_HEADER, Snapshot, take_snapshot
 
@@ -41,29 +42,6 @@ REMNIC_FTS = {
     "lcm_summaries_fts": "CREATE VIRTUAL TABLE lcm_summaries_fts USING fts5(summary_text, content=lcm_summary_nodes, content_rowid=rowid)",
 }
 
-# lcm-etl's own tables: the run ledger and provenance for source facts Remnic has no column for.
-LEDGER_SCHEMA = """
-CREATE TABLE IF NOT EXISTS lcm_etl_runs (run_id TEXT PRIMARY KEY, tool_version TEXT NOT NULL,
-  command TEXT NOT NULL, started_at TEXT NOT NULL, finished_at TEXT NOT NULL, status TEXT NOT NULL,
-  source_path TEXT, source_size INTEGER, source_sha256 TEXT, options TEXT NOT NULL, counts TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS lcm_etl_summaries (summary_id TEXT PRIMARY KEY, session_id TEXT NOT NULL,
-  source_conversation_id, kind TEXT, depth INTEGER, earliest_at TEXT, latest_at TEXT, descendant_count INTEGER,
-  descendant_token_count INTEGER, source_message_token_count INTEGER, model TEXT, file_ids TEXT,
-  source_created_at TEXT, parent_candidates INTEGER);
-CREATE TABLE IF NOT EXISTS lcm_etl_summary_edges (summary_id TEXT NOT NULL, covering_summary_id TEXT NOT NULL,
-  ordinal INTEGER, kept INTEGER NOT NULL, reason TEXT, PRIMARY KEY (summary_id, covering_summary_id));
-CREATE TABLE IF NOT EXISTS lcm_etl_skipped (source_path TEXT NOT NULL, kind TEXT NOT NULL, source_id TEXT NOT NULL,
-  session_id TEXT, reason TEXT NOT NULL, detail TEXT, PRIMARY KEY (source_path, kind, source_id));
-CREATE TABLE IF NOT EXISTS lcm_etl_conversations (source_path TEXT NOT NULL, conversation_id NOT NULL,
-  session_id TEXT NOT NULL, source_session_id TEXT, session_key TEXT, title TEXT, active INTEGER,
-  archived_at TEXT, archive_cause TEXT, bootstrapped_at TEXT, created_at TEXT, updated_at TEXT,
-  PRIMARY KEY (source_path, conversation_id));
-CREATE TABLE IF NOT EXISTS lcm_etl_large_files (source_path TEXT NOT NULL, file_id TEXT NOT NULL,
-  conversation_id, file_name TEXT, mime_type TEXT, byte_size INTEGER, line_count INTEGER, storage_uri TEXT,
-  exploration_summary TEXT, created_at TEXT, PRIMARY KEY (source_path, file_id));
-CREATE TABLE IF NOT EXISTS lcm_etl_marks (source_path TEXT NOT NULL, kind TEXT NOT NULL, key TEXT NOT NULL,
-  mark TEXT NOT NULL, run_id TEXT NOT NULL, PRIMARY KEY (source_path, kind, key));
-"""
 
 
 @contextmanager
@@ -204,9 +182,7 @@ def apply_schema(con: sqlite3.Connection) -> None:
                 con.execute(ddl)
         con.execute("INSERT INTO lcm_meta (key, value) VALUES ('schema_version', '2') "
                     "ON CONFLICT(key) DO UPDATE SET value = excluded.value")
-    for stmt in LEDGER_SCHEMA.split(";"):
-        if stmt.strip():
-            con.execute(stmt)
+    ledger.ensure(con)   # lcm-etl's own tables, created or upgraded
 
 
 def begin_immediate(con: sqlite3.Connection, path: Path, lock_timeout: float) -> None:

@@ -14,15 +14,12 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-import uuid
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Protocol
 
-import orjson
-
-from . import shortcut, target as tgt
+from . import ledger, provenance, shortcut, target as tgt
 from .errors import BadInput, RunFailed
 from .flatten import PLANNED_OWNERS, Flattener
 from .pipeline import Stage
@@ -74,7 +71,7 @@ class WriteJob:
     progress: bool
     attach: dict[str, Path] = field(default_factory=dict)   # alias -> database (e.g. src -> the snapshot)
     views: dict[str, str] = field(default_factory=dict)     # TEMP views over the attachments
-    ledger: dict = field(default_factory=dict)   # lcm_etl_runs row; counts are added when the run ends
+    record: ledger.RunRecord | None = None   # the run's ledger row; its counts are set when the run ends
     ledger_extra: dict = field(default_factory=dict)   # more for the ledger's counts JSON (totals, fingerprints)
     flattener: Flattener | None = None   # already running (a new target's parts, started before planning)
     builder: Builder | None = None   # a new target from integer source ids (lcm_etl/fresh.py)
@@ -121,21 +118,22 @@ def run_stages(con: sqlite3.Connection, job: WriteJob, stages, lo: int | None = 
     return counts
 
 
-def record_run(target: Path, job: WriteJob, counts: dict) -> None:
+def record_run(target: Path, job: WriteJob, counts: dict, finished_at: str) -> None:
     """A ledger row for a run that writes nothing else (the no-op shortcut)."""
     with closing(tgt.connect(target, job.lock_timeout)) as con:
-        _in_transaction(con, job, lambda: _finish(con, job, counts))
+        # the ledger may be an older lcm-etl's (lcm_etl/ledger.py upgrades it)
+        _in_transaction(con, job, lambda: (tgt.apply_schema(con), _finish(con, job, counts, finished_at)))
 
 
-def _finish(con: sqlite3.Connection, job: WriteJob, counts: dict) -> None:
+def _finish(con: sqlite3.Connection, job: WriteJob, counts: dict, finished_at: str, whole: bool = False) -> None:
+    """The run's last transaction: the final stage, provenance of a new target (`whole`), the ledger row."""
     if job.final_stage:
         run_stage(job.final_stage, con, job.params)
-    row = {k: v() if callable(v) else v for k, v in job.ledger.items()}   # late values (the source's sha256)
+    if whole:   # every row of a new target is this run's
+        provenance.record_whole(con, job.record.run_id)
     # what this run wrote, plus the target's fingerprint after it (lcm_etl/shortcut.py reads it back)
-    row["counts"] = orjson.dumps({"written": counts, **job.ledger_extra,
-                                  "target_fingerprint": shortcut.target_fingerprint(con)}).decode()
-    cols = ", ".join(row)
-    con.execute(f"INSERT INTO lcm_etl_runs ({cols}) VALUES ({', '.join('?' * len(row))})", list(row.values()))
+    job.record.counts = {"written": counts, **job.ledger_extra, "target_fingerprint": shortcut.target_fingerprint(con)}
+    ledger.complete(con, job.record, finished_at)
 
 
 def add_counts(total: dict, part: dict) -> None:
@@ -201,31 +199,46 @@ def _write_existing(job: WriteJob, finished_at, bars: Progress) -> dict[str, int
     counts: dict[str, int] = {}
     scratch = _flattener(job)
     bars.step("reading the target")
-    with closing(tgt.connect(job.target, job.lock_timeout)) as con:
-        # the journal mode is left as the target has it (Remnic sets WAL itself); changing it is a write
-        con.execute("PRAGMA synchronous=NORMAL")
-        prepare(con, job)
-        if scratch:   # flattened before the first write lock is taken, so it never lengthens one
-            bars.step("flattening parts")
-            scratch.attach(con)
-        # Remnic's schema (for a v1 or empty target) and lcm-etl's tables land with the first batch, so a
-        # run that fails before it (locked, disk full) leaves the target exactly as it was
-        first = [True]
+    # the ledger row `running` has been written, perhaps committed: a failure must mark it (an interrupt can
+    # land between the first COMMIT and any statement after it, so this is set before the COMMIT)
+    started = [False]
+    committed: dict[str, int] = {}   # counts of the batches committed so far (for a failed run's ledger row)
+    try:
+        with closing(tgt.connect(job.target, job.lock_timeout)) as con:
+            # the journal mode is left as the target has it (Remnic sets WAL itself); changing it is a write
+            con.execute("PRAGMA synchronous=NORMAL")
+            prepare(con, job)
+            if scratch:   # flattened before the first write lock is taken, so it never lengthens one
+                bars.step("flattening parts")
+                scratch.attach(con)
+            # Remnic's schema (for a v1 or empty target), lcm-etl's tables and the run's ledger row land with
+            # the first batch, so a run that fails before it (locked, disk full) leaves the target exactly as
+            # it was; each batch records what it inserted (lcm_etl/provenance.py) in its own transaction
 
-        def batch(b=None):
-            if first[0]:
-                tgt.apply_schema(con)
-                first[0] = False
-            if b is not None:
-                add_counts(counts, run_stages(con, job, job.batch_stages, b, b))
+            def batch(b=None):
+                if not started[0]:
+                    tgt.apply_schema(con)
+                    ledger.start(con, job.record)
+                    provenance.install_triggers(con, job.record.run_id)
+                    started[0] = True
+                if b is not None:
+                    mark = provenance.high_water(con)
+                    add_counts(counts, run_stages(con, job, job.batch_stages, b, b))
+                    provenance.record_ranges(con, job.record.run_id, mark)
 
-        bars.phase("writing", len(job.batches) + 1, unit="batch")   # + the last transaction (ledger)
-        for b in job.batches:
-            _in_transaction(con, job, lambda: batch(b))
-            bars.step()
-        job.ledger["finished_at"] = finished_at()
-        _in_transaction(con, job, lambda: (batch(), _finish(con, job, counts)))
-    return counts
+            bars.phase("writing", len(job.batches) + 1, unit="batch")   # + the last transaction (ledger)
+            for b in job.batches:
+                _in_transaction(con, job, lambda: batch(b))
+                committed = dict(counts)
+                bars.step()
+            done = finished_at()
+            _in_transaction(con, job, lambda: (batch(), _finish(con, job, counts, done)))
+        return counts
+    except BaseException:
+        if started[0]:
+            job.record.counts = {"written": committed}
+            ledger.fail(job.target, job.record, finished_at(), job.lock_timeout)
+        raise
 
 
 def _write_fresh(job: WriteJob, finished_at, bars: Progress) -> dict[str, int]:
@@ -284,9 +297,8 @@ def _build_fresh(job: WriteJob, finished_at, bars: Progress) -> dict[str, int]:
 
 
 def seal(con: sqlite3.Connection, job: WriteJob, counts: dict, finished_at, attached=()) -> None:
-    """The end of a new target's private file: ledger row, COMMIT, foreign keys checked, WAL mode."""
-    job.ledger["finished_at"] = finished_at()
-    _finish(con, job, counts)
+    """The end of a new target's private file: provenance and ledger row, COMMIT, foreign keys checked, WAL."""
+    _finish(con, job, counts, finished_at(), whole=True)
     con.execute("COMMIT")
     for alias in (*job.attach, "plan", *attached):
         con.execute(f"DETACH {alias}")
@@ -352,7 +364,3 @@ def _fsync_dir(folder: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def new_run_id() -> str:
-    return uuid.uuid4().hex

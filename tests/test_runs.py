@@ -1,0 +1,119 @@
+"""`lcm-etl runs` lists the ledger; a run's ledger row is written when its first batch commits (`running`)
+and becomes `complete` or `failed`; lcm-etl's tables carry a schema version, and a target an older lcm-etl
+wrote (fixtures/targets/) is upgraded when written and still listed, deduplicated and undoable."""
+from __future__ import annotations
+
+import shutil
+import signal
+import sqlite3
+import subprocess
+import time
+
+from conftest import LCM_ETL, ROOT, copy_fixture, open_db, run_cli
+from undolib import cli_ok, digest, native_target, refused, runs, undo
+
+V1_TARGET = ROOT / "fixtures" / "targets" / "ledger-v1-multiparent.sqlite"
+
+
+def test_runs_lists_every_run_with_its_command_times_status_source_options_and_counts(tmp_path):
+    src = copy_fixture("basic-0.15.3.db", tmp_path / "src")
+    target = native_target(tmp_path / "out" / "lcm.sqlite")
+    first = cli_ok("migrate", "--src", src, "--dest", target)
+    again = cli_ok("migrate", "--src", src, "--dest", target)   # the no-op shortcut is a run too
+    listed = cli_ok("runs", "--dest", target)
+    assert listed["schema_version"] == 2 and listed["target"] == str(target)
+    assert [(r["run_id"], r["command"], r["status"]) for r in listed["runs"]] == [
+        (first["run_id"], "migrate", "complete"), (again["run_id"], "migrate", "complete")]
+    run = listed["runs"][0]
+    assert run["source_path"] == str(src) and run["options"]["key_by"] == "session-id"
+    assert run["counts"]["written"]["messages_inserted"] == first["messages"]["inserted"]
+    assert run["started_at"] <= run["finished_at"]
+    text = run_cli("runs", "--dest", target)
+    assert text.returncode == 0 and text.stderr == ""
+    lines = text.stdout.splitlines()
+    assert lines[0] == f"lcm-etl runs: {target}"
+    assert lines[2].split()[:3] == [first["run_id"], "migrate", "complete"]
+    assert f"messages {first['messages']['inserted']}," in lines[2]
+    assert "nothing changed" in lines[3]
+
+
+def test_runs_of_a_missing_target_is_one_line_and_exit_2(tmp_path):
+    proc = run_cli("runs", "--dest", tmp_path / "none.sqlite")
+    assert (proc.returncode, proc.stdout, proc.stderr) == (2, "", f"lcm-etl: error: no target at "
+                                                                  f"{tmp_path / 'none.sqlite'}: no runs\n")
+
+
+def test_a_run_interrupted_after_its_first_batch_is_recorded_as_failed_and_its_rows_can_be_undone(tmp_path):
+    import sys
+
+    sys.path.insert(0, str(ROOT / "fixtures"))
+    try:
+        from generate import generate
+    finally:
+        sys.path.remove(str(ROOT / "fixtures"))
+    src = tmp_path / "src" / "lcm.db"
+    src.parent.mkdir()
+    generate(str(src), messages=6000, sessions=30, seed=5)
+    target = native_target(tmp_path / "out" / "lcm.sqlite")
+    before = digest(target)
+    proc = subprocess.Popen([str(LCM_ETL), "migrate", "--src", str(src), "--dest", str(target), "--batch-rows", "100",
+                             "-q"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 600
+
+    def status() -> str | None:
+        con = sqlite3.connect(f"file:{target}?mode=ro", uri=True)
+        try:
+            row = con.execute("SELECT status FROM lcm_etl_runs").fetchone()
+            return row and row[0]
+        except sqlite3.OperationalError:   # no ledger before the first batch commits
+            return None
+        finally:
+            con.close()
+
+    while status() is None and proc.poll() is None:
+        assert time.monotonic() < deadline, "the run wrote no ledger row"
+        time.sleep(0.01)
+    assert status() == "running"   # written with the first batch, before the run ends
+    proc.send_signal(signal.SIGINT)   # Ctrl-C: the run stops between statements and says so
+    assert proc.wait(timeout=600) == 130, proc.stderr.read()
+    (run,) = runs(target)
+    assert (run["status"], run["command"]) == ("failed", "migrate") and run["finished_at"]
+    undo(target, run["run_id"])
+    assert digest(target) == before
+
+
+def test_a_target_written_by_an_older_lcm_etl_is_listed_upgraded_when_written_and_its_own_runs_undone(tmp_path):
+    target = tmp_path / "out" / "lcm.sqlite"
+    target.parent.mkdir()
+    shutil.copyfile(V1_TARGET, target)
+    listed = cli_ok("runs", "--dest", target)
+    assert listed["schema_version"] == 1
+    (old,) = listed["runs"]
+    assert (old["command"], old["status"], old["provenance"]) == ("migrate", "complete", False)
+    before = digest(target)
+    # the same source again: deduplicated against what the old version wrote
+    again = cli_ok("migrate", "--src", copy_fixture("multiparent-newest.db", tmp_path / "a"), "--dest", target)
+    assert again["messages"]["inserted"] == 0
+    grown = cli_ok("migrate", "--src", copy_fixture("basic-0.15.3.db", tmp_path / "b"), "--dest", target)
+    assert grown["messages"]["inserted"] > 0
+    con = open_db(target)
+    assert con.execute("SELECT value FROM lcm_etl_meta WHERE key = 'schema_version'").fetchone()[0] == "2"
+    assert [r[1] for r in con.execute("PRAGMA table_info(lcm_etl_runs)") if r[3]] == [
+        "tool_version", "command", "started_at", "status", "options", "counts", "provenance"]   # finished_at may be NULL
+    con.close()
+    assert [r["run_id"] for r in runs(target)] == [old["run_id"], again["run_id"], grown["run_id"]]
+    assert refused(target, old["run_id"]) == (
+        f"lcm-etl: error: run {old['run_id']} was written by an lcm-etl that recorded no provenance (version 0.1.0); "
+        "its rows cannot be told from others, so it cannot be undone")
+    undo(target, grown["run_id"])
+    undo(target, again["run_id"])
+    assert digest(target) == before
+
+
+def test_a_refused_undo_leaves_an_older_target_as_it_was(tmp_path):
+    target = tmp_path / "lcm.sqlite"
+    shutil.copyfile(V1_TARGET, target)
+    old = runs(target)[0]["run_id"]
+    assert refused(target, old).endswith("so it cannot be undone")
+    assert runs(target)[0]["status"] == "complete"   # the refusal rolled everything back
+    assert cli_ok("runs", "--dest", target)["schema_version"] == 1   # the upgrade was rolled back too
