@@ -154,7 +154,7 @@ def take_snapshot(path: Path, what: str = "source", tmp_root: str | None = None,
             wal = Path(str(path) + "-wal")
             if wal.exists():
                 shutil.copyfile(wal, str(copy) + "-wal")
-            if file_signature(path) == before:
+            if _unchanged_but_appended(before, file_signature(path)):
                 break
         else:
             raise RunFailed(f"{what} kept changing while it was copied: {path}; retry when it is quieter")
@@ -168,6 +168,21 @@ def take_snapshot(path: Path, what: str = "source", tmp_root: str | None = None,
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
+
+
+def _unchanged_but_appended(before: list, after: list) -> bool:
+    """The copy brackets one consistent state: the main file did not change, and the WAL is the same file and
+    only grew. Frames appended to the WAL while it was copied cannot hurt: SQLite reads frames only up to the
+    last commit whose checksum chain is intact (a torn last frame is ignored), so the copy is the state at
+    some commit. A checkpoint (the main file changes) or a WAL reset or truncation (it shrinks, or a new file)
+    is retried. Demanding an unchanged WAL as well made a copy under a steadily writing lossless-claw on a
+    busy machine retry until it gave up."""
+    (db0, wal0), (db1, wal1) = before, after
+    if db0 != db1:
+        return False
+    if wal0 is None or wal1 is None:
+        return wal0 == wal1
+    return wal0[0] == wal1[0] and wal1[1] >= wal0[1]
 
 
 def _fold_wal(copy: Path, original: Path, what: str) -> None:
