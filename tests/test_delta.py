@@ -125,3 +125,17 @@ def test_full_re_plans_every_session_and_stores_marks_again(synced):
     con.close()
     assert runs == {full["run_id"]}
     assert json.loads(run_cli("migrate", "--src", src, "--dest", target, "--json").stdout)["messages"]["inserted"] == 0
+
+
+def test_a_new_conversation_is_re_planned_alone(synced):
+    src, target, first_run = synced
+    # /new: lossless-claw starts a conversation for a new session and ingests a turn into it
+    change(src, ("INSERT INTO conversations (conversation_id, session_id, created_at, updated_at) "
+                 "VALUES (4, 'fresh-session', '2026-11-23 09:00:00', '2026-11-23 09:00:00')",),
+           ("INSERT INTO messages (conversation_id, seq, role, content, token_count, created_at) "
+            "VALUES (4, 0, 'user', 'a new start', 3, '2026-11-23 09:00:01')",))
+    report = migrate_json(src, target)
+    assert report["extra"]["sync"] == (f"1 of 4 sessions re-planned (1 conversations changed since run {first_run}); "
+                                       "the others are unchanged (--full re-plans all)")
+    assert report["messages"]["inserted"] == 1
+    converged(src, target)

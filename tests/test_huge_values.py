@@ -65,6 +65,16 @@ def within_bound(command: str, huge: dict, plain: dict) -> None:
     assert huge["peak_mb"] < plain["peak_mb"] + 10 * N_MB, (command, huge["peak_mb"], plain["peak_mb"])
 
 
+def assert_within_bounds(runs: dict, huge_target: Path) -> None:
+    """Every command on the huge input succeeded within the bound, and the value landed whole."""
+    for command, run in runs["huge"].items():
+        assert (run["rc"], run["stderr"]) == (0, ""), command
+        within_bound(command, run, runs["plain"][command])
+    con = sqlite3.connect(huge_target)
+    assert con.execute("SELECT max(length(content)) FROM lcm_messages").fetchone()[0] == N_MB * 2**20
+    con.close()
+
+
 def test_a_50_mb_message_migrates_audits_and_inspects_within_a_small_multiple_of_its_size(sources, tmp_path):
     plain, huge = sources
     runs = {}
@@ -74,12 +84,7 @@ def test_a_50_mb_message_migrates_audits_and_inspects_within_a_small_multiple_of
                        "migrate again": measured("migrate", "--src", src, "--dest", dest, "-q", "--full"),
                        "audit": measured("audit", "--src", src, "--dest", dest, "-q"),
                        "inspect": measured("inspect", "--src", src, "--json")}
-    for command, run in runs["huge"].items():
-        assert (run["rc"], run["stderr"]) == (0, ""), command
-        within_bound(command, run, runs["plain"][command])
-    con = sqlite3.connect(tmp_path / "huge" / "lcm.sqlite")
-    assert con.execute("SELECT max(length(content)) FROM lcm_messages").fetchone()[0] == N_MB * 2**20
-    con.close()
+    assert_within_bounds(runs, tmp_path / "huge" / "lcm.sqlite")
 
 
 def test_a_50_mb_message_in_a_transcript_reconciles_and_audits_within_a_small_multiple_of_its_size(tmp_path):
@@ -101,9 +106,4 @@ def test_a_50_mb_message_in_a_transcript_reconciles_and_audits_within_a_small_mu
         runs[label] = {"reconcile": measured("reconcile", "--sessions", sessions, "--dest", dest, "-q"),
                        "reconcile again": measured("reconcile", "--sessions", sessions, "--dest", dest, "-q"),
                        "audit": measured("audit", "--sessions", sessions, "--dest", dest, "-q")}
-    for command, run in runs["huge"].items():
-        assert (run["rc"], run["stderr"]) == (0, ""), command
-        within_bound(command, run, runs["plain"][command])
-    con = sqlite3.connect(tmp_path / "huge" / "lcm.sqlite")
-    assert con.execute("SELECT max(length(content)) FROM lcm_messages").fetchone()[0] == N_MB * 2**20
-    con.close()
+    assert_within_bounds(runs, tmp_path / "huge" / "lcm.sqlite")

@@ -10,7 +10,7 @@ import subprocess
 import time
 
 from conftest import LCM_ETL, ROOT, copy_fixture, open_db, run_cli
-from undolib import cli_ok, digest, native_target, refused, runs, undo
+from undolib import cli_ok, digest, generate_source, native_target, refused, runs, undo
 
 V1_TARGET = ROOT / "fixtures" / "targets" / "ledger-v1-multiparent.sqlite"
 
@@ -44,16 +44,7 @@ def test_runs_of_a_missing_target_is_one_line_and_exit_2(tmp_path):
 
 
 def test_a_run_interrupted_after_its_first_batch_is_recorded_as_failed_and_its_rows_can_be_undone(tmp_path):
-    import sys
-
-    sys.path.insert(0, str(ROOT / "fixtures"))
-    try:
-        from generate import generate
-    finally:
-        sys.path.remove(str(ROOT / "fixtures"))
-    src = tmp_path / "src" / "lcm.db"
-    src.parent.mkdir()
-    generate(str(src), messages=6000, sessions=30, seed=5)
+    src = generate_source(tmp_path / "src" / "lcm.db", messages=6000, sessions=30, seed=5)
     target = native_target(tmp_path / "out" / "lcm.sqlite")
     before = digest(target)
     proc = subprocess.Popen([str(LCM_ETL), "migrate", "--src", str(src), "--dest", str(target), "--batch-rows", "100",

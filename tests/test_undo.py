@@ -15,7 +15,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from conftest import LCM_ETL, ROOT, copy_fixture, open_db
 from test_sync import earlier
-from undolib import (NATIVE_SESSION, add_native_messages, cli_ok, digest, native_target, refused, runs, undo)
+from undolib import (NATIVE_SESSION, add_native_messages, cli_ok, digest, generate_source, native_target, refused,
+                     runs, undo)
 
 FIXTURE_SESSIONS = ROOT / "fixtures" / "sessions"
 
@@ -128,16 +129,7 @@ def test_undoing_the_run_that_created_a_new_target_empties_it_and_a_re_run_fills
 
 
 def test_undoing_a_killed_run_removes_the_batches_it_committed(tmp_path):
-    import sys
-
-    sys.path.insert(0, str(ROOT / "fixtures"))
-    try:
-        from generate import generate
-    finally:
-        sys.path.remove(str(ROOT / "fixtures"))
-    src = tmp_path / "src" / "lcm.db"
-    src.parent.mkdir()
-    generate(str(src), messages=6000, sessions=30, seed=3)
+    src = generate_source(tmp_path / "src" / "lcm.db", messages=6000, sessions=30, seed=3)
     target = native_target(tmp_path / "out" / "lcm.sqlite")
     before = digest(target)
     proc = subprocess.Popen([str(LCM_ETL), "migrate", "--src", str(src), "--dest", str(target), "--batch-rows", "100",

@@ -59,7 +59,6 @@ LEFT JOIN link USING (conversation_id) LEFT JOIN edge USING (conversation_id) LE
 -- rows of no known conversation are skipped by the plan; a change among them still calls for a full plan
 CREATE OR REPLACE TABLE source_global AS
 SELECT concat_ws(':', $schema_sig,
-         (SELECT count(*) FROM src_conversations),
          (SELECT count(*) FROM src_messages WHERE conversation_id NOT IN (SELECT conversation_id FROM src_conversations)),
          (SELECT count(*) FROM src_parts WHERE message_id NOT IN (SELECT message_id FROM src_messages)),
          (SELECT count(*) FROM src_summaries
