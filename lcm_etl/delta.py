@@ -9,9 +9,14 @@ and re-plans only the conversations and sessions whose marks differ, closed over
 (08_sync_scope.sql): everything else is proved unchanged by value, never assumed. The plan then reads
 only those conversations' rows and those sessions' target rows; the steps after it are the usual ones.
 
+The marks are computed over the whole source only when the previous run's snapshot is not at hand. When
+it is (lcm_etl/snapcache.py), the pages that differ from it name the changed conversations directly, and
+only the scope's marks are computed (the rest are carried, 09_carried_marks.sql). Either way the plan then
+reads the scope's rows from small copies (lcm_etl/subset.py), not the whole files.
+
 Whatever is not growth within a few sessions is a full plan, as before: a different schema or different
-orphan rows, a previous run that stored no marks (an older version, `--session-filter`, a failed run,
-another command since), or a scope holding most of the source's messages (`FULL_PLAN_SHARE`).
+orphan rows, or a previous run that stored no marks (an older version, `--session-filter`, a failed run,
+another command since).
 """
 from __future__ import annotations
 
@@ -25,31 +30,8 @@ import orjson
 import pyarrow as pa
 
 from .sources import SourceSchema
-from . import pipeline
+from . import duck, pipeline, subset
 from .steps import run_stage
-
-# above this share of the source's messages in scope, reading the scope costs about a full plan
-FULL_PLAN_SHARE = 1.0
-
-# the normalised views (sources.normalized_views) narrowed to the scope, in dependency order; message
-# content is never read by the plan, so the narrowed messages do not carry it
-_SCOPED_VIEWS = (
-    ("src_conversations", "SELECT * FROM src_conversations WHERE CAST(conversation_id AS VARCHAR) IN "
-                          "(SELECT conv_key FROM scope_convs)"),
-    ("src_messages", "SELECT * REPLACE (CAST(NULL AS VARCHAR) AS content, CAST(NULL AS VARCHAR) AS large_content) "
-                     "FROM src_messages WHERE CAST(conversation_id AS VARCHAR) IN (SELECT conv_key FROM scope_convs)"),
-    ("src_parts", "SELECT * FROM src_parts WHERE message_id IN (SELECT message_id FROM scoped_src_messages)"),
-    ("src_summaries", "SELECT * FROM src_summaries WHERE CAST(conversation_id AS VARCHAR) IN "
-                      "(SELECT conv_key FROM scope_convs)"),
-    ("src_summary_messages", "SELECT * FROM src_summary_messages WHERE summary_id IN "
-                             "(SELECT summary_id FROM scoped_src_summaries)"),
-    ("src_summary_parents", "SELECT * FROM src_summary_parents WHERE summary_id IN "
-                            "(SELECT summary_id FROM scoped_src_summaries) OR parent_summary_id IN "
-                            "(SELECT summary_id FROM scoped_src_summaries)"),
-    ("src_large_files", "SELECT * FROM src_large_files WHERE CAST(conversation_id AS VARCHAR) IN "
-                        "(SELECT conv_key FROM scope_convs)"),
-)
-
 
 @dataclass
 class Recorded:
@@ -65,6 +47,7 @@ class Scope:
     sessions: int
     sessions_total: int
     conversations_changed: int
+    source_subset: Path   # the scope's rows (lcm_etl/subset.py): what the plan read, and the writer reads
 
 
 def schema_signature(schema: SourceSchema) -> str:
@@ -102,9 +85,12 @@ def recorded(target_db: Path | None, source_label: str, opts_key: list) -> Recor
         con.close()
 
 
-def narrow(con: duckdb.DuckDBPyConnection, rec: Recorded, params: dict) -> Scope | None:
-    """Compare the marks (03, 04 have run; 06 too), decide the scope and narrow the source views to it.
-    None: plan everything (nothing here was changed)."""
+def narrow(con: duckdb.DuckDBPyConnection, rec: Recorded, params: dict, schema: SourceSchema, snapshot: Path,
+           scratch: Path, proved: set[str] | None = None) -> Scope | None:
+    """Decide the scope and narrow the plan to it (04 and 06 have run). `proved`: the conversations owning
+    a row on a page that differs from the previous run's snapshot (lcm_etl/snapcache.py), everything else
+    being proved unchanged by its bytes; without it the marks of 03 (run over the whole source) are
+    compared with the recorded ones. None: plan everything."""
     cols = list(zip(*rec.marks))
     con.register("recorded_marks_rows", pa.table({"kind": pa.array(cols[0], pa.string()),
                                                   "key": pa.array(cols[1], pa.string()),
@@ -114,18 +100,25 @@ def narrow(con: duckdb.DuckDBPyConnection, rec: Recorded, params: dict) -> Scope
     finally:
         con.unregister("recorded_marks_rows")
     was = next((m for kind, _, m in rec.marks if kind == "global"), None)
-    if was is None or was != con.execute("SELECT mark FROM source_global").fetchone()[0]:
-        return None
+    if proved is not None and (was or "").split(":", 1)[0] != schema_signature(schema):
+        mark_source(con, schema)   # the schema changed: the marks decide (and differ), as without a proof
+        proved = None
+    if proved is None:
+        if was is None or was != con.execute("SELECT mark FROM source_global").fetchone()[0]:
+            return None
+    else:
+        con.execute("CREATE OR REPLACE TABLE source_marks (conversation_id VARCHAR, mark VARCHAR)")
+    con.execute("CREATE OR REPLACE TABLE page_changed_convs AS SELECT unnest($keys::VARCHAR[]) AS conv_key",
+                {"keys": sorted(proved or [])})
     run_stage(pipeline.SYNC_SCOPE, con, params)
-    in_scope, total = con.execute(
-        "SELECT sum(n) FILTER (WHERE conversation_id IN (SELECT conv_key FROM scope_convs)), sum(n) "
-        "FROM (SELECT conversation_id, CAST(split_part(mark, ':', 2) AS BIGINT) AS n FROM source_marks)").fetchone()
-    if total and (in_scope or 0) > FULL_PLAN_SHARE * total:
-        return None
-    for view, sql in _SCOPED_VIEWS:
-        con.execute(f"CREATE OR REPLACE TABLE scoped_{view} AS {sql}")
-        con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT * FROM scoped_{view}")
-    sessions, changed = con.execute("SELECT (SELECT count(*) FROM scope_sessions), "
-                                    "(SELECT count(*) FROM changed_convs)").fetchone()
-    return Scope(rec.run_id, sessions, con.execute("SELECT count(DISTINCT session_id) FROM sessions").fetchone()[0],
-                 changed)
+    keys = [r[0] for r in con.execute("SELECT conv_key FROM scope_convs ORDER BY 1").fetchall()]
+    sessions, changed, total = con.execute(
+        "SELECT (SELECT count(*) FROM scope_sessions), (SELECT count(*) FROM changed_convs), "
+        "(SELECT count(DISTINCT session_id) FROM sessions)").fetchone()
+    # from here on `src` is the scope's rows only (lcm_etl/subset.py): the views and the steps are the same
+    rows = subset.source_subset(snapshot, scratch / "scope-source.sqlite", keys)
+    con.execute("DETACH src")
+    duck.attach_sqlite(con, str(rows), "src")
+    if proved is not None:   # the scope's marks now; the rest are the recorded ones, proved unchanged
+        run_stage(pipeline.CARRIED_MARKS, con, {"schema_sig": schema_signature(schema)})
+    return Scope(rec.run_id, sessions, total, changed, rows)

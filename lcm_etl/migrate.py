@@ -8,7 +8,7 @@ from pathlib import Path
 
 import duckdb
 
-from . import delta, duck, ledger, plan, shortcut, target as tgt
+from . import delta, duck, ledger, plan, shortcut, snapcache, target as tgt
 from .runlock import target_lock
 from .progress import Progress
 from .report import RunReport, now_iso
@@ -52,11 +52,20 @@ def _migrate(opts: MigrateOptions) -> RunReport:
             return _nothing_changed(opts, report, previous, source_fp, opts_key, started, t0)
     bars = Progress(opts.progress)   # the phases before the writer's (planning has its own bar)
     bars.phase("reading source")
+    # a run that stores marks keeps its snapshot for the next run of the pair, which then copies and reads
+    # only the pages that changed (lcm_etl/snapcache.py); a dry run or a filtered run leaves it alone
+    cache = None if opts.dry_run or opts.session_filter else snapcache.SnapshotCache.for_pair(opts.src, opts.target)
+    rec = None if opts.full or opts.session_filter or not existed or opts.dry_run else \
+        delta.recorded(opts.target, str(opts.src), opts_key)
     try:
-        snap = take_snapshot(opts.src, "source", opts.tmp_dir)
+        snap, changes = (cache.snapshot(rec.run_id if rec else None, opts.tmp_dir) if cache
+                         else (take_snapshot(opts.src, "source", opts.tmp_dir), None))
     except BaseException:
         bars.close()   # before the error line
         raise
+    proved = changes.conversations if changes else None
+    if changes is not None and proved is None:
+        rec = None   # changed pages that cannot be placed (a value rewritten in its overflow pages): plan all
     view = flattener = builder = None
     try:
         schema = detect_schema(snap.path, opts.src)
@@ -74,14 +83,18 @@ def _migrate(opts: MigrateOptions) -> RunReport:
                 flattener = Flattener(snap.folder, {"src": snap.path}, sqlite_views, ALL_OWNERS).start()
         con = plan.open_source(snap.path, schema, opts.src, opts.memory_limit)
         try:
-            delta.mark_source(con, schema)
+            if proved is not None:
+                snap.hash_in_background()   # for the ledger: a core is spare while a few sessions are planned
+            if rec is None or proved is None:
+                delta.mark_source(con, schema)
             view = tgt.target_view(opts.target, existed, private=opts.dry_run)
             target_db = view.path if view else opts.target if existed else None
             # a sync re-run plans only what changed since the previous run's marks (lcm_etl/delta.py)
-            rec = None if opts.full or opts.session_filter else delta.recorded(target_db, str(opts.src), opts_key)
+            if opts.dry_run and existed and not (opts.full or opts.session_filter):
+                rec = delta.recorded(target_db, str(opts.src), opts_key)
             params = plan.plan_params(opts.key_by, opts.batch_rows, str(opts.src))
-            scope = plan.load_target_state(con, target_db, snap.folder,
-                                           (lambda: delta.narrow(con, rec, params)) if rec else None)
+            scope = plan.load_target_state(con, target_db, snap.folder, (lambda: delta.narrow(
+                con, rec, params, schema, snap.path, snap.folder, proved)) if rec else None)
             bars.close()
             planned = plan.build(con, opts.key_by, opts.session_filter, opts.batch_rows, report, str(opts.src),
                                  opts.progress, new_target=not existed, scoped=scope is not None)
@@ -89,6 +102,10 @@ def _migrate(opts: MigrateOptions) -> RunReport:
                 report.extra["sync"] = (f"{scope.sessions} of {scope.sessions_total} sessions re-planned "
                                         f"({scope.conversations_changed} conversations changed since run "
                                         f"{scope.since_run}); the others are unchanged (--full re-plans all)")
+            if changes is not None:
+                report.extra["snapshot"] = (
+                    f"{changes.pages} pages changed since the one kept from run {rec.run_id}" if proved is not None
+                    else f"{changes.pages} pages changed since the one kept, and {changes.why}: planned everything")
             if opts.dry_run:
                 report.elapsed_s = time.monotonic() - t0
                 return report
@@ -109,7 +126,8 @@ def _migrate(opts: MigrateOptions) -> RunReport:
                        release=snap.discard_in_background,
                        params={"fired_at": started, "source_path": str(opts.src)},
                        lock_timeout=opts.lock_timeout, progress=opts.progress,
-                       attach={"src": snap.path}, views=normalized_views(schema, "sqlite"))
+                       attach={"src": scope.source_subset if scope else snap.path},
+                       views=normalized_views(schema, "sqlite"))
         # the source's sha256 is read when the ledger row is written: hashing runs meanwhile
         job.record = ledger.RunRecord.new("migrate", started, _options(opts), source_path=str(opts.src),
                                           source_size=snap.size, source_sha256=lambda: snap.sha256)
@@ -120,6 +138,8 @@ def _migrate(opts: MigrateOptions) -> RunReport:
                             "marks_run": None if opts.session_filter else job.record.run_id}
         job.params["run_id"] = job.record.run_id   # 95 stores the marks under it
         counts = write(job, now_iso)
+        if cache is not None:
+            cache.seal(job.record.run_id)   # committed: the kept copy is this run's snapshot
         report.take_written(counts)
         report.run_id = job.record.run_id
         report.elapsed_s = time.monotonic() - t0

@@ -42,11 +42,15 @@ TARGET_PROVENANCE = Stage("target provenance", "duckdb", "the plan database, lcm
                           "attached read-only as prov (empty ones when it has none)", ("06_target_provenance",))
 SESSIONS = Stage("sessions", "duckdb", _PLAN_DB, ("10_sessions",))
 # cost follows the change (lcm_etl/delta.py): marks of the source and the target, and what a sync re-run re-plans
-SOURCE_MARKS = Stage("source marks", "duckdb", _PLAN_DB, ("03_source_marks",))
+SOURCE_MARKS = Stage("source marks", "duckdb", _PLAN_DB, ("03_source_marks",),
+                     when="the previous run's snapshot is not kept (lcm_etl/snapcache.py), or the run plans everything")
 TARGET_MARKS = Stage("target marks", "duckdb", "the plan database, the target attached read-only as tgt "
                      "(an empty Remnic schema when there is none)", ("04_target_marks",))
 SYNC_SCOPE = Stage("sync scope", "duckdb", _PLAN_DB + "; the source views are then narrowed to the scope",
                    ("10_sessions", "08_sync_scope"), when="the previous migrate of this source stored marks")
+CARRIED_MARKS = Stage("carried marks", "duckdb", "the plan database, the scope's rows read through the src_* views "
+                      "(lcm_etl/subset.py)", ("03_source_marks", "09_carried_marks"),
+                      when="a sync re-run whose changes were found page by page (lcm_etl/snapcache.py)")
 KEPT_SESSIONS = Stage("kept sessions", "duckdb", _PLAN_DB, ("15_kept_sessions",))
 _PLAN_HEAD = ("20_turn_index", "30_message_parts", "40_summaries", "50_parent_collapse", "52_in_place_changes")
 PLAN = Stage("plan", "duckdb", _PLAN_DB, (*_PLAN_HEAD, "55_batch_weights", "57_assign_batches", "60_batches"))
@@ -102,7 +106,9 @@ _SELECTED = {"selected": "the sessions the run covers (plan.py / reconcile.py, f
              "scope_sessions": "the target sessions a sync re-run reads (08_sync_scope.sql; else plan.py makes it "
                                "empty)"}
 _MIGRATE_INPUTS = {**SOURCE_VIEWS, **TARGET_TABLES, **_SELECTED,
-                   "recorded_marks": "the marks the previous run stored (lcm_etl/delta.py reads lcm_etl_marks)"}
+                   "recorded_marks": "the marks the previous run stored (lcm_etl/delta.py reads lcm_etl_marks)",
+                   "page_changed_convs": "the conversations owning a changed page (lcm_etl/snapcache.py; delta.py "
+                                         "makes it, empty when the marks decide)"}
 _RECONCILE_INPUTS = {
     **SOURCE_VIEWS, **TARGET_TABLES, **_SELECTED,
     "jsonl_messages": "the transcripts' active-path messages (lcm_etl/transcript_rows.py)",
@@ -118,7 +124,8 @@ _FLATTEN_OWNERS = {"flatten_owners": "the messages whose parts are flattened (fl
 
 MIGRATE_EXISTING = Pipeline(
     "migrate", "an existing target",
-    (SOURCE_MARKS, TARGET_MARKS, TARGET_PROVENANCE, SYNC_SCOPE, TARGET_STATE, SESSIONS, KEPT_SESSIONS, PLAN, STAGE,
+    (SOURCE_MARKS, TARGET_MARKS, TARGET_PROVENANCE, SYNC_SCOPE, CARRIED_MARKS, TARGET_STATE, SESSIONS, KEPT_SESSIONS,
+     PLAN, STAGE,
      FLATTEN, WRITE_MESSAGES, WRITE_REST, PROVENANCE),
     {**_MIGRATE_INPUTS, **_FLATTEN_OWNERS})
 MIGRATE_NEW_INTEGER_IDS = Pipeline(

@@ -16,7 +16,7 @@ from typing import Callable
 import duckdb
 from tqdm import tqdm
 
-from . import duck, pipeline
+from . import duck, pipeline, subset
 from .errors import BadInput
 from .report import RunReport
 from .sources import SourceSchema, normalized_views
@@ -64,8 +64,9 @@ def load_target_state(con: duckdb.DuckDBPyConnection, target_db: Path | None, sc
             "SELECT table_name FROM information_schema.tables WHERE table_catalog = 'tgt'").fetchall()}
         con.execute("DETACH tgt")
 
-    def read(alias: str, stage: pipeline.Stage, needs: set[str], params: dict | None = None) -> None:
-        db = target_db if target_db is not None and needs <= tables else empty_target(scratch)
+    def read(alias: str, stage: pipeline.Stage, needs: set[str], params: dict | None = None,
+             db: Path | None = None) -> None:
+        db = db or (target_db if target_db is not None and needs <= tables else empty_target(scratch))
         duck.attach_sqlite(con, str(db), alias, read_only=True)
         try:
             run_stage(stage, con, params)
@@ -76,7 +77,12 @@ def load_target_state(con: duckdb.DuckDBPyConnection, target_db: Path | None, sc
     read("prov", pipeline.TARGET_PROVENANCE, {"lcm_etl_conversations"})
     con.execute("CREATE OR REPLACE TABLE scope_sessions (session_id VARCHAR)")
     scope = narrow() if narrow else None
-    read("tgt", pipeline.TARGET_STATE, _TARGET_TABLES, {"scoped": scope is not None})
+    subset_db = None
+    if scope is not None and target_db is not None and _TARGET_TABLES <= tables:
+        # the scope's sessions only, found through the target's indexes (lcm_etl/subset.py)
+        sessions = [r[0] for r in con.execute("SELECT session_id FROM scope_sessions").fetchall()]
+        subset_db = subset.target_subset(target_db, scratch / "scope-target.sqlite", sessions)
+    read("tgt", pipeline.TARGET_STATE, _TARGET_TABLES, {"scoped": scope is not None}, subset_db)
     return scope
 
 

@@ -53,6 +53,20 @@ INSERT INTO lcm_meta (key, value) VALUES ('schema_version', '2');
 """
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _private_snapshot_cache(tmp_path_factory):
+    """Kept snapshots (lcm_etl/snapcache.py) go to the test session's temporary folder, never ~/.cache:
+    the CLI subprocesses inherit the environment."""
+    import os
+    before = os.environ.get("LCM_ETL_CACHE_DIR")
+    os.environ["LCM_ETL_CACHE_DIR"] = str(tmp_path_factory.mktemp("snapshot-cache"))
+    yield
+    if before is None:
+        os.environ.pop("LCM_ETL_CACHE_DIR", None)
+    else:
+        os.environ["LCM_ETL_CACHE_DIR"] = before
+
+
 def copy_fixture(name: str, folder: Path) -> Path:
     """Copy fixture `name` (with its -wal/-shm when present) into `folder`; return the copied .db path."""
     folder.mkdir(parents=True, exist_ok=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from contextlib import closing
 from fnmatch import fnmatch
 
 import pytest
@@ -158,7 +159,8 @@ def test_migrate_runs_the_declared_steps_of_each_of_its_paths(tmp_path, ran):
     ran.clear()
     migrate.migrate(migrate.MigrateOptions(src=src, target=dest, full=True))   # no new rows: no batch
     # --full: no sync scope (lcm_etl/delta.py)
-    assert_ran(ran, pipeline.MIGRATE_EXISTING, skip=(pipeline.SYNC_SCOPE, pipeline.WRITE_MESSAGES, pipeline.WRITE_REST))
+    assert_ran(ran, pipeline.MIGRATE_EXISTING, skip=(pipeline.SYNC_SCOPE, pipeline.CARRIED_MARKS,
+                                                     pipeline.WRITE_MESSAGES, pipeline.WRITE_REST))
     ran.clear()
     peer = peer_source(tmp_path, PARTS_WITH_ORDINAL)
     migrate.migrate(migrate.MigrateOptions(src=peer, target=tmp_path / "peer" / "lcm.sqlite"))
@@ -173,7 +175,21 @@ def test_migrate_into_an_existing_target_with_new_rows_runs_its_batch_stages(tmp
     ran.clear()
     migrate.migrate(migrate.MigrateOptions(src=src, target=dest))
     # the filtered run stored no marks: no sync scope
-    assert_ran(ran, pipeline.MIGRATE_EXISTING, skip=(pipeline.SYNC_SCOPE,))
+    assert_ran(ran, pipeline.MIGRATE_EXISTING, skip=(pipeline.SYNC_SCOPE, pipeline.CARRIED_MARKS))
+
+
+def test_a_sync_re_run_with_the_kept_snapshot_marks_only_the_scope(tmp_path, ran):
+    src = copy_fixture("multiparent-newest.db", tmp_path / "src")
+    dest = tmp_path / "out" / "lcm.sqlite"
+    migrate.migrate(migrate.MigrateOptions(src=src, target=dest))
+    with closing(sqlite3.connect(src)) as con, con:
+        con.execute("INSERT INTO messages (conversation_id, seq, role, content, token_count, created_at) "
+                    "SELECT conversation_id, max(seq) + 1, 'user', 'one more', 2, '2026-11-23 09:00:00' "
+                    "FROM messages WHERE conversation_id = (SELECT min(conversation_id) FROM conversations)")
+    ran.clear()
+    migrate.migrate(migrate.MigrateOptions(src=src, target=dest))
+    # the changed pages name the conversation: no marks over the whole source (03 runs over the scope only)
+    assert_ran(ran, pipeline.MIGRATE_EXISTING, skip=(pipeline.SOURCE_MARKS,))
 
 
 def test_reconcile_audit_and_inspect_run_their_declared_steps(tmp_path, ran):

@@ -1,11 +1,14 @@
 -- step: sync_scope
 -- engine: duckdb (plan; a re-run whose previous run stored marks — lcm_etl/delta.py)
 -- reads: source_marks (03), target_marks (04), recorded_marks (the marks the previous run stored),
---        sessions (10), tgt_conversations (06)
+--        page_changed_convs (the owners of changed pages, lcm_etl/snapcache.py), sessions (10),
+--        tgt_conversations (06)
 -- produces: changed_convs(conv_key), changed_sessions(session_id), scope_sessions(session_id),
 --           scope_convs(conv_key) — what this run re-plans
 -- key: conversation_id / session_id
--- why: a conversation whose mark differs changed in the source; a session whose mark differs changed in
+-- why: a conversation whose mark differs changed in the source, and so did one owning a row on a page
+--      that differs from the previous run's snapshot (then 03 has not run: source_marks is empty until
+--      09_carried_marks.sql); a session whose mark differs changed in
 --      the target. Planning a session needs every conversation whose rows are or will be in it (its §3.1
 --      session and the one it was first imported into), and planning a conversation needs every such
 --      session: the scope is closed over both links. Everything outside it is proved unchanged since the
@@ -18,7 +21,9 @@ SELECT conv_key, session_id FROM tgt_conversations WHERE source_path = $source_p
 CREATE OR REPLACE TABLE changed_convs AS
 SELECT s.conversation_id AS conv_key FROM source_marks s
 LEFT JOIN recorded_marks r ON r.kind = 'conversation' AND r.key = s.conversation_id
-WHERE r.mark IS DISTINCT FROM s.mark;
+WHERE r.mark IS DISTINCT FROM s.mark
+UNION
+SELECT conv_key FROM page_changed_convs;
 
 CREATE OR REPLACE TABLE changed_sessions AS
 SELECT coalesce(t.session_id, r.key) AS session_id

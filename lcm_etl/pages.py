@@ -1,0 +1,249 @@
+"""Which rows of a SQLite file changed between two copies of it, read from the file format itself.
+
+A sync re-run (SPEC §8) must prove cheaply that what it does not re-read is unchanged. Two copies of one
+database whose pages hold the same bytes hold the same rows, so comparing the previous run's snapshot with
+the source page by page (memcmp speed) proves every row on an identical page unchanged. What remains is to
+say which rows live on the pages that differ. A rowid table keeps its rows in the leaves of a b-tree, and
+the interior pages above a leaf bound the rowids it can hold: a changed leaf names a rowid range of one
+table, in the old copy (rows that were there: updated, moved away or deleted) and in the new one (rows that
+are there now). A row too large for its leaf continues on overflow pages; those are accounted for by the
+cells of the changed leaves that point to them. Any changed page that is not a b-tree page, a free page or
+an overflow page of a changed cell cannot be explained, and the caller then plans everything: the proof is
+never assumed. Format: https://www.sqlite.org/fileformat2.html (sections 1.3, 1.5, 1.6, 4).
+"""
+from __future__ import annotations
+
+import mmap
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HEADER = b"SQLite format 3\x00"
+LOCK_BYTE_OFFSET = 1 << 30
+_TABLE_INTERIOR, _TABLE_LEAF, _INDEX_INTERIOR, _INDEX_LEAF = 0x05, 0x0D, 0x02, 0x0A
+
+
+class NotComparable(Exception):
+    """The two copies cannot be compared page by page (page size, auto-vacuum, a damaged page)."""
+
+
+def _varint(buf, i: int) -> tuple[int, int]:
+    v = 0
+    for k in range(8):
+        b = buf[i + k]
+        v = (v << 7) | (b & 0x7F)
+        if b < 0x80:
+            return v, i + k + 1
+    return (v << 8) | buf[i + 8], i + 9
+
+
+@dataclass
+class Leaf:
+    tree: int          # root page of the b-tree it belongs to
+    lo: int | None     # rowids in (lo, hi]; None: unbounded (table trees only)
+    hi: int | None
+
+
+@dataclass
+class Layout:
+    """Where everything lives in one copy: each b-tree page, free pages, and the table leaves' rowid ranges."""
+    page_size: int
+    usable: int
+    pages: int
+    btree: dict[int, int] = field(default_factory=dict)       # page -> root of its tree
+    leaves: dict[int, Leaf] = field(default_factory=dict)     # table leaves
+    free: set[int] = field(default_factory=set)
+
+
+class PageFile:
+    """Read-only pages of one database file (mapped, not read: a large file costs no memory)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._fh = open(path, "rb")
+        size = Path(path).stat().st_size
+        self.map = mmap.mmap(self._fh.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+        head = self.map[:100]
+        if len(head) < 100 or head[:16] != HEADER:
+            self.close()
+            raise NotComparable(f"{path} is not a SQLite database")
+        ps = int.from_bytes(head[16:18], "big")
+        self.page_size = 65536 if ps == 1 else ps
+        self.usable = self.page_size - head[20]
+        self.pages = size // self.page_size
+        self.auto_vacuum = int.from_bytes(head[52:56], "big") != 0
+        self.freelist = (int.from_bytes(head[32:36], "big"), int.from_bytes(head[36:40], "big"))
+
+    def page(self, n: int) -> bytes:
+        if not 1 <= n <= self.pages:
+            raise NotComparable(f"page {n} is outside the file")
+        return self.map[(n - 1) * self.page_size: n * self.page_size]
+
+    def close(self) -> None:
+        if isinstance(self.map, mmap.mmap):
+            self.map.close()
+        self._fh.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def layout(pf: PageFile, roots: dict[int, bool], wanted: set[int]) -> Layout:
+    """Walk every b-tree (root page -> is it a rowid table) and the free list. Interior pages are all read
+    and recorded; of the leaves, only the `wanted` ones are recorded (with their rowid range), and none is
+    read: a million-leaf table costs the few hundred interior pages above its leaves."""
+    if pf.auto_vacuum:
+        raise NotComparable("auto-vacuum moves pages")
+    out = Layout(pf.page_size, pf.usable, pf.pages)
+    for root, is_table in roots.items():
+        _walk(pf, root, root, is_table, None, None, out, wanted, 0)
+    trunk, count = pf.freelist
+    seen = 0
+    while trunk and seen <= pf.pages:
+        page = pf.page(trunk)
+        out.free.add(trunk)
+        n = int.from_bytes(page[4:8], "big")
+        out.free.update(int.from_bytes(page[8 + 4 * k: 12 + 4 * k], "big") for k in range(min(n, pf.usable // 4)))
+        trunk, seen = int.from_bytes(page[0:4], "big"), seen + 1 + n
+    return out
+
+
+def _kind(pf: PageFile, n: int) -> int:
+    return pf.page(n)[100 if n == 1 else 0]
+
+
+def _walk(pf: PageFile, n: int, root: int, is_table: bool, lo, hi, out: Layout, wanted: set[int],
+          depth: int) -> None:
+    if depth > 40 or n in out.btree:
+        raise NotComparable(f"b-tree of root {root} loops or is too deep")
+    out.btree[n] = root
+    kind = _kind(pf, n)
+    if kind in (_TABLE_LEAF, _INDEX_LEAF):        # a root that is a leaf
+        if kind == _TABLE_LEAF:
+            out.leaves[n] = Leaf(root, lo, hi)
+        return
+    if kind not in (_TABLE_INTERIOR, _INDEX_INTERIOR):
+        raise NotComparable(f"page {n} is not a b-tree page")
+    page = pf.page(n)
+    at = 100 if n == 1 else 0
+    count = int.from_bytes(page[at + 3: at + 5], "big")
+    offsets = struct.unpack_from(f">{count}H", page, at + 12)
+    children = [int.from_bytes(page[o: o + 4], "big") for o in offsets]
+    children.append(int.from_bytes(page[at + 8: at + 12], "big"))
+
+    def key(k: int):   # the upper bound of child k (the parent's bound for the right-most child)
+        if kind != _TABLE_INTERIOR:
+            return None
+        return _varint(page, offsets[k] + 4)[0] if k < count else hi
+
+    # a b-tree is balanced: when one child is a leaf, all are, and unwanted leaves need not be read
+    if _kind(pf, children[0]) in (_TABLE_LEAF, _INDEX_LEAF):
+        for k, child in enumerate(children):
+            if child in wanted:
+                out.btree[child] = root
+                if kind == _TABLE_INTERIOR:
+                    out.leaves[child] = Leaf(root, key(k - 1) if k else lo, key(k))
+        return
+    for k, child in enumerate(children):
+        _walk(pf, child, root, is_table, key(k - 1) if k else lo, key(k), out, wanted, depth + 1)
+
+
+def overflow_pages(pf: PageFile, n: int) -> set[int]:
+    """The overflow pages of every cell on b-tree page n (cells whose payload does not fit on the page)."""
+    page = pf.page(n)
+    at = 100 if n == 1 else 0
+    kind = page[at]
+    if kind == _TABLE_INTERIOR:
+        return set()                          # a table's interior cells hold only child pointers and keys
+    ncells = int.from_bytes(page[at + 3: at + 5], "big")
+    header = 8 if kind in (_TABLE_LEAF, _INDEX_LEAF) else 12
+    u = pf.usable
+    most = u - 35 if kind == _TABLE_LEAF else ((u - 12) * 64 // 255) - 23
+    least = ((u - 12) * 32 // 255) - 23
+    skip = 4 if kind == _INDEX_INTERIOR else 0
+    out: set[int] = set()
+    for off in struct.unpack_from(f">{ncells}H", page, at + header):
+        i = off + skip
+        if page[i] < 0x80 or (page[i + 1] < 0x80 and ((page[i] & 0x7F) << 7 | page[i + 1]) <= most):
+            continue                             # a payload of at most 16383 bytes that fits: most cells
+        size, i = _varint(page, i)
+        if size <= most:
+            continue
+        if kind == _TABLE_LEAF:
+            i = _varint(page, i)[1]            # the rowid
+        local = least + (size - least) % (u - 4)
+        if local > most:
+            local = least
+        nxt = int.from_bytes(page[i + local: i + local + 4], "big")
+        remaining = size - local
+        while nxt and remaining > 0:
+            if nxt in out or len(out) > pf.pages:
+                raise NotComparable(f"overflow chain from page {n} loops")
+            out.add(nxt)
+            nxt, remaining = int.from_bytes(pf.page(nxt)[0:4], "big"), remaining - (u - 4)
+    return out
+
+
+def wal_pages(wal: Path, page_size: int) -> set[int]:
+    """Every page a WAL file may hold a newer copy of: the frames that carry the header's salts (a superset
+    of the frames SQLite will read, which is all a conservative comparison needs)."""
+    out: set[int] = set()
+    try:
+        fh = open(wal, "rb")
+    except FileNotFoundError:
+        return out
+    with fh:
+        head = fh.read(32)
+        if len(head) < 32:
+            return out
+        if int.from_bytes(head[8:12], "big") != page_size:
+            raise NotComparable("the WAL's page size differs from the database's")
+        salts = head[16:24]
+        while True:
+            frame = fh.read(24)
+            if len(frame) < 24:
+                break
+            if frame[8:16] == salts:
+                out.add(int.from_bytes(frame[0:4], "big"))
+            fh.seek(page_size, 1)
+    return out
+
+
+def differing_pages(new: PageFile, old: PageFile, limit: int) -> dict[int, bytes] | None:
+    """Pages of `new` whose bytes differ from `old`'s (page number -> new bytes; pages past the end of
+    `old` count, pages past the end of `new` map to b""). None when more than `limit` differ. Read into two
+    reused buffers (bytearray equality is a memcmp): faster than touching mapped pages, and no RSS."""
+    if new.page_size != old.page_size:
+        raise NotComparable("page size changed")
+    ps, out = new.page_size, {}
+    chunk = ps * 256
+    a, b = bytearray(chunk), bytearray(chunk)
+    with open(new.path, "rb", buffering=0) as fa, open(old.path, "rb", buffering=0) as fb:
+        at = 0
+        common = min(new.pages, old.pages) * ps
+        while at < common:
+            na, nb = fa.readinto(a), fb.readinto(b)
+            n = min(na, nb, common - at)
+            if n <= 0:
+                break
+            if n == chunk and a == b:
+                at += n
+                continue
+            for p in range(0, n - n % ps, ps):
+                if a[p: p + ps] != b[p: p + ps]:
+                    out[(at + p) // ps + 1] = bytes(a[p: p + ps])
+                    if len(out) > limit:
+                        return None
+            at += n
+            fa.seek(at)
+            fb.seek(at)
+    for n in range(old.pages + 1, new.pages + 1):
+        out[n] = new.page(n)
+        if len(out) > limit:
+            return None
+    for n in range(new.pages + 1, old.pages + 1):
+        out[n] = b""
+    return out
