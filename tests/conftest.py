@@ -80,8 +80,8 @@ def copy_fixture(name: str, folder: Path) -> Path:
     return out
 
 
-def run_cli(*args, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([str(LCM_ETL), *map(str, args)], capture_output=True, text=True, timeout=timeout)
+def run_cli(*args, timeout: float = 120, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([str(LCM_ETL), *map(str, args)], capture_output=True, text=True, timeout=timeout, env=env)
 
 
 def migrate_json(src: Path, dest: Path, *extra) -> dict:

@@ -1,0 +1,226 @@
+"""The kept snapshot (lcm_etl/snapcache.py, lcm_etl/pages.py): a re-run compares the source with the previous
+run's snapshot page by page and re-plans only the conversations owning a changed row. Each test changes a
+migrated source the way lossless-claw (or a hand) does and checks what was read, what was re-planned, and
+that the target is what the same re-run gives without a kept snapshot (LCM_ETL_CACHE_DIR=off)."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from conftest import copy_fixture, migrate_json, run_cli
+from undolib import digest
+from lcm_etl import migrate as migrate_module, pages, snapcache
+
+FIXTURE = "basic-0.15.3.db"   # three conversations, one session each
+
+APPEND = ("INSERT INTO messages (conversation_id, seq, role, content, token_count, created_at) "
+          "SELECT conversation_id, max(seq) + 1, 'user', ?, 5, '2026-11-23 09:00:00' "
+          "FROM messages WHERE conversation_id = ?")
+
+
+def change(db: Path, sql: str, *args) -> None:
+    con = sqlite3.connect(db)
+    with con:
+        con.execute(sql, args)
+    con.close()
+
+
+def kept(src: Path, target: Path) -> snapcache.SnapshotCache:
+    cache = snapcache.SnapshotCache.for_pair(src, target)
+    assert cache is not None
+    return cache
+
+
+def without_cache(*args: str) -> dict:
+    proc = run_cli(*args, "--json", env={**os.environ, "LCM_ETL_CACHE_DIR": "off"})
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def remnic_content(target: Path) -> dict:
+    return {k: v for k, v in digest(target).items() if not k.startswith("lcm_etl")}
+
+
+@pytest.fixture
+def pair(tmp_path):
+    """A source migrated once into a target, and a twin of both that is synced without a kept snapshot."""
+    src = copy_fixture(FIXTURE, tmp_path / "src")
+    target = tmp_path / "out" / "lcm.sqlite"
+    first = migrate_json(src, target)
+    twin_src = copy_fixture(FIXTURE, tmp_path / "twin")
+    twin = tmp_path / "twin-out" / "lcm.sqlite"
+    without_cache("migrate", "--src", str(twin_src), "--dest", str(twin))
+    return src, target, first["run_id"], twin_src, twin
+
+
+def test_a_re_run_reads_the_changed_pages_and_re_plans_only_the_conversation_that_grew(pair):
+    src, target, first_run, twin_src, twin = pair
+    for db in (src, twin_src):
+        change(db, APPEND, "one more", 2)
+    report = migrate_json(src, target)
+    assert report["extra"]["snapshot"].endswith(f"pages changed since the one kept from run {first_run}")
+    assert report["extra"]["sync"].startswith("1 of 3 sessions re-planned (1 conversations changed since run")
+    assert report["messages"]["inserted"] == 1
+    plain = without_cache("migrate", "--src", str(twin_src), "--dest", str(twin))
+    assert "snapshot" not in plain["extra"]
+    assert remnic_content(target) == remnic_content(twin)
+
+
+def test_the_kept_snapshot_holds_the_source_as_the_run_read_it(pair):
+    src, target, _, _, _ = pair
+    change(src, APPEND, "x" * 20_000, 3)   # a new row with overflow pages
+    report = migrate_json(src, target)
+    snapshot = kept(src, target)
+    assert snapshot.sealed_run() == report["run_id"]
+    tables = ("conversations", "messages", "message_parts", "summaries", "summary_messages", "summary_parents")
+    for table in tables:
+        with sqlite3.connect(src) as a, sqlite3.connect(snapshot.db) as b:
+            assert a.execute(f"SELECT * FROM {table} ORDER BY rowid").fetchall() == \
+                   b.execute(f"SELECT * FROM {table} ORDER BY rowid").fetchall(), table
+
+
+def test_a_re_run_of_an_unchanged_source_with_full_reads_it_whole(pair):
+    src, target, _, _, _ = pair
+    report = migrate_json(src, target, "--full")
+    assert "snapshot" not in report["extra"] and "sync" not in report["extra"]
+    assert kept(src, target).sealed_run() == report["run_id"]
+
+
+def test_a_value_rewritten_in_its_overflow_pages_only_is_a_full_plan_that_updates_it(tmp_path):
+    src = copy_fixture(FIXTURE, tmp_path / "src")
+    target = tmp_path / "out" / "lcm.sqlite"
+    summary = sqlite3.connect(src).execute("SELECT summary_id FROM summaries ORDER BY summary_id LIMIT 1").fetchone()[0]
+    change(src, "UPDATE summaries SET content = ? WHERE summary_id = ?", "x" * 30_000, summary)
+    change(src, "PRAGMA wal_checkpoint(TRUNCATE)")   # the WAL would name the leaf too: the main file alone
+    migrate_json(src, target)
+    # same length: SQLite overwrites the payload in place, so only an overflow page differs, not the leaf
+    change(src, "UPDATE summaries SET content = ? WHERE summary_id = ?", "x" * 29_990 + "y" * 10, summary)
+    change(src, "PRAGMA wal_checkpoint(TRUNCATE)")
+    report = migrate_json(src, target)
+    assert report["extra"]["snapshot"].endswith("changed pages are not rows lcm-etl can place: planned everything")
+    assert "sync" not in report["extra"]
+    assert report["summaries"]["updated"] == 1
+    with sqlite3.connect(target) as con:
+        assert con.execute("SELECT summary_text FROM lcm_summary_nodes WHERE summary_text LIKE '%yyyyyyyyyy'"
+                           ).fetchone() is not None
+
+
+def test_a_kept_snapshot_touched_behind_lcm_etls_back_is_not_trusted(pair):
+    src, target, _, _, _ = pair
+    snapshot = kept(src, target)
+    os.utime(snapshot.db)   # its ctime moves; a forged mtime could not hide that
+    change(src, APPEND, "one more", 2)
+    report = migrate_json(src, target)
+    assert "snapshot" not in report["extra"]
+    assert report["extra"]["sync"].startswith("1 of 3 sessions re-planned")   # the marks decide instead
+    assert snapshot.sealed_run() == report["run_id"]
+
+
+def test_a_run_that_fails_after_refreshing_the_snapshot_leaves_it_unsealed(pair, monkeypatch):
+    src, target, _, _, _ = pair
+    change(src, APPEND, "one more", 2)
+
+    def fails(job, now):
+        raise RuntimeError("the disk went away")
+
+    monkeypatch.setattr(migrate_module, "write", fails)
+    with pytest.raises(RuntimeError):
+        migrate_module.migrate(migrate_module.MigrateOptions(src=src, target=target))
+    assert kept(src, target).sealed_run() is None
+    report = migrate_json(src, target)   # copies the source whole, compares marks, converges
+    assert "snapshot" not in report["extra"] and report["messages"]["inserted"] == 1
+
+
+def test_a_dry_run_leaves_the_kept_snapshot_as_it_was(pair):
+    src, target, first_run, _, _ = pair
+    snapshot = kept(src, target)
+    before = (snapshot.db.read_bytes(), snapshot.seal_file.read_bytes())
+    change(src, APPEND, "one more", 2)
+    proc = run_cli("migrate", "--src", src, "--dest", target, "--dry-run", "--json")
+    assert proc.returncode == 0 and json.loads(proc.stdout)["messages"]["inserted"] == 1
+    assert (snapshot.db.read_bytes(), snapshot.seal_file.read_bytes()) == before
+    assert snapshot.sealed_run() == first_run
+
+
+def test_with_the_cache_off_no_copy_is_kept(tmp_path):
+    src = copy_fixture(FIXTURE, tmp_path / "src")
+    cache = tmp_path / "cache"
+    proc = run_cli("migrate", "--src", src, "--dest", tmp_path / "out.sqlite", "-q",
+                   env={**os.environ, "LCM_ETL_CACHE_DIR": "off"})
+    assert proc.returncode == 0, proc.stderr
+    proc = run_cli("migrate", "--src", src, "--dest", tmp_path / "out2.sqlite", "-q",
+                   env={**os.environ, "LCM_ETL_CACHE_DIR": str(cache)})
+    assert proc.returncode == 0, proc.stderr
+    assert [p.name for p in cache.iterdir()] and all((p / "seal.json").exists() for p in cache.iterdir())
+    assert snapcache.SnapshotCache.for_pair(src, tmp_path / "out.sqlite").sealed_run() is None
+
+
+def test_pages_that_differ_are_found_and_an_identical_copy_has_none(tmp_path):
+    src = copy_fixture(FIXTURE, tmp_path / "src")
+    copy = tmp_path / "copy.db"
+    with sqlite3.connect(src) as con:
+        con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    shutil.copyfile(src, copy)
+    with pages.PageFile(src) as a, pages.PageFile(copy) as b:
+        assert pages.differing_pages(a, b, 10) == {}
+    change(src, APPEND, "y" * 9000, 1)
+    with sqlite3.connect(src) as con:
+        con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    with pages.PageFile(src) as a, pages.PageFile(copy) as b:
+        diff = pages.differing_pages(a, b, 1000)
+        assert diff and all(data == a.page(n) for n, data in diff.items())
+        assert pages.differing_pages(a, b, 0) is None   # over the limit: not worth proving
+
+
+CHANGES = {
+    "append": lambda con, k: con.execute(APPEND, (f"grown {k}", 1 + k % 3)),
+    "retitle": lambda con, k: con.execute("UPDATE conversations SET title = ? WHERE conversation_id = ?",
+                                          (f"title {k}", 1 + k % 3)),
+    "prune": lambda con, k: con.execute("DELETE FROM messages WHERE message_id = (SELECT max(message_id) FROM "
+                                        "messages WHERE conversation_id = ? AND role = 'assistant')", (1 + k % 3,)),
+    "entry id": lambda con, k: con.execute("UPDATE messages SET transcript_entry_id = ? WHERE message_id = "
+                                           "(SELECT min(message_id) FROM messages WHERE conversation_id = ? "
+                                           "AND transcript_entry_id IS NULL)", (f"entry-{k}", 1 + k % 3)),
+    "repair": lambda con, k: con.execute("UPDATE summaries SET content = content || ? WHERE summary_id = "
+                                         "(SELECT summary_id FROM summaries WHERE conversation_id = ? "
+                                         "ORDER BY summary_id LIMIT 1)", (f" (repaired {k})", 1 + k % 3)),
+}
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.lists(st.sampled_from(sorted(CHANGES)), min_size=1, max_size=3), min_size=1, max_size=3))
+def test_syncs_with_a_kept_snapshot_end_where_syncs_without_one_end(tmp_path_factory, rounds):
+    folder = tmp_path_factory.mktemp("sync")
+    src = copy_fixture(FIXTURE, folder / "src")
+    twin_src = copy_fixture(FIXTURE, folder / "twin")
+    target, twin = folder / "out" / "lcm.sqlite", folder / "twin-out" / "lcm.sqlite"
+    migrate_json(src, target)
+    without_cache("migrate", "--src", str(twin_src), "--dest", str(twin))
+    k = 0
+    for changes in rounds:
+        for db in (src, twin_src):
+            con = sqlite3.connect(db)
+            with con:
+                for j, name in enumerate(changes):
+                    CHANGES[name](con, k + j)
+            con.close()
+        k += len(changes)
+        migrate_json(src, target)
+        without_cache("migrate", "--src", str(twin_src), "--dest", str(twin))
+        assert remnic_content(target) == remnic_content(twin)
+
+
+def test_a_summary_repaired_while_its_pages_are_in_the_wal_is_found_page_by_page(pair):
+    src, target, first_run, _, _ = pair
+    summary = sqlite3.connect(src).execute("SELECT summary_id FROM summaries ORDER BY summary_id LIMIT 1").fetchone()[0]
+    change(src, "UPDATE summaries SET content = content || ' (repaired)' WHERE summary_id = ?", summary)
+    report = migrate_json(src, target)
+    assert report["extra"]["snapshot"].endswith(f"since the one kept from run {first_run}")
+    assert report["extra"]["sync"].startswith("1 of 3 sessions re-planned (1 conversations changed")
+    assert report["summaries"]["updated"] == 1
