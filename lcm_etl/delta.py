@@ -27,7 +27,6 @@ from pathlib import Path
 
 import duckdb
 import orjson
-import pyarrow as pa
 
 from .sources import SourceSchema
 from . import duck, pipeline, subset
@@ -91,14 +90,7 @@ def narrow(con: duckdb.DuckDBPyConnection, rec: Recorded, params: dict, schema: 
     a row on a page that differs from the previous run's snapshot (lcm_etl/snapcache.py), everything else
     being proved unchanged by its bytes; without it the marks of 03 (run over the whole source) are
     compared with the recorded ones. None: plan everything."""
-    cols = list(zip(*rec.marks))
-    con.register("recorded_marks_rows", pa.table({"kind": pa.array(cols[0], pa.string()),
-                                                  "key": pa.array(cols[1], pa.string()),
-                                                  "mark": pa.array(cols[2], pa.string())}))
-    try:
-        con.execute("CREATE OR REPLACE TABLE recorded_marks AS SELECT * FROM recorded_marks_rows")
-    finally:
-        con.unregister("recorded_marks_rows")
+    duck.table_of_strings(con, "recorded_marks", ["kind", "key", "mark"], rec.marks)
     was = next((m for kind, _, m in rec.marks if kind == "global"), None)
     if proved is not None and (was or "").split(":", 1)[0] != schema_signature(schema):
         mark_source(con, schema)   # the schema changed: the marks decide (and differ), as without a proof

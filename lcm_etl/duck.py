@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 
 from .errors import BadInput, LcmEtlError, RunFailed
 
@@ -77,3 +78,14 @@ def translate(exc: duckdb.Error, what: str) -> LcmEtlError:
     if isinstance(exc, duckdb.IOException):
         return RunFailed(f"planning could not use its temporary files ({first}); nothing was written")
     return BadInput(f"{what}: {first}")
+
+
+def table_of_strings(con: duckdb.DuckDBPyConnection, name: str, columns: list[str], rows: list[tuple]) -> None:
+    """CREATE OR REPLACE TABLE name of VARCHAR columns from Python rows, through Arrow (one copy, no
+    statement per row)."""
+    cols = list(zip(*rows)) if rows else [()] * len(columns)
+    con.register(f"{name}_rows", pa.table({c: pa.array(v, pa.string()) for c, v in zip(columns, cols)}))
+    try:
+        con.execute(f"CREATE OR REPLACE TABLE {name} AS SELECT * FROM {name}_rows")
+    finally:
+        con.unregister(f"{name}_rows")

@@ -44,8 +44,8 @@ SESSIONS = Stage("sessions", "duckdb", _PLAN_DB, ("10_sessions",))
 # cost follows the change (lcm_etl/delta.py): marks of the source and the target, and what a sync re-run re-plans
 SOURCE_MARKS = Stage("source marks", "duckdb", _PLAN_DB, ("03_source_marks",),
                      when="the previous run's snapshot is not kept (lcm_etl/snapcache.py), or the run plans everything")
-TARGET_MARKS = Stage("target marks", "duckdb", "the plan database, the target attached read-only as tgt "
-                     "(an empty Remnic schema when there is none)", ("04_target_marks",))
+TARGET_MARKS = Stage("target marks", "sqlite", "a read-only connection to the target (an empty Remnic schema when "
+                     "there is none); plan.py hands the rows to DuckDB", ("04_target_marks",))
 SYNC_SCOPE = Stage("sync scope", "duckdb", _PLAN_DB + "; the source views are then narrowed to the scope",
                    ("10_sessions", "08_sync_scope"), when="the previous migrate of this source stored marks")
 CARRIED_MARKS = Stage("carried marks", "duckdb", "the plan database, the scope's rows read through the src_* views "
@@ -69,7 +69,7 @@ WRITE_REST = Stage("per batch: parts, summaries, changes, boundary events", "sql
                    ("80_write_parts", "85_write_summaries", "86_index_summaries", "87_apply_changes",
                     "90_write_boundary"))
 PROVENANCE = Stage("provenance", "sqlite", "the target, in the run's last transaction (with the ledger row)",
-                   ("95_write_provenance",))
+                   ("04_target_marks", "95_write_provenance"))
 
 # a new target from integer source ids (lcm_etl/fresh.py): two threads, two files
 BUILD = Stage("build parts and message FTS rows", "sqlite", "the new target's private building file, on a "

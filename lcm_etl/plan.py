@@ -59,10 +59,8 @@ def load_target_state(con: duckdb.DuckDBPyConnection, target_db: Path | None, sc
     read; what it returns, if anything, is the scope 05 then reads, and is returned."""
     tables: set[str] = set()
     if target_db is not None:
-        duck.attach_sqlite(con, str(target_db), "tgt", read_only=True)
-        tables = {r[0] for r in con.execute(
-            "SELECT table_name FROM information_schema.tables WHERE table_catalog = 'tgt'").fetchall()}
-        con.execute("DETACH tgt")
+        with closing(sqlite3.connect(f"file:{target_db}?mode=ro", uri=True)) as lite:
+            tables = {r[0] for r in lite.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
 
     def read(alias: str, stage: pipeline.Stage, needs: set[str], params: dict | None = None,
              db: Path | None = None) -> None:
@@ -73,7 +71,11 @@ def load_target_state(con: duckdb.DuckDBPyConnection, target_db: Path | None, sc
         finally:
             con.execute(f"DETACH {alias}")
 
-    read("tgt", pipeline.TARGET_MARKS, _TARGET_TABLES)
+    marks_db = target_db if target_db is not None and _TARGET_TABLES <= tables else empty_target(scratch)
+    with closing(sqlite3.connect(f"file:{marks_db}?mode=ro", uri=True)) as lite:
+        run_stage(pipeline.TARGET_MARKS, lite)
+        rows = lite.execute("SELECT session_id, mark FROM temp.target_marks").fetchall()
+    duck.table_of_strings(con, "target_marks", ["session_id", "mark"], rows)
     read("prov", pipeline.TARGET_PROVENANCE, {"lcm_etl_conversations"})
     con.execute("CREATE OR REPLACE TABLE scope_sessions (session_id VARCHAR)")
     scope = narrow() if narrow else None

@@ -30,7 +30,7 @@ SELECT :source_path, 'summary', summary_id, session_id, reason,
 FROM plan.plan_skipped;
 
 -- marks (03_source_marks.sql, 04_target_marks.sql): the next run re-plans only what differs from them. The
--- session figures are the target's after this run, in the words 04 uses; written only by a run that
+-- session figures are the target's after this run (04 has just run on this connection); written only by a run that
 -- planned the whole source (plan.plan_marks is empty under --session-filter)
 DELETE FROM lcm_etl_marks WHERE source_path = :source_path AND EXISTS (SELECT 1 FROM plan.plan_marks);
 
@@ -38,11 +38,5 @@ INSERT INTO lcm_etl_marks (source_path, kind, key, mark, run_id)
 SELECT :source_path, kind, key, mark, :run_id FROM plan.plan_marks;
 
 INSERT INTO lcm_etl_marks (source_path, kind, key, mark, run_id)
-SELECT :source_path, 'session', session_id,
-       sum(n_messages) || ':' || max(hi) || ':' || sum(n_summaries) || ':' || sum(n_boundaries), :run_id
-FROM (SELECT session_id, count(*) AS n_messages, max(id) AS hi, 0 AS n_summaries, 0 AS n_boundaries
-      FROM lcm_messages GROUP BY session_id
-      UNION ALL SELECT session_id, 0, 0, count(*), 0 FROM lcm_summary_nodes GROUP BY session_id
-      UNION ALL SELECT session_id, 0, 0, 0, count(*) FROM lcm_compaction_events GROUP BY session_id)
-WHERE EXISTS (SELECT 1 FROM plan.plan_marks)
-GROUP BY session_id;
+SELECT :source_path, 'session', session_id, mark, :run_id FROM temp.target_marks
+WHERE EXISTS (SELECT 1 FROM plan.plan_marks);
