@@ -114,3 +114,34 @@ def narrow(con: duckdb.DuckDBPyConnection, rec: Recorded, params: dict, schema: 
     if proved is not None:   # the scope's marks now; the rest are the recorded ones, proved unchanged
         run_stage(pipeline.CARRIED_MARKS, con, {"schema_sig": schema_signature(schema)})
     return Scope(rec.run_id, sessions, total, changed, rows)
+
+
+def add_unchanged(con: duckdb.DuckDBPyConnection, report, target_db: Path, source_label: str) -> None:
+    """A sync re-run planned only its scope; the report still speaks of the whole source. The rows of the
+    conversations it did not re-read are where the previous runs left them: counted by their marks (every
+    message and part of a conversation is imported; a summary is unless lcm_etl_skipped says why not), and
+    the rows of no conversation by the global mark (03_source_marks.sql)."""
+    counts = con.execute(
+        "SELECT coalesce(sum(CAST(split_part(mark, ':', 2) AS BIGINT)), 0), "
+        "coalesce(sum(CAST(split_part(mark, ':', 4) AS BIGINT)), 0), "
+        "coalesce(sum(CAST(split_part(mark, ':', 6) AS BIGINT)), 0) FROM source_marks "
+        "WHERE conversation_id NOT IN (SELECT conv_key FROM scope_convs)").fetchone()
+    sessions = {r[0] for r in con.execute("SELECT session_id FROM scope_sessions").fetchall()}
+    with sqlite3.connect(f"file:{target_db}?mode=ro", uri=True) as lite:
+        skipped = [r for r in lite.execute(
+            "SELECT source_id, session_id, reason, detail FROM lcm_etl_skipped WHERE source_path = ? AND "
+            "kind = 'summary' ORDER BY source_id", (source_label,)) if r[1] not in sessions]
+    lite.close()
+    report.messages.already_present += counts[0]
+    report.parts.already_present += counts[1]
+    report.summaries.already_present += counts[2] - len(skipped)
+    for summary_id, session_id, reason, detail in skipped:
+        report.summaries.skip(reason)
+        foreign = (orjson.loads(detail) if detail else {}).get("foreign_messages", 0)
+        report.skipped_summaries.append({"summary_id": summary_id, "session_id": session_id, "reason": reason,
+                                         "foreign_messages": foreign})
+        report.cross_session_links_in_skipped += foreign
+    report.skipped_summaries.sort(key=lambda s: s["summary_id"])
+    orphans = con.execute("SELECT mark FROM source_global").fetchone()[0].split(":")
+    report.messages.skip("its conversation is not in the source", int(orphans[1]))
+    report.parts.skip("its message is not in the source (or not in any conversation)", int(orphans[2]))

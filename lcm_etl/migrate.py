@@ -99,6 +99,7 @@ def _migrate(opts: MigrateOptions) -> RunReport:
             planned = plan.build(con, opts.key_by, opts.session_filter, opts.batch_rows, report, str(opts.src),
                                  opts.progress, new_target=not existed, scoped=scope is not None)
             if scope is not None:
+                delta.add_unchanged(con, report, target_db, str(opts.src))
                 report.extra["sync"] = (f"{scope.sessions} of {scope.sessions_total} sessions re-planned "
                                         f"({scope.conversations_changed} conversations changed since run "
                                         f"{scope.since_run}); the others are unchanged (--full re-plans all)")
@@ -131,10 +132,10 @@ def _migrate(opts: MigrateOptions) -> RunReport:
         # the source's sha256 is read when the ledger row is written: hashing runs meanwhile
         job.record = ledger.RunRecord.new("migrate", started, _options(opts), source_path=str(opts.src),
                                           source_size=snap.size, source_sha256=lambda: snap.sha256)
-        # a re-plan of a few sessions knows totals for those only: no totals, so no no-op shortcut next time
-        # (the next run compares marks instead, which costs little more)
+        # a re-plan of a few sessions reports the whole source too (delta.add_unchanged): its totals are
+        # those of the whole source, for the no-op shortcut of the next run
         job.ledger_extra = {"source_fingerprint": source_fp, "options_key": opts_key,
-                            "totals": _totals(report) if scope is None else {},
+                            "totals": _totals(report),
                             "marks_run": None if opts.session_filter else job.record.run_id}
         job.params["run_id"] = job.record.run_id   # 95 stores the marks under it
         counts = write(job, now_iso)

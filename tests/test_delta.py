@@ -139,3 +139,22 @@ def test_a_new_conversation_is_re_planned_alone(synced):
                                        "the others are unchanged (--full re-plans all)")
     assert report["messages"]["inserted"] == 1
     converged(src, target)
+
+
+@pytest.mark.parametrize("name", ["basic-0.15.3.db", "shared-session-newest.db", "multiparent-newest.db"])
+def test_a_sync_re_run_reports_the_whole_source_as_a_full_plan_does(tmp_path, name):
+    src = copy_fixture(name, tmp_path / "src")
+    target = tmp_path / "out" / "lcm.sqlite"
+    migrate_json(src, target)
+    change(src, ("INSERT INTO messages (conversation_id, seq, role, content, token_count, created_at) "
+                 "SELECT conversation_id, max(seq) + 1, 'user', 'and one more thing', 5, '2026-11-23 09:00:00' "
+                 "FROM messages WHERE conversation_id = (SELECT min(conversation_id) FROM conversations)",))
+    synced = migrate_json(src, target)
+    assert "sync" in synced["extra"]
+    full = migrate_json(src, target, "--full", "--dry-run")
+    for kind in ("messages", "parts", "summaries"):
+        assert synced[kind]["inserted"] + synced[kind]["already_present"] == full[kind]["already_present"], kind
+        assert synced[kind]["skipped"] == full[kind]["skipped"], kind
+    assert synced["skipped_summaries"] == full["skipped_summaries"]
+    assert synced["cross_session_links_in_skipped"] == full["cross_session_links_in_skipped"]
+
