@@ -16,6 +16,7 @@ size of the source per pair.
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import shutil
@@ -111,12 +112,16 @@ class SnapshotCache:
         self.seal_file.unlink(missing_ok=True)
 
     def seal(self, run_id: str) -> None:
-        """The run that read the copy has committed: the copy is its snapshot."""
+        """The run that read the copy has committed: the copy is its snapshot. The run has landed whatever
+        happens here: a seal that cannot be written only costs the next run a whole copy."""
         body = orjson.dumps({"run_id": run_id, "source": str(self.source), "target": str(self.target),
                              "signature": file_signature(self.db)[0]})
         tmp = self.seal_file.with_suffix(".tmp")
-        tmp.write_bytes(body)
-        os.replace(tmp, self.seal_file)
+        try:
+            tmp.write_bytes(body)
+            os.replace(tmp, self.seal_file)
+        except OSError:
+            tmp.unlink(missing_ok=True)
 
     def snapshot(self, since_run: str | None, tmp_root: str | None) -> tuple[Snapshot, Changes | None]:
         """The source's snapshot, in the kept copy. With the copy sealed by `since_run`: only the differing
@@ -126,6 +131,11 @@ class SnapshotCache:
             folder = Path(tempfile.mkdtemp(prefix="lcm-etl-", dir=tmp_root))
             try:
                 changes = self._refresh(folder)
+            except OSError as exc:   # the copy is unsealed: the next run copies the source whole
+                shutil.rmtree(folder, ignore_errors=True)
+                why = "disk full" if exc.errno == errno.ENOSPC else exc.strerror or str(exc)
+                raise RunFailed(f"cannot bring the kept snapshot in {self.folder} up to date: {why} (free space "
+                                "there, or set LCM_ETL_CACHE_DIR elsewhere, or to off); nothing was written") from None
             except BaseException:
                 shutil.rmtree(folder, ignore_errors=True)
                 raise

@@ -72,15 +72,15 @@ def copy_db(src: Path, dest: Path) -> Path:
     return dest
 
 
-def env_for(tmp: Path) -> dict:
+def env_for(tmp: Path, **extra: str) -> dict:
     """Child environment with its own TMPDIR, so a killed run's snapshot folder stays inside the test."""
     tmp.mkdir(parents=True, exist_ok=True)
-    return {**os.environ, "TMPDIR": str(tmp)}
+    return {**os.environ, "TMPDIR": str(tmp), **extra}
 
 
-def run(*args, tmp: Path, timeout: float = PATIENCE_S, **kw) -> subprocess.CompletedProcess:
+def run(*args, tmp: Path, timeout: float = PATIENCE_S, env: dict | None = None, **kw) -> subprocess.CompletedProcess:
     return subprocess.run([str(LCM_ETL), *map(str, args)], capture_output=True, text=True, timeout=timeout,
-                          env=env_for(tmp), **kw)
+                          env=env_for(tmp, **(env or {})), **kw)
 
 
 def spawn(*args, tmp: Path) -> subprocess.Popen:

@@ -6,6 +6,7 @@ otherwise), the target inside it and, for an existing target, a filler file that
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 
 import pytest
@@ -133,3 +134,37 @@ def test_a_full_temporary_folder_fails_with_a_disk_full_line_not_an_internal_err
     assert "disk" in line or "space" in line
     assert not target.exists()
     assert list(tmp.iterdir()) == [], "the snapshot folder was left behind"
+
+
+def test_a_full_cache_folder_fails_with_a_disk_full_line_and_writes_nothing(source, small_disk, tmp_path):
+    """The kept snapshot (lcm_etl/snapcache.py) is written where LCM_ETL_CACHE_DIR says."""
+    cache = small_disk(1024 * KB, "cache")
+    target = tmp_path / "remnic" / "lcm.sqlite"
+    proc = run("migrate", "--src", source, "--dest", target, tmp=tmp_path / "tmp", env={"LCM_ETL_CACHE_DIR": str(cache)})
+    assert proc.returncode == 1, proc.stderr
+    assert one_error_line(proc.stderr).startswith(f"lcm-etl: error: cannot copy the source into the cache folder {cache}")
+    assert "disk full" in proc.stderr and "LCM_ETL_CACHE_DIR" in proc.stderr
+    assert not target.exists()
+
+
+def test_a_kept_snapshot_with_no_room_to_grow_fails_with_one_line_and_leaves_the_target_as_it_was(
+        source, small_disk, tmp_path):
+    cache = small_disk(16 * 1024 * KB, "cache")
+    grown = copy_db(source, tmp_path / "grown" / "lcm.db")
+    target = tmp_path / "remnic" / "lcm.sqlite"
+    env = {"LCM_ETL_CACHE_DIR": str(cache)}
+    assert run("migrate", "--src", grown, "--dest", target, tmp=tmp_path / "tmp", env=env).returncode == 0
+    before = read_content(target)
+    fill(cache, 4 * KB)
+    with sqlite3.connect(grown) as con:   # a message whose pages the kept copy has no room for
+        con.execute("INSERT INTO messages (conversation_id, seq, role, content, token_count, created_at) "
+                    "SELECT conversation_id, max(seq) + 1, 'user', ?, 5, '2026-11-23 09:00:00' FROM messages "
+                    "WHERE conversation_id = (SELECT min(conversation_id) FROM conversations)", ("z" * 200_000,))
+    con.close()
+    proc = run("migrate", "--src", grown, "--dest", target, tmp=tmp_path / "tmp", env=env)
+    assert proc.returncode == 1, proc.stderr
+    assert one_error_line(proc.stderr).startswith(f"lcm-etl: error: cannot bring the kept snapshot in {cache}")
+    assert "disk full" in proc.stderr
+    assert read_content(target) == before
+    (cache / "filler").unlink()   # room again: the next run copies the source whole and lands the message
+    assert run("migrate", "--src", grown, "--dest", target, tmp=tmp_path / "tmp", env=env).returncode == 0
