@@ -33,13 +33,14 @@ OUT = ROOT / "bench" / "out"
 LCM_ETL = Path(sys.executable).parent / "lcm-etl"
 
 
-def run(cmd: list[str], stdin: Path | None = None) -> dict:
+def run(cmd: list[str], stdin: Path | None = None, env: dict | None = None) -> dict:
     """Run one command in a fresh process; wall time and peak RSS from wait4's rusage."""
     fin = open(stdin, "rb") if stdin else subprocess.DEVNULL
     os.sync()
     time.sleep(1)
     t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, stdin=fin, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(cmd, stdin=fin, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env={**os.environ, **(env or {})})
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.monotonic() - t0
     err = proc.stderr.read().decode(errors="replace")
@@ -82,14 +83,17 @@ def bench_size(n: int, repeat: int = 1) -> list[dict]:
     work.mkdir(parents=True)
     rows = []
 
-    def timed(name: str, cmd: list[str], stdin: Path | None = None) -> dict:
-        r = run(cmd, stdin)
+    # kept snapshots (lcm_etl/snapcache.py) go into the work folder, not ~/.cache, and go with it
+    cached = {"LCM_ETL_CACHE_DIR": str(work / "cache")}
+
+    def timed(name: str, cmd: list[str], stdin: Path | None = None, env: dict | None = None) -> dict:
+        r = run(cmd, stdin, {**cached, **(env or {})})
         r.update(size=n, case=name)
         print(f"  {n:>9,}  {name:<34} {r['wall_s']:>8.2f} s  {r['peak_rss_mb']:>7.1f} MB  exit {r['exit']}", flush=True)
         return r
 
-    def case(name: str, cmd: list[str], stdin: Path | None = None) -> dict:
-        rows.append(timed(name, cmd, stdin))
+    def case(name: str, cmd: list[str], stdin: Path | None = None, env: dict | None = None) -> dict:
+        rows.append(timed(name, cmd, stdin, env))
         return rows[-1]
 
     sqlite3 = shutil.which("sqlite3")
@@ -115,15 +119,19 @@ def bench_size(n: int, repeat: int = 1) -> list[dict]:
     case("migrate --dry-run (new)", lcm + ["migrate", "--src", str(src), "--dest", str(work / "none.sqlite"),
                                            "--dry-run", "-q"])
     case("audit (clean target)", lcm + ["audit", "--src", str(src), "--dest", str(target), "-q"])
-    for share in (0.01, 0.001):   # a sync re-run (SPEC §8): the source as it was, migrated, then grown
+    # a sync re-run (SPEC §8): the source as it was, migrated, then grown; with the snapshot the first run
+    # kept (the default), and without one (LCM_ETL_CACHE_DIR=off: the marks of every conversation compared)
+    for share, keep in ((0.01, True), (0.001, True), (0.01, False), (0.001, False)):
         grown, synced = work / "grown.db", work / "sync.sqlite"
+        env = None if keep else {"LCM_ETL_CACHE_DIR": "off"}
         subprocess.run([sys.executable, str(ROOT / "tests" / "tools" / "earlier.py"), str(src), str(grown),
                         "--shape", "tail", "--share", str(share)], check=True, stdout=subprocess.DEVNULL)
-        run(lcm + ["migrate", "--src", str(grown), "--dest", str(synced), "-q"])
+        run(lcm + ["migrate", "--src", str(grown), "--dest", str(synced), "-q"], env={**cached, **(env or {})})
         shutil.copyfile(src, grown)   # the newest messages (and the summaries over them) arrive
-        case(f"migrate (re-run after {share:.1%} growth)", lcm + ["migrate", "--src", str(grown), "--dest",
-                                                                  str(synced), "-q"])
+        case(f"migrate (re-run after {share:.1%} growth{'' if keep else ', no kept snapshot'})",
+             lcm + ["migrate", "--src", str(grown), "--dest", str(synced), "-q"], env=env)
         clean(synced)
+        shutil.rmtree(work / "cache", ignore_errors=True)
     shutil.rmtree(work, ignore_errors=True)
     return rows
 
