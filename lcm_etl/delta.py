@@ -28,7 +28,7 @@ from pathlib import Path
 import duckdb
 import orjson
 
-from .sources import SourceSchema
+from .sources import SourceSchema, normalized_views
 from . import duck, pipeline, subset
 from .steps import run_stage
 
@@ -111,6 +111,9 @@ def narrow(con: duckdb.DuckDBPyConnection, rec: Recorded, params: dict, schema: 
     rows = subset.source_subset(snapshot, scratch / "scope-source.sqlite", keys)
     con.execute("DETACH src")
     duck.attach_sqlite(con, str(rows), "src")
+    for view in normalized_views(schema, "duckdb"):   # read once: the steps read the views many times over
+        con.execute(f"CREATE OR REPLACE TABLE scoped_{view} AS SELECT * FROM {view}")
+        con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT * FROM scoped_{view}")
     if proved is not None:   # the scope's marks now; the rest are the recorded ones, proved unchanged
         run_stage(pipeline.CARRIED_MARKS, con, {"schema_sig": schema_signature(schema)})
     return Scope(rec.run_id, sessions, total, changed, rows)
