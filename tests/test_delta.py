@@ -5,6 +5,7 @@ re-planned, what was written, and that the result is what a full plan gives (lcm
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -60,9 +61,14 @@ def test_a_re_run_after_a_sync_re_plans_nothing_and_writes_nothing(synced):
     src, target, _ = synced
     change(src, APPEND)
     second = migrate_json(src, target)["run_id"]
-    third = migrate_json(src, target)
-    assert third["extra"]["sync"].startswith(f"0 of 3 sessions re-planned (0 conversations changed since run {second})")
-    assert (third["messages"]["inserted"], third["parts"]["inserted"], third["summaries"]["inserted"]) == (0, 0, 0)
+    third = migrate_json(src, target)   # a sync stores the whole source's totals: the no-op shortcut
+    assert third["extra"]["shortcut"].startswith(f"source unchanged and target untouched since run {second}")
+    os.utime(src)   # the file looks changed, its rows are not: proved unchanged, nothing re-planned
+    fourth = migrate_json(src, target)
+    assert fourth["extra"]["sync"].startswith(f"0 of 3 sessions re-planned (0 conversations changed since run {second})")
+    for report in (third, fourth):
+        assert (report["messages"]["inserted"], report["parts"]["inserted"], report["summaries"]["inserted"]) == (0, 0, 0)
+        assert report["messages"]["already_present"] == 123
 
 
 def test_an_entry_id_re_stamped_in_place_is_found_by_its_mark_and_updated(synced):
