@@ -31,8 +31,9 @@ from . import pages
 from .errors import RunFailed
 from .sources import Snapshot, file_signature, fold_wal, take_snapshot, unchanged_but_appended
 
-# more differing pages than this share of the source: not worth proving, plan everything
-MAX_CHANGED_SHARE = 0.25
+# more differing pages than this share of the source (or than 1 MB of pages on a small one): not worth
+# proving page by page, and their bytes are held in memory until written; the source is copied whole
+MAX_CHANGED_SHARE, MIN_CHANGED_LIMIT = 0.1, 256
 
 # source tables the plan reads (sources.normalized_views) -> each row of a rowid range with the one or two
 # conversations owning it, NULL when the owner does not exist (a row of no conversation):
@@ -154,7 +155,7 @@ class SnapshotCache:
             before = file_signature(self.source)
             try:
                 with pages.PageFile(self.source) as new, pages.PageFile(self.db) as old:
-                    limit = int(MAX_CHANGED_SHARE * max(new.pages, old.pages)) + 8
+                    limit = max(int(MAX_CHANGED_SHARE * max(new.pages, old.pages)), MIN_CHANGED_LIMIT)
                     diff = pages.differing_pages(new, old, limit)
                     page_size, new_pages = new.page_size, new.pages
             except pages.NotComparable:
