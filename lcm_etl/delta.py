@@ -29,7 +29,7 @@ import duckdb
 import orjson
 
 from .sources import SourceSchema, normalized_views
-from . import duck, pipeline, subset
+from . import duck, ledger, pipeline, subset
 from .steps import run_stage
 
 @dataclass
@@ -67,11 +67,10 @@ def recorded(target_db: Path | None, source_label: str, opts_key: list) -> Recor
     except sqlite3.Error:
         return None
     try:
-        row = con.execute("SELECT status, counts FROM lcm_etl_runs WHERE command = 'migrate' AND source_path = ? "
-                          "ORDER BY rowid DESC LIMIT 1", (source_label,)).fetchone()
-        if not row or row[0] != "complete":
+        row = ledger.last_run(con, source_label)
+        if not row or row[2] != "complete":
             return None
-        counts = orjson.loads(row[1])
+        counts = row[3]
         marks_run = counts.get("marks_run")
         if not marks_run or counts.get("options_key") != opts_key:
             return None

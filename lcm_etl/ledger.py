@@ -186,3 +186,19 @@ def read_runs(con: sqlite3.Connection) -> list[dict]:
         run["provenance"] = bool(run["provenance"])
         runs.append(run)
     return runs
+
+
+def last_run(con: sqlite3.Connection, source_path: str | None = None) -> tuple[str, str, str, dict] | None:
+    """(run_id, command, status, counts) of the latest ledger row, or None. The no-op shortcut takes the
+    last run to finish; a sync re-run takes the last `migrate` of `source_path` to start, so that one that
+    died (no finished_at) is the latest and its marks are not trusted."""
+    query = ("SELECT run_id, command, status, counts FROM lcm_etl_runs WHERE command = 'migrate' AND "
+             "source_path = ? ORDER BY rowid DESC LIMIT 1", (source_path,)) if source_path else (
+             "SELECT run_id, command, status, counts FROM lcm_etl_runs ORDER BY finished_at DESC, rowid DESC "
+             "LIMIT 1", ())
+    row = con.execute(*query).fetchone()
+    if row is None:
+        return None
+    counts = orjson.loads(row[3] or "{}")
+    return row[0], row[1], row[2], counts if isinstance(counts, dict) else {}
+

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import orjson
 
+from . import ledger
 from .sources import file_signature
 
 # What a full re-plan of an unchanged source reports besides the per-kind totals; the ledger records it
@@ -56,11 +57,10 @@ def previous_totals(target: Path, source_fp: list, opts_key: list,
     except sqlite3.Error:
         return None
     try:
-        row = con.execute("SELECT run_id, command, status, counts FROM lcm_etl_runs "
-                          "ORDER BY finished_at DESC, rowid DESC LIMIT 1").fetchone()
+        row = ledger.last_run(con)
         if not row or row[1] != "migrate" or row[2] != "complete":
             return None
-        recorded = orjson.loads(row[3])
+        recorded = row[3]
         if (recorded.get("source_fingerprint") != source_fp or recorded.get("options_key") != opts_key
                 or recorded.get("target_fingerprint") != target_fingerprint(con)):
             return None
