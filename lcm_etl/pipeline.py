@@ -37,7 +37,7 @@ class Pipeline:
 _PLAN_DB = "the plan database (DuckDB), the source snapshot read through the src_* views"
 
 TARGET_STATE = Stage("target state", "duckdb", "the plan database, the target attached read-only as tgt "
-                     "(an empty Remnic schema when there is none)", ("05_target_state",))
+                     "(an empty Remnic schema when there is none)", ("05_target_state", "07_target_transcript_rows"))
 TARGET_PROVENANCE = Stage("target provenance", "duckdb", "the plan database, lcm-etl's tables of the target "
                           "attached read-only as prov (empty ones when it has none)", ("06_target_provenance",))
 SESSIONS = Stage("sessions", "duckdb", _PLAN_DB, ("10_sessions",))
