@@ -90,7 +90,7 @@ def test_lcm_etl_steps_prints_a_commands_steps_in_the_declared_order():
                                            "07_target_transcript_rows", "r20_match",
                                            "r55_batch_weights", "57_assign_batches", "r60_batches", "r65_stage",
                                            "70_assign_turns", "r72_write_messages", "75_index_messages",
-                                           "r80_write_parts", "90_write_boundary"]
+                                           "r80_write_parts", "90_write_boundary", "r95_record_offsets"]
     assert "  sessions — duckdb — " in proc.stdout and "[with --src" in proc.stdout
 
 
