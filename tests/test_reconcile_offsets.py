@@ -144,3 +144,19 @@ def test_after_an_undo_of_the_recording_run_the_file_is_read_whole_again(tmp_pat
     f = the_file(reconcile("--sessions", jsonl, "--dest", target))
     assert (f["read"], f["lines_read"]) == ("whole", 28)
     assert len(rows(target)) == 21
+
+
+def test_a_transcript_reconciled_as_it_grows_line_by_line_ends_as_one_reconcile_of_the_whole_file(tmp_path):
+    """channel-telegram repeats messages (delivery mirrors, heartbeat turns): appended messages are matched by
+    entry id only, never taken for an earlier one with the same identity."""
+    lines = lines_of("channel-telegram")
+    jsonl = tmp_path / "s.jsonl"
+    target = tmp_path / "t.sqlite"
+    reads = []
+    for cut in (8, 11, 14, 17, 20, len(lines)):
+        write(jsonl, lines[:cut])
+        reads.append(the_file(reconcile("--sessions", jsonl, "--dest", target))["read"])
+    assert reads == ["whole"] + ["appended"] * 5
+    once = tmp_path / "once.sqlite"
+    reconcile("--sessions", SESSIONS / "channel-telegram.jsonl", "--dest", once)
+    assert held(target) == held(once)
