@@ -22,10 +22,12 @@ import gzip
 import json
 import os
 import shutil
+import sqlite3 as sqlite3_module   # `sqlite3` below names the CLI
 import statistics
 import subprocess
 import sys
 import time
+from contextlib import closing
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -144,11 +146,27 @@ def bench_reconcile() -> list[dict]:
     jsonl.write_bytes(gzip.decompress((ROOT / "fixtures" / "sessions" / "large-5k.jsonl.gz").read_bytes()))
     target = work / "lcm.sqlite"
     rows = []
-    for name in ("reconcile 5k (new target)", "reconcile 5k (all present)"):
-        r = run([str(LCM_ETL), "reconcile", "--sessions", str(jsonl), "--dest", str(target), "-q"])
+    def case(name: str, dest: Path) -> None:
+        r = run([str(LCM_ETL), "reconcile", "--sessions", str(jsonl), "--dest", str(dest), "-q"])
         r.update(size=5000, case=name)
         rows.append(r)
         print(f"  {5000:>9,}  {name:<34} {r['wall_s']:>8.2f} s  {r['peak_rss_mb']:>7.1f} MB  exit {r['exit']}", flush=True)
+
+    case("reconcile 5k (new target)", target)
+    case("reconcile 5k (all present)", target)   # a re-run: read from the recorded offset, no line is new
+    # a re-run after OpenClaw appended 1 % of the lines (SPEC §8): read from the recorded offset, then the
+    # same append with the record removed, read whole (what every re-run cost before offsets were recorded)
+    whole = jsonl.read_bytes()
+    lines = whole.splitlines(keepends=True)
+    for read_whole in (False, True):
+        grown = work / f"grown-{read_whole}.sqlite"
+        jsonl.write_bytes(b"".join(lines[:len(lines) - len(lines) // 100]))
+        run([str(LCM_ETL), "reconcile", "--sessions", str(jsonl), "--dest", str(grown), "-q"])
+        jsonl.write_bytes(whole)
+        if read_whole:
+            with closing(sqlite3_module.connect(grown)) as con, con:
+                con.execute("DELETE FROM lcm_etl_transcript_files")
+        case(f"reconcile 5k (1% appended, {'read whole' if read_whole else 'from offset'})", grown)
     shutil.rmtree(work, ignore_errors=True)
     return rows
 

@@ -11,7 +11,7 @@ import hashlib
 import sqlite3
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import duckdb
@@ -62,10 +62,15 @@ class AuditOptions:
     session_filter: list[str] = field(default_factory=list)
     key_by: str = "session-id"
     memory_limit: str = duck.DEFAULT_MEMORY_LIMIT
+    # --sessions without --src: the lcm.db the other commands default to. Read when it exists (the target must
+    # hold its messages too); when it does not, the transcripts are audited alone and the report says so.
+    default_src: Path | None = None
 
 
 def audit(opts: AuditOptions) -> tuple[RunReport, list[dict]]:
     t0 = time.monotonic()
+    if opts.src is None and opts.default_src is not None:
+        opts = replace(opts, src=opts.default_src if opts.default_src.exists() else None)
     report = RunReport(command="audit", dry_run=True, source=str(opts.src) if opts.src else None,
                        target=str(opts.target))
     existed = check_target(opts.target, open_it=False)
@@ -78,6 +83,8 @@ def audit(opts: AuditOptions) -> tuple[RunReport, list[dict]]:
         target_db = view.path if view else None
         if not existed:
             report.warnings.append(f"target does not exist: {opts.target}; everything is pending")
+        if opts.src is None and opts.default_src is not None:
+            report.extra["lcm_db_not_found"] = str(opts.default_src)
         src_db = None
         if opts.src:
             snaps.append(take_snapshot(opts.src, "source"))
@@ -191,6 +198,9 @@ def as_text(report: RunReport, findings: list[dict], per_kind: int = 5) -> str:
     lines = [f"lcm-etl audit: {'CLEAN - the target holds every source fact' if not findings else 'PENDING'}"]
     if report.source:
         lines.append(f"  source:  {report.source}" + (f"  [{report.source_schema}]" if report.source_schema else ""))
+    if "lcm_db_not_found" in report.extra:
+        lines.append(f"  lcm.db:  none at {report.extra['lcm_db_not_found']} (pass --src to audit one elsewhere); "
+                     "transcripts audited alone")
     lines.append(f"  target:  {report.target}")
     if report.source:
         lines.append(f"  a migrate would write: {report.messages.inserted} messages, {report.parts.inserted} parts, "

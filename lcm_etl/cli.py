@@ -298,10 +298,11 @@ def audit(src, sessions, dest, memory_dir, session_filter, key_by, as_json, quie
     from .errors import EXIT_PENDING
     from .target import resolve_target
 
+    # without --src the default lcm.db is audited too; with --sessions alone it may be absent (audit.py)
     source = resolve_src(src) if (src or not sessions) else None
     report, findings = run(AuditOptions(target=resolve_target(dest, memory_dir), src=source, sessions=list(sessions),
                                         session_filter=list(session_filter), key_by=key_by,
-                                        memory_limit=memory_limit))
+                                        memory_limit=memory_limit, default_src=None if src else default_source()))
     if as_json:
         click.echo(orjson.dumps({**report.as_dict(), "differences": findings}).decode())
     elif not quiet:

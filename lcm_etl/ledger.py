@@ -54,7 +54,14 @@ CREATE INDEX IF NOT EXISTS lcm_etl_run_ranges_run ON lcm_etl_run_ranges(run_id, 
 CREATE TABLE IF NOT EXISTS lcm_etl_run_rows (run_id TEXT NOT NULL, tbl TEXT NOT NULL, key TEXT NOT NULL,
   before TEXT, PRIMARY KEY (run_id, tbl, key)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS lcm_etl_run_rows_key ON lcm_etl_run_rows(tbl, key);
+CREATE TABLE IF NOT EXISTS lcm_etl_transcript_files (path TEXT PRIMARY KEY, size INTEGER NOT NULL,
+  sha256 TEXT NOT NULL, lines INTEGER NOT NULL, messages INTEGER NOT NULL, tip TEXT, header_id TEXT NOT NULL,
+  version INTEGER, session_id TEXT NOT NULL, key_by TEXT NOT NULL, held_by TEXT NOT NULL, run_id TEXT NOT NULL);
 """
+# lcm_etl_transcript_files (where a reconcile re-run continues each transcript, lcm_etl/transcript_offsets.py)
+# came within version 2: a table that is only added needs no data upgrade — `ensure` creates it on any target,
+# in the run's write transaction — and its rows prove themselves (a prefix hash, the recording run's status),
+# so an older lcm-etl that neither reads nor writes it can never make a later run wrong, and keeps working.
 
 # Version 1's lcm_etl_runs had `finished_at NOT NULL` (a row was written only when a run had finished) and no
 # provenance columns; SQLite cannot relax a constraint in place, so the table is rebuilt with its rows.

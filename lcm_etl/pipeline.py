@@ -37,7 +37,7 @@ class Pipeline:
 _PLAN_DB = "the plan database (DuckDB), the source snapshot read through the src_* views"
 
 TARGET_STATE = Stage("target state", "duckdb", "the plan database, the target attached read-only as tgt "
-                     "(an empty Remnic schema when there is none)", ("05_target_state",))
+                     "(an empty Remnic schema when there is none)", ("05_target_state", "07_target_transcript_rows"))
 TARGET_PROVENANCE = Stage("target provenance", "duckdb", "the plan database, lcm-etl's tables of the target "
                           "attached read-only as prov (empty ones when it has none)", ("06_target_provenance",))
 SESSIONS = Stage("sessions", "duckdb", _PLAN_DB, ("10_sessions",))
@@ -91,6 +91,8 @@ RECONCILE_WRITE = Stage("per batch", "sqlite", "the target, the stage attached a
                         "(a new target: its private building file, one transaction)",
                         ("70_assign_turns", "r72_write_messages", "75_index_messages", "r80_write_parts",
                          "90_write_boundary"))
+RECONCILE_RECORD = Stage("record offsets", "sqlite", "the target, the stage attached as plan, in the run's last "
+                         "transaction (with the ledger row)", ("r95_record_offsets",))
 HELD_SESSIONS = replace(SESSIONS, when="with --src (what lcm.db holds counts as held)")
 
 AUDIT_SOURCE = Stage("audit", "duckdb", "the plan database, on private copies of source and target, with "
@@ -118,6 +120,8 @@ _RECONCILE_INPUTS = {
     "held_tgt": "what the target holds of them (reconcile.py)",
     "jsonl_content": "content and metadata, staged from Python (transcript_rows.stage_content)",
     "plan_parts": "content blocks as parts, staged from Python (transcript_rows.stage_content)",
+    "jsonl_appended": "sessions whose files were read from recorded offsets (reconcile.py)",
+    "transcript_files": "how far this run read each file, staged from Python (reconcile.py, transcript_offsets.py)",
 }
 _FLATTEN_OWNERS = {"flatten_owners": "the messages whose parts are flattened (flatten.PLANNED_OWNERS or, "
                                      "for a new target, flatten.ALL_OWNERS)"}
@@ -143,7 +147,8 @@ MIGRATE_NEW_TEXT_IDS = Pipeline(
     {**_MIGRATE_INPUTS, **_FLATTEN_OWNERS})
 RECONCILE = Pipeline(
     "reconcile", "",
-    (HELD_SESSIONS, TARGET_MARKS, TARGET_PROVENANCE, TARGET_STATE, RECONCILE_PLAN, RECONCILE_STAGE, RECONCILE_WRITE),
+    (HELD_SESSIONS, TARGET_MARKS, TARGET_PROVENANCE, TARGET_STATE, RECONCILE_PLAN, RECONCILE_STAGE, RECONCILE_WRITE,
+     RECONCILE_RECORD),
     _RECONCILE_INPUTS)
 AUDIT = Pipeline(
     "audit", "a lossless-claw source (--src)",

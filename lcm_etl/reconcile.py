@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import glob
 import os
+import sqlite3
 import tempfile
 import time
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
 
 from . import ledger, plan
+from . import transcript_offsets as offsets
 from .errors import BadInput
 from .report import RunReport, now_iso
 from .runlock import target_lock
@@ -25,7 +28,7 @@ from . import pipeline
 from .steps import run_stage
 from .target import check_target, target_view
 from .transcript_rows import FileSession, arrow_tables, file_sessions, stage_content
-from .transcripts import Transcript, TranscriptError, discover_transcripts, read_transcript
+from .transcripts import Transcript, TranscriptError, discover_transcripts
 from .write import WriteJob, write
 
 _HELD_LCM_EMPTY = ("SELECT NULL::VARCHAR AS session_id, NULL::VARCHAR AS conv_key, NULL::BIGINT AS seq, "
@@ -61,7 +64,8 @@ def default_session_dirs() -> list[str]:
     return sorted(glob.glob(str(state / "agents" / "*" / "sessions")))
 
 
-def read_all(opts: ReconcileOptions) -> tuple[list[Transcript], list[tuple[Path, str]]]:
+def read_all(opts: ReconcileOptions, records: dict | None = None) -> tuple[list[Transcript], list[tuple[Path, str]]]:
+    """Every transcript, each read whole, or from the offset its record proves (`records`: a re-run, SPEC §8)."""
     given = [expand(p) for p in opts.sessions] or [Path(p) for p in default_session_dirs()]
     if not given:
         raise BadInput("no transcripts: pass --sessions PATH (a .jsonl file or a sessions folder); none found "
@@ -70,17 +74,51 @@ def read_all(opts: ReconcileOptions) -> tuple[list[Transcript], list[tuple[Path,
         if not p.exists():
             raise BadInput(f"transcript path not found: {p} (pass --sessions with a .jsonl file or a sessions folder)")
     files, skipped = discover_transcripts(given, {p for p in given if p.is_file()})
-    transcripts = []
-    for f in files:
-        try:
-            transcripts.append(read_transcript(f, strict=opts.strict))
-        except TranscriptError as exc:
-            raise BadInput(f"not a readable transcript: {exc}; nothing was written") from None
-    return transcripts, skipped
+    records = records or {}
+    return [_read(f, offsets.usable(records.get(offsets.file_key(f)), opts.key_by, _held_by(opts)), opts.strict)
+            for f in files], skipped
+
+
+def _read(path: Path, record, strict: bool) -> Transcript:
+    try:
+        return offsets.read(path, record, strict)
+    except TranscriptError as exc:
+        raise BadInput(f"not a readable transcript: {exc}; nothing was written") from None
+
+
+def _held_by(opts: ReconcileOptions) -> str:
+    return offsets.file_key(opts.src) if opts.src else ""
+
+
+def _appended(t: Transcript) -> bool:
+    return t.mark is not None and t.mark.read_from > 0
+
+
+def _read_whole(transcripts: list[Transcript], sessions: list[FileSession], whole: set[str], strict: bool) -> None:
+    """Read again, whole, the files of these sessions that were read from an offset."""
+    for i, (t, s) in enumerate(zip(transcripts, sessions)):
+        if s.session_id in whole and _appended(t):
+            transcripts[i] = _read(t.path, None, strict)
+
+
+def _settle(transcripts: list[Transcript], sessions: list[FileSession], hints: dict, records: dict,
+            strict: bool) -> set[str]:
+    """A session is read from offsets only when all its files are, each from a record the target still holds
+    as it was read before the lock (`records`: read under it, or from the dry run's private copy) and into the
+    session it was recorded under (sessions.json may have moved it): the plan then matches its appended
+    messages by entry id alone (r20_match.sql). Returns those sessions."""
+    def same(t: Transcript, s: FileSession) -> bool:
+        key = offsets.file_key(t.path)
+        return records.get(key) == hints[key] and hints[key].session_id == s.session_id
+
+    whole = {s.session_id for t, s in zip(transcripts, sessions) if not _appended(t) or not same(t, s)}
+    _read_whole(transcripts, sessions, whole, strict)
+    return {s.session_id for s in sessions} - whole
 
 
 def plan_transcripts(opts: ReconcileOptions, transcripts: list[Transcript], target_db: Path | None,
-                     src_db: Path | None, fallback_time: str, workdir: Path, sessions: list[FileSession] | None = None):
+                     src_db: Path | None, fallback_time: str, workdir: Path, sessions: list[FileSession] | None = None,
+                     appended: set[str] = frozenset()):
     """Load the transcripts' identities and the held rows into a fresh DuckDB connection and run the plan
     steps r20/r60.
 
@@ -98,6 +136,9 @@ def plan_transcripts(opts: ReconcileOptions, transcripts: list[Transcript], targ
             con.execute(f"CREATE TABLE {name} AS SELECT * FROM {name}_arrow")
             con.unregister(f"{name}_arrow")
         con.execute("CREATE TABLE jsonl_sessions AS SELECT DISTINCT session_id FROM jsonl_messages")
+        con.execute("CREATE TABLE jsonl_appended (session_id VARCHAR)")
+        if appended:
+            con.executemany("INSERT INTO jsonl_appended VALUES (?)", [[a] for a in sorted(appended)])
         _select(con, opts.session_filter)
         if src_db is not None:
             schema = detect_schema(src_db, opts.src)
@@ -111,7 +152,9 @@ def plan_transcripts(opts: ReconcileOptions, transcripts: list[Transcript], targ
                 WHERE s.session_id IN (SELECT session_id FROM jsonl_sessions)""")
         else:
             con.execute(f"CREATE TABLE held_lcm AS {_HELD_LCM_EMPTY}")
-        plan.load_target_state(con, target_db, workdir)
+        # the plan needs the target only for the transcripts' sessions (their turns, boundaries, rows held)
+        plan.load_target_state(con, target_db, workdir, narrow=lambda: con.execute(
+            "INSERT INTO scope_sessions SELECT session_id FROM jsonl_sessions").fetchall() is not None)
         held_sql = _HELD_TGT_EMPTY
         if target_db is not None:
             plan.duck.attach_sqlite(con, str(target_db), "tgt")
@@ -129,13 +172,15 @@ def plan_transcripts(opts: ReconcileOptions, transcripts: list[Transcript], targ
 
 
 def reconcile(opts: ReconcileOptions) -> RunReport:
-    read = read_all(opts)   # transcript problems are reported first, then target problems, then a wait
+    records = offsets.recorded(opts.target, hint=True)   # where the last complete run stopped in each file
+    read = read_all(opts, records)   # transcript problems are reported first, then target problems, then a wait
     check_target(opts.target, open_it=not opts.dry_run)
     with target_lock(opts.target, opts.lock_timeout, opts.dry_run):   # one run per target (lcm_etl/runlock.py)
-        return _reconcile(opts, read)
+        return _reconcile(opts, read, records)
 
 
-def _reconcile(opts: ReconcileOptions, read: tuple[list[Transcript], list[tuple[Path, str]]]) -> RunReport:
+def _reconcile(opts: ReconcileOptions, read: tuple[list[Transcript], list[tuple[Path, str]]],
+               records: dict) -> RunReport:
     started, t0 = now_iso(), time.monotonic()
     report = RunReport(command="reconcile", dry_run=opts.dry_run, source=str(opts.src) if opts.src else None,
                        target=str(opts.target))
@@ -153,7 +198,16 @@ def _reconcile(opts: ReconcileOptions, read: tuple[list[Transcript], list[tuple[
             snaps.append(view)
         target_db = view.path if view else opts.target if existed else None
         sessions = file_sessions(transcripts, opts.key_by)
-        con = plan_transcripts(opts, transcripts, target_db, src_db, started, Path(work.name), sessions)
+        appended = _settle(transcripts, sessions, records, offsets.recorded(target_db), opts.strict)
+        con = plan_transcripts(opts, transcripts, target_db, src_db, started, Path(work.name), sessions, appended)
+        # held rows without an entry id are matched by identity along the whole path: such a session is read whole
+        by_identity = {r[0] for r in con.execute("SELECT DISTINCT session_id FROM held WHERE entry_id IS NULL AND "
+                                                 "session_id IN (SELECT session_id FROM jsonl_appended)").fetchall()}
+        if by_identity:
+            con.close()
+            _read_whole(transcripts, sessions, by_identity, opts.strict)
+            appended -= by_identity
+            con = plan_transcripts(opts, transcripts, target_db, src_db, started, Path(work.name), sessions, appended)
         try:
             _fill_report(con, report, transcripts, skipped)
             batches = plan.all_batches(con)
@@ -163,6 +217,8 @@ def _reconcile(opts: ReconcileOptions, read: tuple[list[Transcript], list[tuple[
             stage_path = Path(work.name) / "stage.sqlite"
             stage_content(stage_path, transcripts, sessions,
                           [r[0] for r in con.execute("SELECT message_id FROM write_messages").fetchall()])
+            planned = {r[0] for r in con.execute("SELECT session_id FROM selected").fetchall()}
+            _stage_offsets(stage_path, offsets.rows(transcripts, sessions, planned, opts.key_by, _held_by(opts)))
             plan.duck.attach_sqlite(con, str(stage_path), "stage", read_only=False)
             run_stage(pipeline.RECONCILE_STAGE, con)
             con.execute("DETACH stage")
@@ -171,12 +227,13 @@ def _reconcile(opts: ReconcileOptions, read: tuple[list[Transcript], list[tuple[
         files = [str(t.path) for t in transcripts]
         transcripts.clear()   # the stage holds what is written now: free the parsed content before writing
         job = WriteJob(target=opts.target, target_existed=existed, stage=stage_path, batch_stages=(pipeline.RECONCILE_WRITE,),
-                       final_stage=None, flatten=False, batches=batches, params={"fired_at": started},
+                       final_stage=pipeline.RECONCILE_RECORD, flatten=False, batches=batches, params={"fired_at": started},
                        lock_timeout=opts.lock_timeout, progress=opts.progress)
         job.record = ledger.RunRecord.new(
             "reconcile", started, {"sessions": files, "session_filter": opts.session_filter, "key_by": opts.key_by},
             source_path=str(opts.src) if opts.src else None, source_size=snaps[0].size if opts.src else None,
             source_sha256=snaps[0].sha256 if opts.src else None)
+        job.params["run_id"] = job.record.run_id
         counts = write(job, now_iso)
         report.take_written(counts)
         report.run_id = job.record.run_id
@@ -188,6 +245,15 @@ def _reconcile(opts: ReconcileOptions, read: tuple[list[Transcript], list[tuple[
         for s in snaps:
             s.close()
         work.cleanup()
+
+
+def _stage_offsets(stage: Path, rows: list[tuple]) -> None:
+    """How far this run read each file, for r95_record_offsets.sql to record in the run's last transaction."""
+    with closing(sqlite3.connect(stage, isolation_level=None)) as con:
+        con.execute("CREATE TABLE transcript_files (path TEXT PRIMARY KEY, size INTEGER, sha256 TEXT, lines INTEGER, "
+                    "messages INTEGER, tip TEXT, header_id TEXT, version INTEGER, session_id TEXT, key_by TEXT, "
+                    "held_by TEXT)")
+        con.executemany("INSERT INTO transcript_files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
 
 
 def _select(con, session_filter: list[str]) -> None:
@@ -220,7 +286,14 @@ def _fill_report(con, report: RunReport, transcripts: list[Transcript], skipped)
     for order, t in enumerate(transcripts):
         present, new, by_id, by_identity, rewrites = per_file.get(order, (0, 0, 0, 0, 0))
         r = t.report
-        files.append({"file": str(t.path), "session_id": t.header_id, "messages_on_path": len(t.messages),
+        mark = t.mark
+        if _appended(t):   # the messages before the offset: reconciled by the run that recorded it
+            present += mark.messages - len(t.messages)
+            m.already_present += mark.messages - len(t.messages)
+        files.append({"file": str(t.path), "session_id": t.header_id,
+                      "messages_on_path": mark.messages if mark else len(t.messages),
+                      "read": "appended" if _appended(t) else "whole", "read_from_offset": mark.read_from if mark else 0,
+                      "lines_read": mark.lines_read if mark else r.lines_total,
                       "already_present": present, "imported": new, "matched_by_entry_id": by_id,
                       "matched_by_identity": by_identity, "matched_as_rewrite": rewrites, "abandoned_branch_entries": r.abandoned_entries,
                       "skipped_lines": [{"line": n, "reason": why} for n, why in r.skipped_lines],
@@ -234,3 +307,5 @@ def _fill_report(con, report: RunReport, transcripts: list[Transcript], skipped)
     report.extra["files"] = files
     report.extra["files_skipped"] = [{"file": str(p), "reason": why} for p, why in skipped]
     report.extra["transcripts_read"] = len(transcripts)
+    report.extra["lines_read"] = sum(f["lines_read"] for f in files)
+    report.extra["files_read_from_offset"] = sum(f["read"] == "appended" for f in files)

@@ -89,7 +89,10 @@ class RunReport:
                 lines.append(f"               skipped {n}: {reason}")
         if transcripts:
             lines.append(f"  transcripts read {self.extra.get('transcripts_read', 0)}, "
-                         f"files left out {len(self.extra.get('files_skipped', []))}")
+                         f"files left out {len(self.extra.get('files_skipped', []))}"
+                         + (f"; {self.extra['files_read_from_offset']} read from where the last run stopped, "
+                            f"{self.extra.get('lines_read', 0)} lines read"
+                            if self.extra.get("files_read_from_offset") else ""))
         else:
             lines.append(f"  parents collapsed {self.collapsed_parents} (dropped edges {self.dropped_parent_edges})"
                          f"   cross-session links ignored {self.cross_session_links} in written summaries, "
@@ -126,7 +129,7 @@ class RunReport:
         return "\n".join(lines)
 
 
-_RENDERED = {"transcripts_read"}   # extra keys as_text renders in its own words
+_RENDERED = {"transcripts_read", "lines_read", "files_read_from_offset"}   # extra keys as_text renders in its own words
 
 
 def now_iso() -> str:
@@ -141,6 +144,8 @@ def transcript_lines(extra: dict, limit: int) -> list[str]:
     for f in files[:limit]:
         notes = [f"{f['messages_on_path']} messages on the active path ({f['imported']} imported, "
                  f"{f['already_present']} already present)"]
+        if f.get("read") == "appended":
+            notes.append(f"read from byte {f['read_from_offset']} ({f['lines_read']} new lines)")
         if f["abandoned_branch_entries"]:
             notes.append(f"{f['abandoned_branch_entries']} abandoned-branch entries not imported")
         if f["replays"]:

@@ -84,18 +84,37 @@ def stage_content(path: Path, transcripts: list[Transcript], sessions: list[File
         con.execute("CREATE TABLE plan_parts (message_id INTEGER, ordinal INTEGER, kind TEXT, payload TEXT, "
                     "tool_name TEXT, file_path TEXT, created_at TEXT)")
         con.execute("BEGIN")
+        occurrence = identity_occurrences(transcripts, sessions)
         for mid in sorted(message_ids):
             order, index = mid >> 32, mid & 0xFFFFFFFF
             t = transcripts[order]
             m = t.messages[index]
-            con.execute("INSERT INTO jsonl_content VALUES (?, ?, ?)",
-                        (mid, m.content, _dumps(_metadata(t, m, sessions[order].session_key))))
+            meta = _metadata(t, m, sessions[order].session_key)
+            if m.entry_id is None:
+                meta["identity_occurrence"] = occurrence[mid]
+            con.execute("INSERT INTO jsonl_content VALUES (?, ?, ?)", (mid, m.content, _dumps(meta)))
             con.executemany("INSERT INTO plan_parts VALUES (?, ?, ?, ?, ?, ?, ?)",
                             [(mid, p["ordinal"], p["kind"], _dumps(p["payload"]), p["tool_name"], p["file_path"],
                               p["created_at"]) for p in m.parts])
         con.execute("COMMIT")
     finally:
         con.close()
+
+
+def identity_occurrences(transcripts: list[Transcript], sessions: list[FileSession]) -> dict[int, int]:
+    """message_id -> k: the message is the k-th of its identity on its session's path (files in the order
+    read). Kept in the metadata of a row without an entry id (v1 files): lossless-claw's backfill of the same
+    file stores the same messages in the same order, so `migrate` can tell the k-th copy of a repeated message
+    (a delivery mirror repeats the reply it follows, in the same second) from the others
+    (transforms/20_turn_index.sql)."""
+    seen: dict[tuple[str, str], int] = {}
+    out = {}
+    for order, (t, s) in enumerate(zip(transcripts, sessions)):
+        for i, m in enumerate(t.messages):
+            key = (s.session_id, m.identity_hash)
+            seen[key] = seen.get(key, 0) + 1
+            out[(order << 32) | i] = seen[key]
+    return out
 
 
 def _metadata(t: Transcript, m: TranscriptMessage, session_key: str | None) -> dict:

@@ -17,6 +17,7 @@ with ``transcript_blocks.js_stringify`` (writes ``\\udXXX`` escapes like JSON.st
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import dataclass, field
@@ -80,6 +81,19 @@ class TranscriptReport:
 
 
 @dataclass
+class ReadMark:
+    """How far a read of the file went, for the next run to continue from (lcm_etl/transcript_offsets.py)."""
+    size: int              # bytes read: up to the end of the last complete line
+    sha256: str            # of those bytes
+    lines: int             # lines in them
+    messages: int          # messages on the active path in them
+    tip: str | None        # the entry an append must continue from (the leaf, when it is the last entry and
+                           # has an id); None: the next run reads the file whole
+    read_from: int = 0     # where this read started (0: the whole file)
+    lines_read: int = 0
+
+
+@dataclass
 class Transcript:
     path: Path
     header_id: str
@@ -88,6 +102,7 @@ class Transcript:
     messages: list[TranscriptMessage]
     report: TranscriptReport
     abandoned: list[tuple[str, str | None, Any]] = field(default_factory=list)   # (entry id, role, inner ts)
+    mark: ReadMark | None = None
 
 
 @dataclass
@@ -148,6 +163,10 @@ def read_transcript(path: Path | str, strict: bool = False) -> Transcript:
     except OSError as exc:
         raise TranscriptError(path, f"cannot be read ({exc.strerror or exc})") from None
     report = TranscriptReport()
+    complete = data.rfind(b"\n") + 1   # a last line without its newline may still be being written
+    digest = hashlib.sha256(memoryview(data)[:complete]).hexdigest()
+    line_count = data.count(b"\n", 0, complete)
+    whole_lines = complete == len(data)
     entries: list[tuple[int, dict[str, Any]]] = []
     undecodable = 0
     for no, raw in enumerate(_lines(data), 1):
@@ -215,7 +234,10 @@ def read_transcript(path: Path | str, strict: bool = False) -> Transcript:
     for _, e in body:
         if e.get("type") == "session_info" and isinstance(e.get("name"), str):
             report.title = e["name"]
-    return Transcript(path, header_id, header, version, messages, report, abandoned)
+    last = next(reversed(nodes), None)
+    tip = on_path[-1].key if on_path and on_path[-1].has_id and on_path[-1].key == last and whole_lines else None
+    return Transcript(path, header_id, header, version, messages, report, abandoned,
+                      ReadMark(complete, digest, line_count, len(messages), tip, 0, report.lines_total))
 
 
 def _active_path(body: list[tuple[int, dict]], report: TranscriptReport) -> tuple[list[_Node], dict[str, _Node]]:

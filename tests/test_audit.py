@@ -2,11 +2,14 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import subprocess
+from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, copy_fixture, folder_state, run_cli
+from conftest import LCM_ETL, ROOT, copy_fixture, folder_state, run_cli
 
 SESSIONS = ROOT / "fixtures" / "sessions"
 
@@ -208,11 +211,12 @@ def test_the_text_report_shows_the_first_findings_and_counts_the_rest(tmp_path):
 def test_transcripts_are_audited_too(tmp_path):
     target = tmp_path / "t.sqlite"
     transcript = SESSIONS / "plain-chat.jsonl"
-    proc = run_cli("audit", "--sessions", transcript, "--dest", target, "--json")
+    (tmp_path / "state").mkdir()   # no default lcm.db there: the transcripts alone
+    proc = audit_in_state(tmp_path / "state", "--sessions", transcript, "--dest", target, "--json")
     assert proc.returncode == 3
     assert json.loads(proc.stdout)["extra"]["transcript_messages_pending"] == 8
     assert run_cli("reconcile", "--sessions", transcript, "--dest", target, "-q").returncode == 0
-    proc = run_cli("audit", "--sessions", transcript, "--dest", target, "--json")
+    proc = audit_in_state(tmp_path / "state", "--sessions", transcript, "--dest", target, "--json")
     assert proc.returncode == 0, proc.stdout
 
 
@@ -220,3 +224,52 @@ def test_audit_of_bad_input_exits_2(tmp_path):
     proc = run_cli("audit", "--src", tmp_path / "missing.db", "--dest", tmp_path / "t.sqlite")
     assert proc.returncode == 2
     assert proc.stderr.startswith("lcm-etl: error: source not found: ")
+
+
+def audit_in_state(state, *args) -> subprocess.CompletedProcess:
+    """audit with OPENCLAW_STATE_DIR pointing at `state` (where the default lcm.db is looked up)."""
+    env = {**os.environ, "OPENCLAW_STATE_DIR": str(state)}
+    return subprocess.run([str(LCM_ETL), "audit", *map(str, args)], capture_output=True, text=True, env=env,
+                          timeout=120)
+
+
+def test_audit_of_transcripts_without_src_reads_the_default_lcm_db_and_finds_what_the_target_lacks(tmp_path):
+    state = tmp_path / "state"
+    copy_fixture("basic-0.15.3.db", state).rename(state / "lcm.db")
+    for side in ("-wal", "-shm"):
+        Path(str(state / "basic-0.15.3.db") + side).unlink(missing_ok=True)
+    target = tmp_path / "t.sqlite"
+    transcript = SESSIONS / "plain-chat.jsonl"
+    assert run_cli("reconcile", "--sessions", transcript, "--dest", target, "-q").returncode == 0
+    proc = audit_in_state(state, "--sessions", transcript, "--dest", target, "--json")
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["source"] == str(state / "lcm.db")
+    assert report["messages"]["inserted"] == 122   # every lcm.db message is pending
+    assert sum(d["problem"] == "missing in target" and d["kind"] == "message" for d in report["differences"]) == 122
+    text = audit_in_state(state, "--sessions", transcript, "--dest", target)
+    assert text.returncode == 3
+    assert f"  source:  {state / 'lcm.db'}  [0.15.2+]" in text.stdout.splitlines()
+
+
+def test_audit_of_transcripts_without_src_and_without_a_default_lcm_db_audits_the_transcripts_and_says_so(tmp_path):
+    state = tmp_path / "empty-state"
+    state.mkdir()
+    target = tmp_path / "t.sqlite"
+    transcript = SESSIONS / "plain-chat.jsonl"
+    assert run_cli("reconcile", "--sessions", transcript, "--dest", target, "-q").returncode == 0
+    proc = audit_in_state(state, "--sessions", transcript, "--dest", target, "--json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["source"] is None
+    assert report["extra"]["lcm_db_not_found"] == str(state / "lcm.db")
+    text = audit_in_state(state, "--sessions", transcript, "--dest", target)
+    assert text.returncode == 0
+    assert f"  lcm.db:  none at {state / 'lcm.db'} (pass --src to audit one elsewhere); transcripts audited alone" \
+        in text.stdout.splitlines()
+
+
+def test_audit_without_sessions_still_requires_the_default_lcm_db(tmp_path):
+    proc = audit_in_state(tmp_path, "--dest", tmp_path / "t.sqlite")
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(f"lcm-etl: error: source not found: {tmp_path / 'lcm.db'}")

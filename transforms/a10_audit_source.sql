@@ -1,6 +1,7 @@
 -- step: audit (lossless-claw source against the target)
 -- engine: duckdb (audit; runs after the plan steps 10-60, on read-only copies of source and target)
--- reads: msg_plan, src_msgs, src_messages, tgt_ids, tgt_legacy, tgt_lc, tgt_detail, message_refresh, part_plan,
+-- reads: msg_plan, src_msgs, src_messages, tgt_ids, tgt_legacy, tgt_lc, tgt_transcript_rows, tgt_detail,
+--        message_refresh, part_plan,
 --        src_parts, tgt_part_keys, sum_plan, sum_parent, tgt_summary_detail, tgt_provenance_summaries,
 --        tgt_skipped, session_work, tgt_boundaries, selected, src_message_hashes, src_summary_hashes (hashes
 --        computed in SQLite by lcm_etl/audit.py, so no content passes through DuckDB)
@@ -9,7 +10,8 @@
 -- key: (kind, source_id)
 -- why: CI needs proof that the target holds every source fact or accounts for it (SPEC §1 audit, §5).
 --      The comparison is against the sources, never against the ledger; content is compared by hash.
---      Every query below returns offending rows only: an empty table means exit 0.
+--      Every query below returns offending rows only: an empty table means exit 0. Times are compared in
+--      lossless-claw's unit (whole seconds) where the target row came from a transcript (milliseconds).
 CREATE OR REPLACE TABLE audit_findings (kind VARCHAR, problem VARCHAR, session_id VARCHAR, source_id VARCHAR,
                                              detail VARCHAR);
 
@@ -18,21 +20,30 @@ INSERT INTO audit_findings
 SELECT 'message', 'missing in target', session_id, conv_key || ':' || seq, 'source message_id ' || message_id
 FROM msg_plan WHERE is_new;
 
--- messages present under their source identity whose values differ
+-- messages present under their source identity whose values differ (a row a transcript gave carries the
+-- transcript's millisecond time, lossless-claw's row the same time in whole seconds: compared in seconds)
 INSERT INTO audit_findings
+WITH present AS (
+  SELECT m.message_id, m.session_id, m.conv_key, m.seq, m.tid_present,
+         CASE WHEN tr.id IS NULL THEN m.ts ELSE date_trunc('second', m.ts) END AS src_ts,
+         CASE WHEN tr.id IS NULL THEN d.ts ELSE date_trunc('second', d.ts) END AS tgt_ts,
+         d.role, d.content_hash, d.token_count
+  FROM msg_plan m
+  JOIN tgt_detail d ON d.id = m.tid_present
+  LEFT JOIN tgt_transcript_rows tr ON tr.id = m.tid_present
+  WHERE NOT m.is_new
+)
 SELECT 'message', 'differs: ' || concat_ws(', ',
-         CASE WHEN d.role IS DISTINCT FROM s.role THEN 'role' END,
-         CASE WHEN d.content_hash IS DISTINCT FROM h.content_hash THEN 'content' END,
-         CASE WHEN d.token_count IS DISTINCT FROM s.token_count THEN 'token_count' END,
-         CASE WHEN d.ts IS DISTINCT FROM m.ts THEN 'created_at' END),
-       m.session_id, m.conv_key || ':' || m.seq, 'target id ' || m.tid_present
-FROM msg_plan m
-JOIN src_messages s ON s.message_id = m.message_id
-JOIN tgt_detail d ON d.id = m.tid_present
-LEFT JOIN src_message_hashes h ON h.message_key = CAST(m.message_id AS VARCHAR)
-WHERE NOT m.is_new
-  AND (d.role IS DISTINCT FROM s.role OR d.content_hash IS DISTINCT FROM h.content_hash
-       OR d.token_count IS DISTINCT FROM s.token_count OR d.ts IS DISTINCT FROM m.ts);
+         CASE WHEN p.role IS DISTINCT FROM s.role THEN 'role' END,
+         CASE WHEN p.content_hash IS DISTINCT FROM h.content_hash THEN 'content' END,
+         CASE WHEN p.token_count IS DISTINCT FROM s.token_count THEN 'token_count' END,
+         CASE WHEN p.tgt_ts IS DISTINCT FROM p.src_ts THEN 'created_at' END),
+       p.session_id, p.conv_key || ':' || p.seq, 'target id ' || p.tid_present
+FROM present p
+JOIN src_messages s ON s.message_id = p.message_id
+LEFT JOIN src_message_hashes h ON h.message_key = CAST(p.message_id AS VARCHAR)
+WHERE p.role IS DISTINCT FROM s.role OR p.content_hash IS DISTINCT FROM h.content_hash
+   OR p.token_count IS DISTINCT FROM s.token_count OR p.tgt_ts IS DISTINCT FROM p.src_ts;
 
 -- target rows claiming one source message twice (its identity, or the key of rows without a message id)
 INSERT INTO audit_findings
@@ -41,6 +52,33 @@ SELECT 'message', 'duplicated in target (' || copies || ' rows)', session_id, co
 FROM (SELECT session_id, conversation_id, source_seq, copies, ids FROM tgt_ids
       UNION ALL SELECT session_id, conversation_id, source_seq, copies, ids FROM tgt_legacy)
 WHERE copies > 1 AND session_id IN (SELECT session_id FROM selected);
+
+-- a source message held both by its lossless-claw row and by a row a transcript gave (an earlier lcm-etl's
+-- reconcile, then a migrate that did not see the transcript row), or by two transcript rows. A transcript row
+-- holds a message by its entry id or, without one (v1 files), by the key 20_turn_index.sql matches on:
+-- identity, its occurrence in the session, and the second.
+INSERT INTO audit_findings
+WITH src AS (
+  SELECT m.message_id, m.session_id, m.conv_key, m.seq, m.tid_present, date_trunc('second', m.ts) AS sec,
+         trim(m.transcript_entry_id) AS entry_id, s.identity_hash,
+         row_number() OVER (PARTITION BY m.session_id, s.identity_hash ORDER BY m.src_order) AS occurrence
+  FROM msg_plan m JOIN src_messages s USING (message_id)
+), holders AS (
+  SELECT message_id, tid_present AS id FROM src WHERE tid_present IS NOT NULL
+  UNION
+  SELECT s.message_id, t.id FROM src s JOIN tgt_transcript_rows t ON t.session_id = s.session_id AND t.entry_id = s.entry_id
+  UNION
+  SELECT s.message_id, t.id FROM src s
+  JOIN tgt_transcript_rows t ON t.entry_id IS NULL AND t.session_id = s.session_id
+                            AND t.identity_hash = s.identity_hash AND t.occurrence = s.occurrence
+                            AND date_trunc('second', t.ts) = s.sec
+)
+SELECT 'message', 'duplicated in target (' || count(*) || ' rows)', s.session_id, s.conv_key || ':' || s.seq,
+       'target ids ' || string_agg(CAST(h.id AS VARCHAR), ',' ORDER BY h.id)
+FROM holders h JOIN src s USING (message_id)
+WHERE s.session_id IN (SELECT session_id FROM selected)
+GROUP BY s.message_id, s.session_id, s.conv_key, s.seq
+HAVING count(*) > 1 AND count(*) FILTER (WHERE h.id IN (SELECT id FROM tgt_transcript_rows)) > 0;
 
 -- imported messages whose source row changed in place since (what a migrate would update)
 INSERT INTO audit_findings

@@ -1,6 +1,7 @@
 -- step: reconcile_match
 -- engine: duckdb (plan)
 -- reads: jsonl_messages (active-path messages of every transcript, from lcm_etl/transcripts.py),
+--        jsonl_appended (sessions whose files were read from the offset a previous run recorded),
 --        jsonl_abandoned (entry id, role, inner timestamp of messages off the path), held_lcm (lcm.db rows, when --src is given), held_tgt (target rows), selected
 -- produces: jsonl_plan(message_id, session_id, matched_by, is_new, new_rank, plan_turn, ...)
 -- key: transcript entry id per session; else lossless-claw's identity (role + canonical content) with
@@ -14,6 +15,9 @@
 --      imported again), then by identity: the k-th occurrence of an identity on the path is held
 --      when at least k such rows are. A target row that came from lcm.db is the same message as its
 --      lcm.db row and is counted once. New messages keep path order and append after the session.
+--      A session read from recorded offsets (lcm_etl/transcript_offsets.py) holds only appended entries here:
+--      its held rows with entry ids belong to the path already read, so none is "unclaimed" (reconcile.py
+--      reads a session whole when it has held rows without entry ids, which only the whole path can count).
 CREATE OR REPLACE TABLE held AS
 SELECT row_number() OVER () AS held_id, * FROM (
 SELECT l.session_id, l.entry_id, l.identity_hash
@@ -43,7 +47,8 @@ WITH first_copy AS (
 ), unclaimed AS (
   SELECT h.* FROM held h
   WHERE h.entry_id IS NULL
-     OR NOT EXISTS (SELECT 1 FROM path_ids p WHERE p.session_id = h.session_id AND p.entry_id = h.entry_id)
+     OR (NOT EXISTS (SELECT 1 FROM path_ids p WHERE p.session_id = h.session_id AND p.entry_id = h.entry_id)
+         AND h.session_id NOT IN (SELECT session_id FROM jsonl_appended))
 ), rewrites AS (
   SELECT j.message_id, min(u.held_id) AS held_id
   FROM first_copy j
