@@ -7,6 +7,7 @@ from pathlib import Path
 from . import plan
 from .sources import detect_schema, take_snapshot
 from .pipeline import SESSIONS
+from .report import SCHEMA_VERSION
 from .steps import run_stage
 
 
@@ -19,7 +20,7 @@ class SourceInfo:
     dag: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        return {"schema_version": SCHEMA_VERSION, **asdict(self)}
 
     def as_text(self) -> str:
         lines = [f"source: {self.source}", f"schema: lossless-claw {self.generation}",

@@ -37,7 +37,7 @@ import click
 import orjson
 
 from .errors import EXIT_BAD_INPUT, LcmEtlError
-from .report import RunReport, now_iso
+from .report import SCHEMA_VERSION, RunReport, now_iso
 from .sources import file_signature
 
 DEFAULT_INTERVAL = 0.5
@@ -218,7 +218,8 @@ def sync_record(outcome: SyncOutcome) -> dict:
     carries its error instead."""
     base = {"timestamp": outcome.finished_at, "started_at": outcome.started_at, "sync": outcome.number}
     if outcome.error is not None:
-        return {**base, "error": str(outcome.error), "exit_code": outcome.error.exit_code,
+        return {"schema_version": SCHEMA_VERSION, **base, "error": str(outcome.error),
+                "exit_code": outcome.error.exit_code,
                 "elapsed_s": round(outcome.elapsed_s, 3)}
     return {**outcome.report.as_dict(), **base}
 

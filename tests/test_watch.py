@@ -108,7 +108,7 @@ def test_a_later_sync_that_fails_is_reported_and_retried_until_it_succeeds(tmp_p
         added = append_turns(src, 1)
         failed = w.next_sync()
         assert failed["sync"] == 2 and failed["exit_code"] == 1 and "locked" in failed["error"], failed
-        assert set(failed) == {"timestamp", "started_at", "sync", "error", "exit_code", "elapsed_s"}
+        assert set(failed) == {"schema_version", "timestamp", "started_at", "sync", "error", "exit_code", "elapsed_s"}
         done = w.sync_until(lambda s: "error" not in s)
         assert done["messages"]["inserted"] == added
         code, err = w.stop()
