@@ -13,12 +13,11 @@ import argparse
 import json
 import sqlite3
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run import LCM_ETL, OUT, clean, run  # noqa: E402  (bench/run.py: one command timed in a fresh process)
+from run import LCM_ETL, OUT, clean, run  # bench/run.py: one command timed in a fresh process
 
 
 def native_target(path: Path) -> None:

@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "faults"))
 
-from faultlib import (check_cut, copy_db, generate_source, kill_after,  # noqa: E402
+from faultlib import (check_cut, copy_db, generate_source, kill_after,
                       leftovers, make_existing_target, read_content, run, source_weights, spawn, timed_run)
 
 
@@ -92,7 +92,7 @@ def main() -> int:
             print(f"trial {trial}: {'new' if fresh else 'existing'} target, kill at {delay:.3f}s: "
                   f"{'killed' if killed else 'finished first'}, {state}; re-run identical", flush=True)
             shutil.rmtree(folder, ignore_errors=True)
-        except Exception as exc:  # noqa: BLE001 - report every broken trial, keep going
+        except Exception as exc:  # report every broken trial, keep going
             failures.append(trial)
             print(f"trial {trial}: FAILED ({'new' if fresh else 'existing'} target, kill at {delay:.3f}s): "
                   f"{type(exc).__name__}: {exc}", flush=True)

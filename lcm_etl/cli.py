@@ -17,6 +17,7 @@ from . import __version__
 from .errors import EXIT_CODES, EXIT_FAILURE, BadInput, LcmEtlError
 from .options import MEMORY_SIZE, TEXT_PATH
 from .pipeline import COMMANDS
+from .report import SCHEMA_VERSION
 from .sources import default_source, expand
 from .sqlite_runtime import disable_memstatus
 
@@ -233,7 +234,7 @@ def _fleet(manifest, discover, dest_root, scheduler, retries, src, dest, memory_
     with FleetProgress(len(pairs), lines=not as_json and not quiet, bar=progress_wanted(as_json, quiet)) as progress:
         results = run(pairs, template, progress)
     if as_json:
-        click.echo(orjson.dumps({**shown, "pairs": [r.__dict__ for r in results],
+        click.echo(orjson.dumps({"schema_version": SCHEMA_VERSION, **shown, "pairs": [r.__dict__ for r in results],
                                  "failed": sum(not r.ok for r in results)}).decode())
     elif not quiet:
         click.echo(summary_table(results, time.monotonic() - t0))

@@ -127,6 +127,7 @@ class FleetProgress:
 def progress_line(r: PairResult, done: int, total: int) -> str:
     if r.ok:
         rep = r.report
+        assert rep is not None, "a pair that succeeded has its report"
         return (f"[{done}/{total}] ok      {r.src} -> {r.dest}: {rep['messages']['inserted']} messages, "
                 f"{rep['summaries']['inserted']} summaries inserted ({rep['elapsed_s']:.2f} s)")
     return f"[{done}/{total}] FAILED  {r.src} -> {r.dest}: {r.error}"
@@ -137,6 +138,7 @@ def summary_table(results: list[PairResult], elapsed: float) -> str:
     for r in results:
         if r.ok:
             rep = r.report
+            assert rep is not None, "a pair that succeeded has its report"
             lines.append(f"{r.index + 1:>3}  {'ok':<7} {rep['messages']['inserted']:>9} {rep['parts']['inserted']:>9} "
                          f"{rep['summaries']['inserted']:>9} {rep['elapsed_s']:>8.2f}  {r.src} -> {r.dest}")
         else:

@@ -93,7 +93,8 @@ class TargetBuilder:
                 private_file(con, cache_kib=2000)
                 con.execute("BEGIN")
                 tgt.apply_schema(con)
-                attach_all(con, {**self.attach_map, **({"plan": self.stage} if self.planned else {})},
+                stage = {"plan": self.stage} if self.planned and self.stage is not None else {}
+                attach_all(con, {**self.attach_map, **stage},
                            {**self.views, "fresh_owners": self.owners})
                 with tgt.indexes_after_load(con, "lcm_message_parts"):
                     # SQLite forgets an interrupt that lands between statements: check before and after each

@@ -4,9 +4,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import plan
+from . import duck, plan
 from .sources import detect_schema, take_snapshot
 from .pipeline import SESSIONS
+from .report import SCHEMA_VERSION
 from .steps import run_stage
 
 
@@ -19,7 +20,7 @@ class SourceInfo:
     dag: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        return {"schema_version": SCHEMA_VERSION, **asdict(self)}
 
     def as_text(self) -> str:
         lines = [f"source: {self.source}", f"schema: lossless-claw {self.generation}",
@@ -51,7 +52,7 @@ def describe(src: Path, key_by: str = "session-id", memory_limit: str = plan.duc
             info = SourceInfo(source=str(src), generation=schema.generation)
             for view in ("src_conversations", "src_messages", "src_parts", "src_summaries",
                          "src_summary_messages", "src_summary_parents"):
-                info.tables[view.removeprefix("src_")] = con.execute(f"SELECT count(*) FROM {view}").fetchone()[0]
+                info.tables[view.removeprefix("src_")] = duck.one(con, f"SELECT count(*) FROM {view}")[0]
             rows = con.execute("""
                 WITH multi AS (SELECT summary_id AS sid FROM src_summary_parents GROUP BY 1 HAVING count(*) > 1),
                 sm AS (SELECT s.session_id, count(*) FILTER (WHERE x.kind = 'leaf') AS leaf,
@@ -66,7 +67,7 @@ def describe(src: Path, key_by: str = "session-id", memory_limit: str = plan.duc
             keys = ("session_id", "conversations", "messages", "token_sum", "leaf_summaries",
                     "condensed_summaries", "max_depth", "multi_parent_summaries")
             info.sessions = [dict(zip(keys, r)) for r in rows]
-            d = con.execute("""
+            d = duck.one(con, """
                 SELECT count(*), count(*) FILTER (WHERE kind = 'leaf'), count(*) FILTER (WHERE kind = 'condensed'),
                        max(depth),
                        (SELECT count(*) FROM src_summary_parents),
@@ -77,7 +78,7 @@ def describe(src: Path, key_by: str = "session-id", memory_limit: str = plan.duc
                        (SELECT count(*) FROM src_summary_messages l JOIN src_summaries s2 USING (summary_id)
                           JOIN src_messages m ON m.message_id = l.message_id
                         WHERE m.conversation_id <> s2.conversation_id)
-                FROM src_summaries""").fetchone()
+                FROM src_summaries""")
             info.dag = dict(zip(("summaries", "leaf", "condensed", "max_depth", "edges", "multi_parent",
                                  "multi_cover", "unlinked", "cross_conversation_links"), d))
             return info

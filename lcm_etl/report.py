@@ -8,6 +8,11 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import asdict, dataclass, field
 
+# The shape of every `--json` report (docs/schemas/*.schema.json, checked by tests/test_json_schemas.py), in
+# each report as `schema_version`. Bump it when a field is renamed, removed or changes meaning, so a consumer
+# can tell; a new field goes into the schema in the same commit.
+SCHEMA_VERSION = 1
+
 
 @dataclass
 class KindCounts:
@@ -67,9 +72,7 @@ class RunReport:
         self.parents_updated = counts.get("parents_updated", 0)
 
     def as_dict(self) -> dict:
-        d = asdict(self)
-        d["elapsed_s"] = round(self.elapsed_s, 3)
-        return d
+        return {"schema_version": SCHEMA_VERSION, **asdict(self), "elapsed_s": round(self.elapsed_s, 3)}
 
     def as_text(self, limit: int = 10) -> str:
         head = "DRY RUN - nothing was written; a real run would do this:" if self.dry_run else "Done."

@@ -7,17 +7,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import ledger, target as tgt
+from .report import SCHEMA_VERSION
 from .sources import take_snapshot
 
 
 @dataclass
 class RunsReport:
     target: str
-    schema_version: int = 0   # of the lcm_etl_* tables (lcm_etl/ledger.py)
+    ledger_schema_version: int = 0   # of the lcm_etl_* tables (lcm_etl/ledger.py); 0: no ledger yet
     runs: list[dict] = field(default_factory=list)
 
     def as_dict(self) -> dict:
-        return {"target": self.target, "schema_version": self.schema_version, "runs": self.runs}
+        return {"schema_version": SCHEMA_VERSION, "target": self.target,
+                "ledger_schema_version": self.ledger_schema_version, "runs": self.runs}
 
     def as_text(self) -> str:
         if not self.runs:
@@ -65,5 +67,5 @@ def list_runs(target: Path) -> RunsReport:
 
 def _read(uri: str, report: RunsReport) -> None:
     with closing(sqlite3.connect(uri, uri=True)) as con:
-        report.schema_version = ledger.schema_version(con)
+        report.ledger_schema_version = ledger.schema_version(con)
         report.runs = ledger.read_runs(con)

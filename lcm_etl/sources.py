@@ -125,7 +125,7 @@ class Snapshot:
 def file_signature(path: Path) -> list:
     """[inode, size, mtime_ns, ctime_ns] of the database and of its -wal (None when absent). Any write,
     checkpoint, WAL reset or restore changes it (ctime cannot be set back)."""
-    out = []
+    out: list[list[int] | None] = []
     for p in (path, Path(str(path) + "-wal")):
         try:
             st = p.stat()

@@ -79,8 +79,7 @@ def parse_step(name: str, text: str) -> Step:
     step = Step(name=name, engine=m.group(1), text=text)
     for chunk in re.split(r";[ \t]*\n", text + "\n"):
         lines = chunk.strip().splitlines()
-        count = next((re.match(r"--\s*count:\s*(\w+)", ln).group(1) for ln in lines
-                      if re.match(r"--\s*count:", ln)), None)
+        count = next((m.group(1) for ln in lines if (m := re.match(r"--\s*count:\s*(\w+)", ln))), None)
         body = "\n".join(ln for ln in lines if not ln.lstrip().startswith("--")).strip()
         if body:
             step.statements.append(Statement(body, count))

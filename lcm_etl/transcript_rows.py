@@ -51,9 +51,9 @@ def arrow_tables(transcripts: list[Transcript], sessions: list[FileSession], fal
     message off the path."""
     import pyarrow as pa   # here, not at the top: `audit` imports this module and rarely reads transcripts (28 MB)
 
-    m_cols = {k: [] for k in MESSAGE_COLUMNS}
-    p_cols = {k: [] for k in PART_COLUMNS}
-    a_cols = {k: [] for k in ABANDONED_COLUMNS}
+    m_cols: dict[str, list] = {k: [] for k in MESSAGE_COLUMNS}
+    p_cols: dict[str, list] = {k: [] for k in PART_COLUMNS}
+    a_cols: dict[str, list] = {k: [] for k in ABANDONED_COLUMNS}
     for order, (t, s) in enumerate(zip(transcripts, sessions)):
         for i, m in enumerate(t.messages):
             mid = (order << 32) | i

@@ -188,7 +188,8 @@ def read_transcript(path: Path | str, strict: bool = False) -> Transcript:
             continue
         entries.append((no, value))
     del data   # the parsed entries are all that is needed from here on
-    header, body = None, []
+    header: dict[str, Any] | None = None
+    body: list[tuple[int, dict[str, Any]]] = []
     for no, e in entries:
         if e.get("type") == "session":
             if header is None and not body:

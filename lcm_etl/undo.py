@@ -28,6 +28,7 @@ import orjson
 from . import ledger, target as tgt
 from .errors import BadInput, RunFailed
 from .provenance import KEYED, RANGED, columns
+from .report import SCHEMA_VERSION
 from .runlock import target_lock
 from .sources import take_snapshot
 
@@ -58,7 +59,7 @@ class UndoReport:
     elapsed_s: float = 0.0
 
     def as_dict(self) -> dict:
-        return {**asdict(self), "elapsed_s": round(self.elapsed_s, 3)}
+        return {"schema_version": SCHEMA_VERSION, **asdict(self), "elapsed_s": round(self.elapsed_s, 3)}
 
     def as_text(self) -> str:
         head = "DRY RUN - nothing was changed; undo would do this:" if self.dry_run else "Done."

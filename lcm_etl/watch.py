@@ -32,12 +32,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
+from typing import Any
 
 import click
 import orjson
 
 from .errors import EXIT_BAD_INPUT, LcmEtlError
-from .report import RunReport, now_iso
+from .report import SCHEMA_VERSION, RunReport, now_iso
 from .sources import file_signature
 
 DEFAULT_INTERVAL = 0.5
@@ -62,6 +64,10 @@ class SyncOutcome:
     error: LcmEtlError | None = None
 
 
+# what signal.signal() installs and returns
+Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
+
+
 class StopFlag:
     """SIGINT/SIGTERM handlers that ask the loop to stop instead of raising in the middle of a sync."""
 
@@ -69,7 +75,7 @@ class StopFlag:
         self.quiet = quiet
         self.event = threading.Event()   # its wait() is the loop's sleep: a signal ends the sleep at once
         self.in_sync = False
-        self._previous: dict[int, object] = {}
+        self._previous: dict[int, Handler] = {}
 
     def install(self) -> StopFlag:
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -206,6 +212,7 @@ def sync_line(outcome: SyncOutcome) -> str:
     """One line per sync: when, what it added, how long. A sync that added nothing says so briefly."""
     head = f"{outcome.finished_at} sync {outcome.number}:"
     r = outcome.report
+    assert r is not None, "only a sync that succeeded has a line"
     added = [(r.messages.inserted, "messages"), (r.parts.inserted, "parts"), (r.summaries.inserted, "summaries"),
              (r.boundary_events, "boundary events")]
     what = ", ".join(f"+{n} {name}" for n, name in added if n) or "nothing new"
@@ -218,8 +225,10 @@ def sync_record(outcome: SyncOutcome) -> dict:
     carries its error instead."""
     base = {"timestamp": outcome.finished_at, "started_at": outcome.started_at, "sync": outcome.number}
     if outcome.error is not None:
-        return {**base, "error": str(outcome.error), "exit_code": outcome.error.exit_code,
+        return {"schema_version": SCHEMA_VERSION, **base, "error": str(outcome.error),
+                "exit_code": outcome.error.exit_code,
                 "elapsed_s": round(outcome.elapsed_s, 3)}
+    assert outcome.report is not None, "a sync without an error has a report"
     return {**outcome.report.as_dict(), **base}
 
 

@@ -67,6 +67,20 @@ def _private_snapshot_cache(tmp_path_factory):
         os.environ["LCM_ETL_CACHE_DIR"] = before
 
 
+def facts(name: str) -> dict:
+    """What fixtures/lossless-claw/expected-facts.json recorded about fixture `name` when it was generated: the
+    counts tests expect, read rather than typed in."""
+    return json.loads((FIXTURE_DIR / "expected-facts.json").read_text("utf-8"))[name]
+
+
+def fixture_rows(name: str, table: str = "messages") -> int:
+    return facts(name)["row_counts"][table]
+
+
+def session_messages(name: str, session_id: str) -> int:
+    return next(s["messages"] for s in facts(name)["sessions"] if s["session_id"] == session_id)
+
+
 def copy_fixture(name: str, folder: Path) -> Path:
     """Copy fixture `name` (with its -wal/-shm when present) into `folder`; return the copied .db path."""
     folder.mkdir(parents=True, exist_ok=True)

@@ -95,7 +95,7 @@ def test_two_runs_of_one_manifest_at_once_leave_every_target_whole(tmp_path):
                                                                or "target is locked" in pair["error"])), pair
     for src, dest in pairs:
         assert_whole(src, dest)
-    for n, (src, dest) in enumerate(pairs):   # between them, the two runs imported each message once
+    for n, (_, dest) in enumerate(pairs):   # between them, the two runs imported each message once
         assert sum(out["pairs"][n]["report"]["messages"]["inserted"] for out in outs if out["pairs"][n]["ok"]) \
             == table_counts(open_db(dest))["lcm_messages"]
 

@@ -59,7 +59,7 @@ def test_a_dask_cluster_runs_a_manifest_with_bad_pairs_exactly_as_the_local_pool
     assert len(runs["dask"]["pairs"]) == 20 and runs["dask"]["failed"] == 3
     assert [p["exit_code"] for p in runs["dask"]["pairs"] if not p["ok"]] == [2, 2, 2]
     assert [comparable(p) for p in runs["dask"]["pairs"]] == [comparable(p) for p in runs["local"]["pairs"]]
-    for n, src in enumerate(sources):
+    for n in range(len(sources)):
         made = [(tmp_path / engine / f"{n:02d}" / "lcm.sqlite") for engine in ("local", "dask")]
         if runs["dask"]["pairs"][n]["ok"]:   # (the local pool's targets are checked whole in test_fleet)
             with closing(open_db(made[0])) as local, closing(open_db(made[1])) as dask:

@@ -9,7 +9,7 @@ import sqlite3
 
 import pytest
 
-from conftest import copy_fixture, migrate_api, open_db, run_cli
+from conftest import copy_fixture, fixture_rows, migrate_api, open_db, run_cli
 
 FIXTURE = "basic-0.15.3.db"
 
@@ -184,5 +184,5 @@ def test_two_different_files_sharing_conversation_ids_and_seqs_are_both_kept(syn
     change(other, ("UPDATE messages SET content = 'elsewhere: ' || content, "
                    "created_at = datetime(created_at, '+1 day')",))
     report = migrate_api(other, target)
-    assert report["messages"]["inserted"] == 122
+    assert report["messages"]["inserted"] == fixture_rows(FIXTURE)
     assert count(target) == 244

@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from conftest import (comparable, folder_state, make_native_target, migrate_api, open_db, oracle,
+from conftest import (comparable, fixture_rows, folder_state, make_native_target, migrate_api, open_db, oracle,
                       run_cli, source_messages, table_counts, target_messages)
 
 
@@ -114,7 +114,7 @@ def test_import_into_a_session_with_native_remnic_rows_is_appended_after_them(fi
     con.close()
 
     report = migrate_api(src, dest)
-    assert report["messages"]["inserted"] == 122
+    assert report["messages"]["inserted"] == fixture_rows("basic-0.15.3.db")
     with open_db(dest) as tgt:
         assert [tuple(r) for r in tgt.execute("SELECT * FROM lcm_messages WHERE id <= 5 ORDER BY id")] == \
             [tuple(r) for r in native]
@@ -196,10 +196,12 @@ def test_a_version_1_remnic_target_is_upgraded_and_the_import_appended_after_its
     native_tokens = add_native_rows(con, NATIVE_SESSION, 3)
     con.close()
     report = migrate_api(src, dest)
-    assert report["messages"]["inserted"] == 48 and report["parts"]["inserted"] == 60
+    want = {"messages": fixture_rows("multiparent-newest.db"), "parts": fixture_rows("multiparent-newest.db",
+                                                                                   "message_parts")}
+    assert report["messages"]["inserted"] == want["messages"] and report["parts"]["inserted"] == want["parts"]
     with open_db(dest) as con:
         assert con.execute("SELECT value FROM lcm_meta WHERE key = 'schema_version'").fetchone()[0] == "2"
-        assert con.execute("SELECT count(*) FROM lcm_message_parts").fetchone()[0] == 60
+        assert con.execute("SELECT count(*) FROM lcm_message_parts").fetchone()[0] == want["parts"]
         assert tuple(con.execute("SELECT min(turn_index), max(turn_index) FROM lcm_messages WHERE session_id = ? "
                                  "AND metadata IS NOT NULL", (NATIVE_SESSION,)).fetchone()) == (3, 3 + 36 - 1)
         ev = con.execute("SELECT tokens_before FROM lcm_compaction_events WHERE session_id = ?",

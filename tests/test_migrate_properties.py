@@ -4,7 +4,7 @@ The source schema is lossless-claw's own (the CREATE TABLE statements copied fro
 sqlite_master); the data is random: sessions shared by several conversations, blank and padded
 session ids, tied and mixed-format timestamps, seq gaps, parts, leaf and condensed summaries with tied
 parent ordinals. Each example runs the real migration in-process (real run, re-run) and
-checks idempotency (a re-run), no duplicates, turn_index order, token sums and summary ranges."""
+checks idempotency (a re-run, and a `--full` re-run that plans everything again), no duplicates, turn_index order, token sums and summary ranges."""
 from __future__ import annotations
 
 import datetime as dt
@@ -97,8 +97,8 @@ def build_source(path: Path, ddl: list[str], data) -> None:
     con.close()
 
 
-def run(src: Path, dest: Path, dry_run: bool = False) -> dict:
-    return migrate_api(src, dest, dry_run=dry_run)
+def run(src: Path, dest: Path, dry_run: bool = False, full: bool = False) -> dict:
+    return migrate_api(src, dest, dry_run=dry_run, full=full)
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
@@ -146,14 +146,19 @@ def test_generated_sources_import_once_in_turn_order_with_token_sums_and_rerun_a
             oracle.close()
             tgt.close()
 
-        second = run(src, dest)
-        for kind in ("messages", "parts", "summaries"):
-            assert second[kind]["inserted"] == 0
-        assert second["boundary_events"] == 0 and second["sessions_touched"] == []
+        # the plain re-run meets the unchanged-source shortcut; --full plans everything again and must find
+        # every row already present, not merely skip the work
+        second, third = run(src, dest), run(src, dest, full=True)
+        assert "shortcut" in second["extra"] and "shortcut" not in third["extra"]
+        for rerun in (second, third):
+            for kind in ("messages", "parts", "summaries"):
+                assert rerun[kind]["inserted"] == 0 and rerun[kind]["updated"] == 0
+            assert rerun["boundary_events"] == 0 and rerun["sessions_touched"] == [] and rerun["parents_updated"] == 0
+        assert third["messages"]["already_present"] == len(src_rows)
         tgt = open_db(dest)
         try:
             after = table_counts(tgt)
         finally:
             tgt.close()
-        assert after.pop("lcm_etl_runs") == before.pop("lcm_etl_runs") + 1
+        assert after.pop("lcm_etl_runs") == before.pop("lcm_etl_runs") + 2
         assert after == before

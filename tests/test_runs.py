@@ -21,7 +21,7 @@ def test_runs_lists_every_run_with_its_command_times_status_source_options_and_c
     first = cli_ok("migrate", "--src", src, "--dest", target)
     again = cli_ok("migrate", "--src", src, "--dest", target)   # the no-op shortcut is a run too
     listed = cli_ok("runs", "--dest", target)
-    assert listed["schema_version"] == 2 and listed["target"] == str(target)
+    assert listed["ledger_schema_version"] == 2 and listed["target"] == str(target)
     assert [(r["run_id"], r["command"], r["status"]) for r in listed["runs"]] == [
         (first["run_id"], "migrate", "complete"), (again["run_id"], "migrate", "complete")]
     run = listed["runs"][0]
@@ -78,7 +78,7 @@ def test_a_target_written_by_an_older_lcm_etl_is_listed_upgraded_when_written_an
     target.parent.mkdir()
     shutil.copyfile(V1_TARGET, target)
     listed = cli_ok("runs", "--dest", target)
-    assert listed["schema_version"] == 1
+    assert listed["ledger_schema_version"] == 1
     (old,) = listed["runs"]
     assert (old["command"], old["status"], old["provenance"]) == ("migrate", "complete", False)
     before = digest(target)
@@ -107,4 +107,4 @@ def test_a_refused_undo_leaves_an_older_target_as_it_was(tmp_path):
     old = runs(target)[0]["run_id"]
     assert refused(target, old).endswith("so it cannot be undone")
     assert runs(target)[0]["status"] == "complete"   # the refusal rolled everything back
-    assert cli_ok("runs", "--dest", target)["schema_version"] == 1   # the upgrade was rolled back too
+    assert cli_ok("runs", "--dest", target)["ledger_schema_version"] == 1   # the upgrade was rolled back too

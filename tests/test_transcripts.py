@@ -365,5 +365,7 @@ def test_garbage_lines_never_change_the_messages(tmp_path_factory, n, branch_at,
     a.write_bytes(b"\n".join(clean) + b"\n")
     b.write_bytes(b"\n".join(dirty) + b"\n")
     ta, tb = read_transcript(a), read_transcript(b)
-    key = lambda t: [(m.entry_id, m.role, m.content, m.token_count, m.identity_hash) for m in t.messages]
+    def key(t):
+        return [(m.entry_id, m.role, m.content, m.token_count, m.identity_hash) for m in t.messages]
+
     assert key(ta) == key(tb)

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from conftest import LCM_ETL, ROOT, copy_fixture, open_db
 from test_sync import earlier
-from undolib import (NATIVE_SESSION, add_native_messages, cli_ok, digest, generate_source, native_target, refused,
+from undolib import (add_native_messages, cli_ok, digest, generate_source, native_target, refused,
                      runs, undo)
 
 FIXTURE_SESSIONS = ROOT / "fixtures" / "sessions"

@@ -6,7 +6,7 @@ import signal
 import subprocess
 import sys
 
-from conftest import FIXTURE_DIR, ROOT, copy_fixture, run_cli
+from conftest import FIXTURE_DIR, ROOT, copy_fixture, fixture_rows, run_cli
 from watchlib import Watcher, append_turns, counts, integrity
 
 SESSIONS = ROOT / "fixtures" / "sessions"
@@ -81,8 +81,9 @@ def test_the_text_output_is_one_line_per_sync_and_sigterm_also_exits_0(tmp_path)
     w = Watcher("migrate", "--src", src, "--dest", target, "--interval", "0.2", tmp=tmp_path / "tmp", as_json=False)
     try:
         first = w.next_sync()
-        assert first.split(" ", 1)[1].startswith("sync 1: +48 messages, +60 parts, +15 summaries, +2 boundary "
-                                                 "events ("), first
+        messages, parts = fixture_rows("multiparent-newest.db"), fixture_rows("multiparent-newest.db", "message_parts")
+        assert first.split(" ", 1)[1].startswith(f"sync 1: +{messages} messages, +{parts} parts, +15 summaries, "
+                                                 "+2 boundary events ("), first
         src.touch()   # a new signature with nothing new in it
         assert " sync 2: nothing new (" in w.next_sync()
         code, err = w.stop(signal.SIGTERM)
@@ -90,7 +91,7 @@ def test_the_text_output_is_one_line_per_sync_and_sigterm_also_exits_0(tmp_path)
         w.kill()
     assert code == 0, err
     assert err == "lcm-etl: watching (polling every 0.2 s; Ctrl-C stops)\n"
-    assert integrity(target) == "ok" and counts(target)["lcm_messages"] == 48
+    assert integrity(target) == "ok" and counts(target)["lcm_messages"] == messages
 
 
 def test_a_later_sync_that_fails_is_reported_and_retried_until_it_succeeds(tmp_path):
@@ -102,14 +103,14 @@ def test_a_later_sync_that_fails_is_reported_and_retried_until_it_succeeds(tmp_p
                 tmp=tmp_path / "tmp")
     holder = None
     try:
-        assert w.next_sync()["messages"]["inserted"] == 122
+        assert w.next_sync()["messages"]["inserted"] == fixture_rows("basic-0.15.3.db")
         holder = subprocess.Popen([sys.executable, str(ROOT / "tests" / "faults" / "actors.py"), "lock-holder",
                                    str(target), "3"], stdout=subprocess.PIPE, text=True)
         assert holder.stdout.readline().strip() == "locked"
         added = append_turns(src, 1)
         failed = w.next_sync()
         assert failed["sync"] == 2 and failed["exit_code"] == 1 and "locked" in failed["error"], failed
-        assert set(failed) == {"timestamp", "started_at", "sync", "error", "exit_code", "elapsed_s"}
+        assert set(failed) == {"schema_version", "timestamp", "started_at", "sync", "error", "exit_code", "elapsed_s"}
         done = w.sync_until(lambda s: "error" not in s)
         assert done["messages"]["inserted"] == added
         code, err = w.stop()
@@ -122,7 +123,7 @@ def test_a_later_sync_that_fails_is_reported_and_retried_until_it_succeeds(tmp_p
     failures = [s for s in w.seen if "error" in s]
     assert err.strip("\n").split("\n") == [
         f"lcm-etl: error: {s['error']} (sync {s['sync']}; the watch goes on)" for s in failures]
-    assert integrity(target) == "ok" and counts(target)["lcm_messages"] == 122 + added
+    assert integrity(target) == "ok" and counts(target)["lcm_messages"] == fixture_rows("basic-0.15.3.db") + added
 
 
 def test_reconcile_watch_imports_an_appended_line_and_a_new_transcript_in_the_folder(tmp_path):

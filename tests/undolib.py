@@ -11,7 +11,7 @@ import sys
 from conftest import ROOT, make_native_target, run_cli
 
 sys.path.insert(0, str(ROOT / "tests" / "faults"))
-from faultlib import generate_source  # noqa: E402  (re-exported: a generated lcm.db, as the fault suite makes it)
+from faultlib import generate_source  # noqa: F401  (re-exported: a generated lcm.db, as the fault suite makes it)
 
 # What a target holds, Remnic's tables and lcm-etl's provenance of source facts; not the ledger or lcm-etl's
 # record of runs (undo adds to those by design).

@@ -5,7 +5,6 @@ import datetime as dt
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -14,8 +13,8 @@ from faultlib import (HERE, ROOT, assert_sound, check_cut, copy_db, generate_sou
                       read_content, run, wait_for_data)
 
 sys.path.insert(0, str(ROOT / "tests"))
-from conftest import copy_fixture  # noqa: E402
-from watchlib import Watcher, append_turns, counts  # noqa: E402
+from conftest import copy_fixture
+from watchlib import Watcher, append_turns, counts
 
 pytestmark = pytest.mark.slow
 
@@ -84,7 +83,7 @@ def test_the_watcher_rss_after_200_syncs_is_within_10_percent_of_its_rss_after_1
             messages += append_turns(src, 1, first=appended)
             # a sync re-plans only the session that grew (lcm_etl/delta.py): its report counts that session,
             # so progress is read from the target
-            sync = w.sync_until(lambda s: "error" not in s and counts(target)["lcm_messages"] == messages)
+            sync = w.sync_until(lambda s, want=messages: "error" not in s and counts(target)["lcm_messages"] == want)
             if sync["sync"] >= 10 and 10 not in rss:
                 rss[10] = (sync["sync"], w.rss_kb())
         rss[200] = (sync["sync"], w.rss_kb())

@@ -149,7 +149,7 @@ def main(argv):
     fk = tgt.execute("PRAGMA foreign_key_check").fetchall()
     if fk:
         bad(f"target: {len(fk)} foreign key violations, first {tuple(fk[0])}")
-    for fts, base, col, rowid in (("lcm_messages_fts", "lcm_messages", "content", "id"),
+    for fts, base, _col, _rowid in (("lcm_messages_fts", "lcm_messages", "content", "id"),
                                   ("lcm_summaries_fts", "lcm_summary_nodes", "summary_text", "rowid")):
         n_fts = tgt.execute(f"SELECT count(*) FROM {fts}_docsize").fetchone()[0] if has_table(tgt, f"{fts}_docsize") else None
         n_base = tgt.execute(f"SELECT count(*) FROM {base}").fetchone()[0]
