@@ -105,7 +105,7 @@ def _migrate(opts: MigrateOptions) -> RunReport:
                                         f"{scope.since_run}); the others are unchanged (--full re-plans all)")
             if changes is not None:
                 report.extra["snapshot"] = (
-                    f"{changes.pages} pages changed since the one kept from run {rec.run_id}" if proved is not None
+                    f"{changes.pages} pages changed since the one kept from run {rec.run_id}" if rec is not None
                     else f"{changes.pages} pages changed since the one kept, and {changes.why}: planned everything")
             if opts.dry_run:
                 report.elapsed_s = time.monotonic() - t0

@@ -118,7 +118,7 @@ def _settle(transcripts: list[Transcript], sessions: list[FileSession], hints: d
 
 def plan_transcripts(opts: ReconcileOptions, transcripts: list[Transcript], target_db: Path | None,
                      src_db: Path | None, fallback_time: str, workdir: Path, sessions: list[FileSession] | None = None,
-                     appended: set[str] = frozenset()):
+                     appended: frozenset[str] | set[str] = frozenset()):
     """Load the transcripts' identities and the held rows into a fresh DuckDB connection and run the plan
     steps r20/r60.
 
@@ -287,7 +287,7 @@ def _fill_report(con, report: RunReport, transcripts: list[Transcript], skipped)
         present, new, by_id, by_identity, rewrites = per_file.get(order, (0, 0, 0, 0, 0))
         r = t.report
         mark = t.mark
-        if _appended(t):   # the messages before the offset: reconciled by the run that recorded it
+        if _appended(t) and mark is not None:   # the messages before the offset: reconciled by the run that recorded it
             present += mark.messages - len(t.messages)
             m.already_present += mark.messages - len(t.messages)
         files.append({"file": str(t.path), "session_id": t.header_id,

@@ -197,7 +197,9 @@ class SnapshotCache:
         for key in old_owners.keys() | new_owners.keys():
             was, now = old_owners.get(key), new_owners.get(key)
             if was != now:
-                owners.update((was or now)[:2], (now or was)[:2])
+                for row in (was, now):
+                    if row is not None:
+                        owners.update(row[:2])
         if None in owners:
             return Changes(None, len(changed), "rows of no conversation changed")
         return Changes({str(c) for c in owners}, len(changed))
@@ -231,7 +233,7 @@ def _owners(db: Path, changed: set[int], index_cells: bool = False) -> tuple[dic
         for n in changed:
             leaf = lay.leaves.get(n)
             name = table_of.get(leaf.tree) if leaf else None
-            if name in _OWNERS:
+            if leaf is not None and name in _OWNERS:
                 lo = _LOWEST if leaf.lo is None else leaf.lo
                 ranges.setdefault(name, []).append((lo, _HIGHEST if leaf.hi is None else leaf.hi))
         rows: dict[tuple[str, int], tuple] = {}

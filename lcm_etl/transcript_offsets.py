@@ -127,7 +127,8 @@ def read_appended(path: Path, rec: FileRecord) -> Transcript | None:
         msg = e.get("message")
         if e.get("type") != "message" or not isinstance(msg, dict):
             continue
-        role = PERSISTABLE_ROLES.get(msg.get("role")) if isinstance(msg.get("role"), str) else None
+        raw_role = msg.get("role")
+        role = PERSISTABLE_ROLES.get(raw_role) if isinstance(raw_role, str) else None
         if role is None:
             label = str(msg.get("role"))
             report.non_persistable[label] = report.non_persistable.get(label, 0) + 1
