@@ -63,6 +63,9 @@ WITH src AS (
          trim(m.transcript_entry_id) AS entry_id, s.identity_hash,
          row_number() OVER (PARTITION BY m.session_id, s.identity_hash ORDER BY m.src_order) AS occurrence
   FROM msg_plan m JOIN src_messages s USING (message_id)
+  -- only a session holding transcript rows can hold a message twice this way; numbering the others' messages
+  -- would cost the memory of the whole source (a 200k-message audit ran out of its budget)
+  WHERE m.session_id IN (SELECT session_id FROM tgt_transcript_rows)
 ), holders AS (
   SELECT message_id, tid_present AS id FROM src WHERE tid_present IS NOT NULL
   UNION
