@@ -91,15 +91,18 @@ class PageFile:
         self.close()
 
 
-def layout(pf: PageFile, roots: dict[int, bool], wanted: set[int]) -> Layout:
+def layout(pf: PageFile, roots: dict[int, bool], wanted: set[int], memo: dict | None = None) -> Layout:
     """Walk every b-tree (root page -> is it a rowid table) and the free list. Interior pages are all read
     and recorded; of the leaves, only the `wanted` ones are recorded (with their rowid range), and none is
-    read: a million-leaf table costs the few hundred interior pages above its leaves."""
+    read: a million-leaf table costs the few hundred interior pages above its leaves. `memo`, shared by the
+    walks of two copies whose pages outside `wanted` hold the same bytes, keeps each interior page's child
+    pointers, so the second walk parses only the pages that changed."""
     if pf.auto_vacuum:
         raise NotComparable("auto-vacuum moves pages")
     out = Layout(pf.page_size, pf.usable, pf.pages)
+    cells: dict = {} if memo is None else memo
     for root, is_table in roots.items():
-        _walk(pf, root, root, is_table, None, None, out, wanted, 0)
+        _walk(pf, root, root, is_table, None, None, out, wanted, 0, cells)
     trunk, count = pf.freelist
     seen = 0
     while trunk and seen <= pf.pages:
@@ -116,7 +119,7 @@ def _kind(pf: PageFile, n: int) -> int:
 
 
 def _walk(pf: PageFile, n: int, root: int, is_table: bool, lo, hi, out: Layout, wanted: set[int],
-          depth: int) -> None:
+          depth: int, memo: dict) -> None:
     if depth > 40 or n in out.btree:
         raise NotComparable(f"b-tree of root {root} loops or is too deep")
     out.btree[n] = root
@@ -128,11 +131,15 @@ def _walk(pf: PageFile, n: int, root: int, is_table: bool, lo, hi, out: Layout, 
     if kind not in (_TABLE_INTERIOR, _INDEX_INTERIOR):
         raise NotComparable(f"page {n} is not a b-tree page")
     page = pf.page(n)
-    at = 100 if n == 1 else 0
-    count = int.from_bytes(page[at + 3: at + 5], "big")
-    offsets = struct.unpack_from(f">{count}H", page, at + 12)
-    children = [int.from_bytes(page[o: o + 4], "big") for o in offsets]
-    children.append(int.from_bytes(page[at + 8: at + 12], "big"))
+    parsed = memo.get(n) if n not in wanted else None
+    if parsed is None:
+        at = 100 if n == 1 else 0
+        count = int.from_bytes(page[at + 3: at + 5], "big")
+        offsets = struct.unpack_from(f">{count}H", page, at + 12)
+        children = [int.from_bytes(page[o: o + 4], "big") for o in offsets]
+        children.append(int.from_bytes(page[at + 8: at + 12], "big"))
+        parsed = memo[n] = (count, offsets, children)
+    count, offsets, children = parsed
 
     def key(k: int):   # the upper bound of child k (the parent's bound for the right-most child)
         if kind != _TABLE_INTERIOR:
@@ -148,7 +155,7 @@ def _walk(pf: PageFile, n: int, root: int, is_table: bool, lo, hi, out: Layout, 
                     out.leaves[child] = Leaf(root, key(k - 1) if k else lo, key(k))
         return
     for k, child in enumerate(children):
-        _walk(pf, child, root, is_table, key(k - 1) if k else lo, key(k), out, wanted, depth + 1)
+        _walk(pf, child, root, is_table, key(k - 1) if k else lo, key(k), out, wanted, depth + 1, memo)
 
 
 def overflow_pages(pf: PageFile, n: int) -> set[int]:

@@ -171,7 +171,8 @@ class SnapshotCache:
             return None
         try:
             changed = set(diff) | (pages.wal_pages(incoming, page_size) if incoming.exists() else set())
-            old_owners, old_explained = _owners(self.db, changed)
+            memo: dict = {}   # interior pages outside `changed` are the same in both copies
+            old_owners, old_explained = _owners(self.db, changed, memo=memo)
         except (pages.NotComparable, sqlite3.Error):
             return None
         with open(self.db, "r+b") as fh:
@@ -184,12 +185,12 @@ class SnapshotCache:
             os.replace(incoming, str(self.db) + "-wal")
         fold_wal(self.db, self.source, "source")
         try:
-            new_owners, new_explained = _owners(self.db, changed)
+            new_owners, new_explained = _owners(self.db, changed, memo=memo)
         except (pages.NotComparable, sqlite3.Error) as exc:
             return Changes(None, len(changed), f"cannot read the changed pages: {exc}")
         unexplained = changed - old_explained - new_explained
         if unexplained:   # overflow pages of index entries (rare: an indexed value of over ~1000 bytes)
-            unexplained -= _owners(self.db, changed, index_cells=True)[1]
+            unexplained -= _owners(self.db, changed, index_cells=True, memo=memo)[1]
         if unexplained:
             return Changes(None, len(changed), f"{len(unexplained)} changed pages are not rows lcm-etl can place")
         # a row on a changed page may be unchanged itself (its neighbour grew): compare the rows
@@ -205,7 +206,7 @@ class SnapshotCache:
         return Changes({str(c) for c in owners}, len(changed))
 
 
-def _owners(db: Path, changed: set[int], index_cells: bool = False) -> tuple[dict, set[int]]:
+def _owners(db: Path, changed: set[int], index_cells: bool = False, memo: dict | None = None) -> tuple[dict, set[int]]:
     """In one copy: the conversations owning rows on the changed pages, and the changed pages accounted
     for (b-tree pages, free pages, overflow pages of rows on changed table leaves and, with `index_cells`,
     of index entries on changed index pages, the lock-byte page)."""
@@ -223,7 +224,7 @@ def _owners(db: Path, changed: set[int], index_cells: bool = False) -> tuple[dic
             if kind == "table":
                 table_of[root] = name
         with pages.PageFile(db) as pf:
-            lay = pages.layout(pf, roots, changed)
+            lay = pages.layout(pf, roots, changed, memo)
             explained = {n for n in changed if n in lay.btree or n in lay.free or n > pf.pages}
             explained.add(pages.LOCK_BYTE_OFFSET // pf.page_size + 1)
             for n in changed & set(lay.btree):
@@ -247,19 +248,9 @@ def _owners(db: Path, changed: set[int], index_cells: bool = False) -> tuple[dic
 
 
 def _digest(values: tuple) -> bytes:
-    """A row's values, typed (1 and '1' differ, as they do to the plan)."""
-    h = hashlib.blake2b(digest_size=16)
-    for v in values:
-        if v is None:
-            h.update(b"N")
-        elif isinstance(v, bytes):
-            h.update(b"B%d:" % len(v) + v)
-        elif isinstance(v, str):
-            b = v.encode("utf-8", "surrogatepass")
-            h.update(b"S%d:" % len(b) + b)
-        else:
-            h.update(f"{type(v).__name__[0]}{v!r};".encode())
-    return h.digest()
+    """A row's values, typed: repr() tells 1 from '1' from b'1' from 1.0 (as they differ to the plan) and
+    round-trips floats, in one C call per row."""
+    return hashlib.blake2b(repr(values).encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
 def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
