@@ -11,7 +11,6 @@ import os
 from pathlib import Path
 
 import duckdb
-import pyarrow as pa
 
 from .errors import BadInput, LcmEtlError, RunFailed
 
@@ -89,11 +88,30 @@ def translate(exc: duckdb.Error, what: str) -> LcmEtlError:
 
 
 def table_of_strings(con: duckdb.DuckDBPyConnection, name: str, columns: list[str], rows: list[tuple]) -> None:
-    """CREATE OR REPLACE TABLE name of VARCHAR columns from Python rows, through Arrow (one copy, no
-    statement per row)."""
-    cols = list(zip(*rows)) if rows else [()] * len(columns)
-    con.register(f"{name}_rows", pa.table({c: pa.array(v, pa.string()) for c, v in zip(columns, cols)}))
+    """CREATE OR REPLACE TABLE name of VARCHAR columns from Python rows. A few thousand rows (a source's
+    conversations, a target's sessions) go in as one statement of literals: 20 ms for 1,200 rows, where
+    the first Arrow scan of a process costs 90 ms (DuckDB imports pyarrow.dataset) and bound parameters
+    500 ms. More rows, or a NUL (a DuckDB literal cannot hold one), go through Arrow: one copy."""
+    cols = ", ".join(f"{c} VARCHAR" for c in columns)
+    con.execute(f"CREATE OR REPLACE TABLE {name} ({cols})")
+    if not rows:
+        return
+    rows = [tuple(None if v is None else str(v) for v in r) for r in rows]
+    if len(rows) <= _LITERAL_ROWS and not any("\x00" in v for r in rows for v in r if v):
+        values = ",".join("(" + ",".join(_literal(v) for v in r) + ")" for r in rows)
+        con.execute(f"INSERT INTO {name} VALUES {values}")
+        return
+    import pyarrow as pa   # here: most runs never need it (28 MB, 40 ms to import)
+    table = pa.table({c: pa.array(v, pa.string()) for c, v in zip(columns, zip(*rows))})
+    con.register(f"{name}_rows", table)
     try:
-        con.execute(f"CREATE OR REPLACE TABLE {name} AS SELECT * FROM {name}_rows")
+        con.execute(f"INSERT INTO {name} SELECT * FROM {name}_rows")
     finally:
         con.unregister(f"{name}_rows")
+
+
+_LITERAL_ROWS = 5000
+
+
+def _literal(value: str | None) -> str:
+    return "NULL" if value is None else "'" + value.replace("'", "''") + "'"

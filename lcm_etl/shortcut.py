@@ -39,8 +39,10 @@ def options_key(key_by: str, session_filter: list[str]) -> list:
 
 
 def target_fingerprint(con: sqlite3.Connection) -> list:
-    return [list(con.execute(f"SELECT count(*), coalesce(max(rowid), 0) FROM {t}").fetchone())
-            for t in FINGERPRINT_TABLES]
+    # two statements, not one: alone, count(*) counts the cells of the smallest index page by page and
+    # max(rowid) reads one path down the table; together they scan every row (0.1 s against 7 ms on 200k)
+    return [[con.execute(f"SELECT count(*) FROM {t}").fetchone()[0],
+             con.execute(f"SELECT coalesce(max(rowid), 0) FROM {t}").fetchone()[0]] for t in FINGERPRINT_TABLES]
 
 
 def previous_totals(target: Path, source_fp: list, opts_key: list,
