@@ -214,6 +214,22 @@ def test_syncs_with_a_kept_snapshot_end_where_syncs_without_one_end(tmp_path_fac
         migrate_json(src, target)
         without_cache("migrate", "--src", str(twin_src), "--dest", str(twin))
         assert remnic_content(target) == remnic_content(twin)
+        assert_kept_layout_is_the_copys(kept(src, target))
+
+
+def assert_kept_layout_is_the_copys(cache: snapcache.SnapshotCache) -> None:
+    """The interior pages kept with the seal are parsed as a fresh walk of the copy parses them."""
+    memo, fresh = cache._sealed_memo(), snapcache._interior_pages(cache.db)
+    assert fresh and memo, "the copy has interior pages and the seal keeps them"
+    assert {n: memo.get(n) for n in fresh} == fresh
+
+
+def test_a_kept_layout_is_used_only_with_the_copy_it_was_parsed_from(pair):
+    src, target, _, _, _ = pair
+    cache = kept(src, target)
+    assert_kept_layout_is_the_copys(cache)
+    os.utime(cache.db)   # the copy is no longer the one sealed
+    assert cache._sealed_memo() == {}
 
 
 def test_a_summary_repaired_while_its_pages_are_in_the_wal_is_found_page_by_page(pair):
@@ -224,3 +240,34 @@ def test_a_summary_repaired_while_its_pages_are_in_the_wal_is_found_page_by_page
     assert report["extra"]["snapshot"].endswith(f"since the one kept from run {first_run}")
     assert report["extra"]["sync"].startswith("1 of 3 sessions re-planned (1 conversations changed")
     assert report["summaries"]["updated"] == 1
+
+
+def test_a_source_with_deep_b_trees_grows_and_the_kept_layout_follows_it(tmp_path):
+    """A generated source large enough for three-level b-trees: two growth steps re-plan from the kept
+    snapshot (its interior pages parsed once, then only the changed ones) and end where runs without a
+    kept snapshot end."""
+    import subprocess
+    import sys
+    from conftest import ROOT
+    full = tmp_path / "full.db"
+    subprocess.run([sys.executable, str(ROOT / "fixtures" / "generate.py"), str(full), "--messages", "6000",
+                    "--force"], check=True, capture_output=True)
+    steps = [tmp_path / f"step{k}.db" for k in (0, 1)]
+    for share, out in zip((0.02, 0.005), steps):
+        subprocess.run([sys.executable, str(ROOT / "tests" / "tools" / "earlier.py"), str(full), str(out),
+                        "--shape", "tail", "--share", str(share)], check=True, capture_output=True)
+    src, twin_src = tmp_path / "src.db", tmp_path / "twin.db"
+    target, twin = tmp_path / "out" / "lcm.sqlite", tmp_path / "twin-out" / "lcm.sqlite"
+    for k, state in enumerate((*steps, full)):
+        for db in (src, twin_src):
+            shutil.copyfile(state, db)
+        report = migrate_json(src, target)
+        without_cache("migrate", "--src", str(twin_src), "--dest", str(twin))
+        if k:
+            assert "pages changed since the one kept from run" in report["extra"]["snapshot"]
+            assert "sync" in report["extra"], report["extra"]
+        assert remnic_content(target) == remnic_content(twin)
+        cache = kept(src, target)
+        assert_kept_layout_is_the_copys(cache)
+        with pages.PageFile(cache.db) as pf:
+            assert len(cache._sealed_memo()) > 20 and pf.pages > 1000   # deep enough to be worth it
