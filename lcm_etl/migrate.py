@@ -57,11 +57,13 @@ def _migrate(opts: MigrateOptions) -> RunReport:
     cache = None if opts.dry_run or opts.session_filter else snapcache.SnapshotCache.for_pair(opts.src, opts.target)
     rec = None if opts.full or opts.session_filter or not existed or opts.dry_run else \
         delta.recorded(opts.target, str(opts.src), opts_key)
+    warm = duck.Warmup(opts.memory_limit)   # DuckDB starts while the source is read
     try:
         snap, changes = (cache.snapshot(rec.run_id if rec else None, opts.tmp_dir) if cache
                          else (take_snapshot(opts.src, "source", opts.tmp_dir), None))
     except BaseException:
         bars.close()   # before the error line
+        warm.close()
         raise
     proved = changes.conversations if changes else None
     if changes is not None and proved is None:
@@ -81,7 +83,7 @@ def _migrate(opts: MigrateOptions) -> RunReport:
             elif not opts.session_filter:
                 # a new target takes every part: flatten them while DuckDB plans
                 flattener = Flattener(snap.folder, {"src": snap.path}, sqlite_views, ALL_OWNERS).start()
-        con = plan.open_source(snap.path, schema, opts.src, opts.memory_limit)
+        con = plan.open_source(snap.path, schema, opts.src, opts.memory_limit, warm)
         try:
             if proved is not None:
                 snap.hash_in_background()   # for the ledger: a core is spare while a few sessions are planned
@@ -147,6 +149,7 @@ def _migrate(opts: MigrateOptions) -> RunReport:
         return report
     finally:
         bars.close()   # before the error line, if any
+        warm.close()
         try:
             if flattener is not None and flattener.thread.is_alive():
                 flattener.cancel()
