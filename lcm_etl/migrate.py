@@ -68,7 +68,7 @@ def _migrate(opts: MigrateOptions) -> RunReport:
     proved = changes.conversations if changes else None
     if changes is not None and proved is None:
         rec = None   # changed pages that cannot be placed (a value rewritten in its overflow pages): plan all
-    view = flattener = builder = None
+    view = flattener = builder = committed = None
     try:
         schema = detect_schema(snap.path, opts.src)
         report.source_schema = schema.generation
@@ -95,8 +95,11 @@ def _migrate(opts: MigrateOptions) -> RunReport:
             if opts.dry_run and existed and not (opts.full or opts.session_filter):
                 rec = delta.recorded(target_db, str(opts.src), opts_key)
             params = plan.plan_params(opts.key_by, opts.batch_rows, str(opts.src))
+            # a target as the previous run left it (its file unchanged since) has the marks that run stored
+            known = [(k, m) for kind, k, m in rec.marks if kind == "session"] \
+                if rec and proved is not None and cache and cache.target_untouched else None
             scope = plan.load_target_state(con, target_db, snap.folder, (lambda: delta.narrow(
-                con, rec, params, schema, snap.path, snap.folder, proved)) if rec else None)
+                con, rec, params, schema, snap.path, snap.folder, proved)) if rec else None, known)
             bars.close()
             planned = plan.build(con, opts.key_by, opts.session_filter, opts.batch_rows, report, str(opts.src),
                                  opts.progress, new_target=not existed, scoped=scope is not None)
@@ -141,8 +144,7 @@ def _migrate(opts: MigrateOptions) -> RunReport:
                             "marks_run": None if opts.session_filter else job.record.run_id}
         job.params["run_id"] = job.record.run_id   # 95 stores the marks under it
         counts = write(job, now_iso)
-        if cache is not None:
-            cache.seal(job.record.run_id)   # committed: the kept copy is this run's snapshot
+        committed = job.record.run_id
         report.take_written(counts)
         report.run_id = job.record.run_id
         report.elapsed_s = time.monotonic() - t0
@@ -159,6 +161,10 @@ def _migrate(opts: MigrateOptions) -> RunReport:
             snap.close()
         if view:
             view.close()
+        if committed and cache is not None:
+            # the kept copy is this run's snapshot; sealed last, with the target as the run leaves it (a
+            # new target's building name, removed above, changed its ctime)
+            cache.seal(committed)
 
 
 def _builder_failure(builder: TargetBuilder | None, opts: MigrateOptions, snapshot: Path) -> None:

@@ -54,11 +54,13 @@ def unreadable_source(original: Path | str) -> str:
 
 
 def load_target_state(con: duckdb.DuckDBPyConnection, target_db: Path | None, scratch: Path,
-                      narrow: Callable[[], object] | None = None) -> object:
+                      narrow: Callable[[], object] | None = None,
+                      known_marks: list[tuple[str, str]] | None = None) -> object:
     """Materialise the target's identities once (transforms/05_target_state.sql). A missing target, or one
     without Remnic's tables yet, reads as an empty target: a file with the schema, made in `scratch`.
     `narrow` (a sync re-run, lcm_etl/delta.py) runs once the target's marks (04) and provenance (06) are
-    read; what it returns, if anything, is the scope 05 then reads, and is returned."""
+    read; what it returns, if anything, is the scope 05 then reads, and is returned. `known_marks`: the
+    target's marks when it is proved as the previous run left them (lcm_etl/snapcache.py): 04 is not run."""
     tables: set[str] = set()
     if target_db is not None:
         with closing(sqlite3.connect(f"file:{target_db}?mode=ro", uri=True)) as lite:
@@ -73,11 +75,12 @@ def load_target_state(con: duckdb.DuckDBPyConnection, target_db: Path | None, sc
         finally:
             con.execute(f"DETACH {alias}")
 
-    marks_db = target_db if target_db is not None and _TARGET_TABLES <= tables else empty_target(scratch)
-    with closing(sqlite3.connect(f"file:{marks_db}?mode=ro", uri=True)) as lite:
-        run_stage(pipeline.TARGET_MARKS, lite)
-        rows = lite.execute("SELECT session_id, mark FROM temp.target_marks").fetchall()
-    duck.table_of_strings(con, "target_marks", ["session_id", "mark"], rows)
+    if known_marks is None:
+        marks_db = target_db if target_db is not None and _TARGET_TABLES <= tables else empty_target(scratch)
+        with closing(sqlite3.connect(f"file:{marks_db}?mode=ro", uri=True)) as lite:
+            run_stage(pipeline.TARGET_MARKS, lite)
+            known_marks = lite.execute("SELECT session_id, mark FROM temp.target_marks").fetchall()
+    duck.table_of_strings(con, "target_marks", ["session_id", "mark"], known_marks)
     read("prov", pipeline.TARGET_PROVENANCE, {"lcm_etl_conversations"})
     con.execute("CREATE OR REPLACE TABLE scope_sessions (session_id VARCHAR)")
     scope = narrow() if narrow else None

@@ -92,6 +92,8 @@ class SnapshotCache:
         # parses only the interior pages that changed, not the thousand above a 200k-message source's leaves
         self.memo_file = folder / "layout.marshal"
         self._memo: dict | None = None   # the memo for the copy as this run leaves it
+        # the target is as the sealing run left it (its marks are the recorded ones): set by snapshot()
+        self.target_untouched = False
 
     @classmethod
     def for_pair(cls, source: Path, target: Path) -> SnapshotCache | None:
@@ -115,6 +117,12 @@ class SnapshotCache:
             return None
         return seal.get("run_id")
 
+    def _sealed_target(self) -> list | None:
+        try:
+            return orjson.loads(self.seal_file.read_bytes()).get("target_signature")
+        except (OSError, orjson.JSONDecodeError, AttributeError):
+            return None
+
     def unseal(self) -> None:
         self.seal_file.unlink(missing_ok=True)
         self.memo_file.unlink(missing_ok=True)
@@ -134,7 +142,7 @@ class SnapshotCache:
             self._memo = _interior_pages(self.db)
         signature = file_signature(self.db)[0]
         body = orjson.dumps({"run_id": run_id, "source": str(self.source), "target": str(self.target),
-                             "signature": signature})
+                             "signature": signature, "target_signature": _target_signature(self.target)})
         if self._memo:
             self._write(self.memo_file, marshal.dumps((signature, self._memo)))
         self._write(self.seal_file, body)
@@ -153,6 +161,8 @@ class SnapshotCache:
         pages are written, and what they hold is returned; otherwise the source is copied whole (None)."""
         if since_run is not None and self.sealed_run() == since_run:
             memo = self._sealed_memo()
+            sealed_target = self._sealed_target()
+            self.target_untouched = sealed_target is not None and sealed_target == _target_signature(self.target)
             self.unseal()
             folder = Path(tempfile.mkdtemp(prefix="lcm-etl-", dir=tmp_root))
             try:
@@ -264,6 +274,13 @@ def _owners(db: Path, changed: set[int], index_cells: bool = False, memo: dict |
         return rows, explained & changed
     finally:
         con.close()
+
+
+def _target_signature(target: Path) -> list | None:
+    """The target file as a committed run leaves it (its WAL checkpointed away), else None: any write since,
+    by anyone, changes it. A WAL left empty by a reader's open is no write."""
+    main, wal = file_signature(target)
+    return main if wal is None or wal[1] == 0 else None
 
 
 def _trees(con: sqlite3.Connection) -> tuple[dict[int, bool], dict[int, str]]:
