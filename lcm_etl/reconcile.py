@@ -28,7 +28,8 @@ from . import pipeline
 from .steps import run_stage
 from .target import check_target, target_view
 from .transcript_rows import FileSession, arrow_tables, file_sessions, stage_content
-from .transcripts import Transcript, TranscriptError, discover_transcripts
+from .transcript_files import discover_transcripts
+from .transcripts import Transcript, TranscriptError
 from .write import WriteJob, write
 
 _HELD_LCM_EMPTY = ("SELECT NULL::VARCHAR AS session_id, NULL::VARCHAR AS conv_key, NULL::BIGINT AS seq, "
