@@ -125,8 +125,8 @@ def plan_transcripts(opts: ReconcileOptions, transcripts: list[Transcript], targ
     steps r20/r60.
 
     target_db is the target to read (callers pass a private snapshot when nothing may be written, e.g.
-    dry-run and audit); source the snapshot of --src, if any. Returns the connection, holding jsonl_plan, write_messages and
-    session_work.
+    dry-run and audit); source is the snapshot of --src, if any. Returns the connection, holding
+    jsonl_plan, write_messages and session_work.
     """
     if sessions is None:
         sessions = file_sessions(transcripts, opts.key_by)
