@@ -24,9 +24,9 @@ from pathlib import Path
 if sys.argv[3] == "off":
     from lcm_etl.sqlite_runtime import disable_memstatus
     assert disable_memstatus()
-from lcm_etl import sources, steps
+from lcm_etl import source_schema, steps
 src = Path(sys.argv[1])
-views = sources.normalized_views(sources.detect_schema(src, src), "sqlite")
+views = source_schema.normalized_views(source_schema.detect_schema(src, src), "sqlite")
 took = {}
 def work(i):
     con = sqlite3.connect(":memory:", check_same_thread=False)
@@ -52,12 +52,12 @@ def flatten(src: Path, threads: int, counter: str) -> str:
 def payload(src: Path) -> None:
     import sqlite3
 
-    from lcm_etl import sources
+    from lcm_etl import source_schema
 
     con = sqlite3.connect(f"file:{src}?mode=ro", uri=True)
-    extra = [c for c in sources.detect_schema(src, src).columns["message_parts"] if c not in sources.PART_MAPPED]
+    extra = [c for c in source_schema.detect_schema(src, src).columns["message_parts"] if c not in source_schema.PART_MAPPED]
     patched = "json_patch('{}', json_object(" + ", ".join(f"'{c}', \"{c}\"" for c in extra) + "))"
-    for name, expr in (("json_patch(json_object)", patched), ("printf (lcm-etl)", sources._json_object_of_non_null(extra))):
+    for name, expr in (("json_patch(json_object)", patched), ("printf (lcm-etl)", source_schema._json_object_of_non_null(extra))):
         t = time.monotonic()
         n, size = con.execute(f"SELECT count(*), sum(length(p)) FROM (SELECT {expr} AS p FROM message_parts)").fetchone()
         print(f"  payload with {name:24} {time.monotonic() - t:5.2f} s  ({n:,} parts, {size:,} bytes)")

@@ -19,7 +19,8 @@ import duckdb
 from . import duck, plan
 from .reconcile import ReconcileOptions, plan_transcripts, read_all
 from .report import RunReport, now_iso
-from .sources import detect_schema, normalized_views, take_snapshot
+from .source_schema import detect_schema, normalized_views
+from .sources import Snapshot, take_snapshot
 from .sqlite_runtime import attach_all, private_file, quote_path
 from .pipeline import AUDIT_SOURCE
 from .steps import run_stage
@@ -85,13 +86,12 @@ def audit(opts: AuditOptions) -> tuple[RunReport, list[dict]]:
             report.warnings.append(f"target does not exist: {opts.target}; everything is pending")
         if opts.src is None and opts.default_src is not None:
             report.extra["lcm_db_not_found"] = str(opts.default_src)
-        src_db = None
-        if opts.src:
-            snaps.append(take_snapshot(opts.src, "source"))
-            src_db = snaps[-1].path
-            findings += _audit_source(opts, src_db, target_db, report)
+        source = take_snapshot(opts.src, "source") if opts.src else None
+        if source is not None:
+            snaps.append(source)
+            findings += _audit_source(opts, source, target_db, report)
         if opts.sessions:
-            findings += _audit_transcripts(opts, src_db, target_db, report)
+            findings += _audit_transcripts(opts, source, target_db, report)
     except duckdb.Error as exc:
         raise duck.translate(exc, "inputs could not be read") from None
     finally:
@@ -107,14 +107,14 @@ def audit(opts: AuditOptions) -> tuple[RunReport, list[dict]]:
     return report, findings
 
 
-def _audit_source(opts: AuditOptions, src_db: Path, target_db: Path | None, report: RunReport) -> list[dict]:
-    schema = detect_schema(src_db, opts.src)
+def _audit_source(opts: AuditOptions, source: Snapshot, target_db: Path | None, report: RunReport) -> list[dict]:
+    schema = detect_schema(source.path, source.original)
     report.source_schema = schema.generation
-    hashes = content_hashes(src_db.parent / "hashes.sqlite", src_db, schema, target_db)
-    con = plan.open_source(src_db, schema, opts.src, opts.memory_limit)
+    hashes = content_hashes(source.folder / "hashes.sqlite", source.path, schema, target_db)
+    con = plan.open_source(source.path, schema, source.original, opts.memory_limit)
     try:
-        plan.load_target_state(con, target_db, src_db.parent)
-        plan.build(con, opts.key_by, opts.session_filter, 50_000, report, str(opts.src))
+        plan.load_target_state(con, target_db, source.folder)
+        plan.build(con, opts.key_by, opts.session_filter, 50_000, report, str(source.original))
         duck.attach_sqlite(con, str(hashes), "hashes")
         for name in ("src_message_hashes", "src_summary_hashes"):
             con.execute(f"CREATE OR REPLACE TABLE {name} AS SELECT * FROM hashes.{name}")
@@ -174,13 +174,13 @@ def _sha256_hex(value: bytes | None) -> str | None:
     return None if value is None else hashlib.sha256(value).hexdigest()
 
 
-def _audit_transcripts(opts: AuditOptions, src_db: Path | None, target_db: Path | None,
+def _audit_transcripts(opts: AuditOptions, source: Snapshot | None, target_db: Path | None,
                        report: RunReport) -> list[dict]:
     ropts = ReconcileOptions(sessions=opts.sessions, target=opts.target, src=opts.src,
                              session_filter=opts.session_filter, key_by=opts.key_by, memory_limit=opts.memory_limit)
     transcripts, _ = read_all(ropts)
     work = tempfile.TemporaryDirectory(prefix="lcm-etl-")
-    con = plan_transcripts(ropts, transcripts, target_db, src_db, now_iso(), Path(work.name))
+    con = plan_transcripts(ropts, transcripts, target_db, source, now_iso(), Path(work.name))
     try:
         rows = con.execute("""
             SELECT 'transcript message', 'missing in target', p.session_id,

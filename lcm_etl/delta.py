@@ -28,7 +28,7 @@ from pathlib import Path
 import duckdb
 import orjson
 
-from .sources import SourceSchema, normalized_views
+from .source_schema import SourceSchema, normalized_views
 from . import duck, ledger, pipeline, subset
 from .steps import run_stage
 

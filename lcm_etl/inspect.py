@@ -5,7 +5,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import duck, plan
-from .sources import detect_schema, take_snapshot
+from .source_schema import detect_schema
+from .sources import take_snapshot
 from .pipeline import SESSIONS
 from .report import SCHEMA_VERSION
 from .steps import run_stage

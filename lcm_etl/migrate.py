@@ -12,7 +12,8 @@ from . import delta, duck, ledger, plan, shortcut, snapcache, target as tgt
 from .runlock import target_lock
 from .progress import Progress
 from .report import RunReport, now_iso
-from .sources import check_sqlite_file, detect_schema, normalized_views, take_snapshot
+from .source_schema import detect_schema, normalized_views
+from .sources import check_sqlite_file, take_snapshot
 from .fresh import TargetBuilder
 from .flatten import ALL_OWNERS, Flattener
 from .pipeline import PROVENANCE, WRITE_MESSAGES, WRITE_REST

@@ -101,7 +101,7 @@ AUDIT_SOURCE = Stage("audit", "duckdb", "the plan database, on private copies of
                      "content hashes computed in SQLite", ("a10_audit_source",))
 
 # what the steps read that no step writes
-SOURCE_VIEWS = {name: "the source snapshot (sources.normalized_views)" for name in (
+SOURCE_VIEWS = {name: "the source snapshot (source_schema.normalized_views)" for name in (
     "src_conversations", "src_messages", "src_parts", "src_summaries", "src_summary_messages",
     "src_summary_parents", "src_large_files")}
 TARGET_TABLES = {"lcm_*": "Remnic's and lcm-etl's tables of the target (target.apply_schema; DuckDB reads them as "

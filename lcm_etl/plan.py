@@ -19,7 +19,7 @@ from tqdm import tqdm
 from . import duck, pipeline, subset
 from .errors import BadInput
 from .report import RunReport
-from .sources import SourceSchema, normalized_views
+from .source_schema import SourceSchema, normalized_views
 from .target import apply_schema
 from .steps import run_stage
 

@@ -23,12 +23,14 @@ from . import transcript_offsets as offsets
 from .errors import BadInput
 from .report import RunReport, now_iso
 from .runlock import target_lock
-from .sources import detect_schema, expand, take_snapshot
+from .source_schema import detect_schema
+from .sources import Snapshot, expand, take_snapshot
 from . import pipeline
 from .steps import run_stage
 from .target import check_target, target_view
 from .transcript_rows import FileSession, arrow_tables, file_sessions, stage_content
-from .transcripts import Transcript, TranscriptError, discover_transcripts
+from .transcript_files import discover_transcripts
+from .transcripts import Transcript, TranscriptError
 from .write import WriteJob, write
 
 _HELD_LCM_EMPTY = ("SELECT NULL::VARCHAR AS session_id, NULL::VARCHAR AS conv_key, NULL::BIGINT AS seq, "
@@ -117,14 +119,14 @@ def _settle(transcripts: list[Transcript], sessions: list[FileSession], hints: d
 
 
 def plan_transcripts(opts: ReconcileOptions, transcripts: list[Transcript], target_db: Path | None,
-                     src_db: Path | None, fallback_time: str, workdir: Path, sessions: list[FileSession] | None = None,
+                     source: Snapshot | None, fallback_time: str, workdir: Path, sessions: list[FileSession] | None = None,
                      appended: frozenset[str] | set[str] = frozenset()):
     """Load the transcripts' identities and the held rows into a fresh DuckDB connection and run the plan
     steps r20/r60.
 
-    target_db / src_db are the databases to read (callers pass private snapshots when nothing may be
-    written, e.g. dry-run and audit). Returns the connection, holding jsonl_plan, write_messages and
-    session_work.
+    target_db is the target to read (callers pass a private snapshot when nothing may be written, e.g.
+    dry-run and audit); source is the snapshot of --src, if any. Returns the connection, holding
+    jsonl_plan, write_messages and session_work.
     """
     if sessions is None:
         sessions = file_sessions(transcripts, opts.key_by)
@@ -140,9 +142,9 @@ def plan_transcripts(opts: ReconcileOptions, transcripts: list[Transcript], targ
         if appended:
             con.executemany("INSERT INTO jsonl_appended VALUES (?)", [[a] for a in sorted(appended)])
         _select(con, opts.session_filter)
-        if src_db is not None:
-            schema = detect_schema(src_db, opts.src)
-            plan.duck.attach_sqlite(con, str(src_db), "src")
+        if source is not None:
+            schema = detect_schema(source.path, source.original)
+            plan.duck.attach_sqlite(con, str(source.path), "src")
             for name, sql in plan.normalized_views(schema, "duckdb").items():
                 con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS {sql}")
             run_stage(pipeline.HELD_SESSIONS, con, {"key_by": opts.key_by, "ws": plan.WHITESPACE})
@@ -158,8 +160,8 @@ def plan_transcripts(opts: ReconcileOptions, transcripts: list[Transcript], targ
         held_sql = _HELD_TGT_EMPTY
         if target_db is not None:
             plan.duck.attach_sqlite(con, str(target_db), "tgt")
-            if con.execute("SELECT count(*) FROM information_schema.tables WHERE table_catalog='tgt' "
-                           "AND table_name='lcm_messages'").fetchone()[0]:
+            if plan.duck.one(con, "SELECT count(*) FROM information_schema.tables WHERE table_catalog='tgt' "
+                                  "AND table_name='lcm_messages'")[0]:
                 held_sql = _HELD_TGT
         con.execute(f"CREATE TABLE held_tgt AS {held_sql}")
         if target_db is not None:
@@ -189,17 +191,16 @@ def _reconcile(opts: ReconcileOptions, read: tuple[list[Transcript], list[tuple[
     snaps = []
     work = tempfile.TemporaryDirectory(prefix="lcm-etl-")
     try:
-        src_db = None
-        if opts.src:
-            snaps.append(take_snapshot(opts.src, "source"))
-            src_db = snaps[-1].path
+        source = take_snapshot(opts.src, "source") if opts.src else None
+        if source is not None:
+            snaps.append(source)
         view = target_view(opts.target, existed, private=opts.dry_run)
         if view:
             snaps.append(view)
         target_db = view.path if view else opts.target if existed else None
         sessions = file_sessions(transcripts, opts.key_by)
         appended = _settle(transcripts, sessions, records, offsets.recorded(target_db), opts.strict)
-        con = plan_transcripts(opts, transcripts, target_db, src_db, started, Path(work.name), sessions, appended)
+        con = plan_transcripts(opts, transcripts, target_db, source, started, Path(work.name), sessions, appended)
         # held rows without an entry id are matched by identity along the whole path: such a session is read whole
         by_identity = {r[0] for r in con.execute("SELECT DISTINCT session_id FROM held WHERE entry_id IS NULL AND "
                                                  "session_id IN (SELECT session_id FROM jsonl_appended)").fetchall()}
@@ -207,7 +208,7 @@ def _reconcile(opts: ReconcileOptions, read: tuple[list[Transcript], list[tuple[
             con.close()
             _read_whole(transcripts, sessions, by_identity, opts.strict)
             appended -= by_identity
-            con = plan_transcripts(opts, transcripts, target_db, src_db, started, Path(work.name), sessions, appended)
+            con = plan_transcripts(opts, transcripts, target_db, source, started, Path(work.name), sessions, appended)
         try:
             _fill_report(con, report, transcripts, skipped)
             batches = plan.all_batches(con)

@@ -122,8 +122,6 @@ def read_appended(path: Path, rec: FileRecord) -> Transcript | None:
         node = _Node(key, tip, tip, no, e, True)
         seen.add(key)
         tip = key
-        if e.get("type") == "session_info" and isinstance(e.get("name"), str):
-            report.title = e["name"]
         msg = e.get("message")
         if e.get("type") != "message" or not isinstance(msg, dict):
             continue

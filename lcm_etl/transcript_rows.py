@@ -17,7 +17,8 @@ import orjson
 
 from .sqlite_runtime import private_file
 from .transcript_blocks import js_stringify
-from .transcripts import Transcript, TranscriptMessage, load_session_keys
+from .transcript_files import load_session_keys
+from .transcripts import Transcript, TranscriptMessage
 
 # Declared, not inferred from the data: a column with no value at all (an empty file, a header-only
 # file, v1 files without entry ids) would be typed NULL or INTEGER and fail to bind in the plan.

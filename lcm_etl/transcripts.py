@@ -1,8 +1,10 @@
 """Read OpenClaw JSONL session transcripts (SPEC section 6).
 
 ``read_transcript`` returns the messages on a transcript's *active path* as OpenClaw itself computes
-it, plus a report of everything it skipped. ``discover_transcripts`` and ``load_session_keys`` find the
-files and their session keys. Pure Python, no I/O besides reading the named files.
+it, plus a report of everything it skipped; each message carries lossless-claw's content, token count
+(transcript_tokens.py) and identity hash (transcript_identity.py), and its Remnic parts
+(transcript_blocks.py). transcript_files.py finds the files and their session keys. Pure Python, no I/O
+besides reading the named file.
 
 Reading rules: bytes split on ``b"\\n"`` only (raw U+2028/U+2029/U+0085 stay inside their line), a
 trailing ``\\r`` and a BOM are stripped, blank lines are ignored, and a line that does not parse as a
@@ -27,17 +29,17 @@ from typing import Any
 
 import orjson
 
-from .transcript_blocks import (FILE_TYPES, REASONING_TYPES, TOOL_CALL_TYPES, TOOL_RESULT_TYPES, extract_content,
-                                identity_hash, lc_token_count, without_surrogates)
+from .transcript_blocks import build_parts, extract_content, reject_constant, without_surrogates
+from .transcript_files import file_stem
+from .transcript_identity import identity_hash
+from .transcript_tokens import lc_token_count
 
 PERSISTABLE_ROLES = {"user": "user", "assistant": "assistant", "system": "system", "tool": "tool",
                      "toolResult": "tool"}
 CANONICAL_TYPES = frozenset({"message", "thinking_level_change", "model_change", "compaction", "branch_summary",
                              "custom", "custom_message", "label", "session_info"})
-_SESSION_ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,127}$", re.IGNORECASE)
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _BLANK = re.compile(rb"[ \t\r]*\Z")
-_ARCHIVE_RE = re.compile(r"\.jsonl\.(reset|deleted|bak)\.[^/]+$")
 
 
 class TranscriptError(Exception):
@@ -75,7 +77,6 @@ class TranscriptReport:
     replays: list[int] = field(default_factory=list)
     unknown_types: int = 0
     extra_headers: list[int] = field(default_factory=list)
-    title: str | None = None
     non_persistable: dict[str, int] = field(default_factory=dict)
     cycles: list[str] = field(default_factory=list)
 
@@ -125,13 +126,9 @@ def _parse_line(raw: bytes) -> tuple[Any, str | None]:
     except UnicodeDecodeError:
         return None, "not UTF-8"
     try:  # orjson rejects lone-surrogate escapes; the stdlib keeps them
-        return json.loads(text, parse_constant=_no_constant), None
+        return json.loads(text, parse_constant=reject_constant), None
     except (ValueError, RecursionError):
         return None, "not JSON: " + first_error.split(":")[0]
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"invalid constant {name}")
 
 
 def _lines(data: bytes):
@@ -146,11 +143,6 @@ def _lines(data: bytes):
             return
         yield data[start:stop]
         start = stop + 1
-
-
-def _file_stem(path: Path) -> str:
-    name = path.name
-    return name[: name.index(".jsonl")] if ".jsonl" in name else path.stem
 
 
 def read_transcript(path: Path | str, strict: bool = False) -> Transcript:
@@ -204,7 +196,7 @@ def read_transcript(path: Path | str, strict: bool = False) -> Transcript:
             why = "is not UTF-8 text" if undecodable and not entries else "holds no session header and no message entry"
             raise TranscriptError(path, f"not an OpenClaw transcript ({why})")
     hid = header.get("id") if header else None
-    header_id = hid.strip() if isinstance(hid, str) and hid.strip() else _file_stem(path)
+    header_id = hid.strip() if isinstance(hid, str) and hid.strip() else file_stem(path)
     version = (header.get("version") if isinstance(header.get("version"), int) else 1) if header else None
     on_path, nodes = _active_path(body, report)
     messages: list[TranscriptMessage] = []
@@ -232,9 +224,6 @@ def read_transcript(path: Path | str, strict: bool = False) -> Transcript:
     abandoned = [(n.key, PERSISTABLE_ROLES.get(n.entry["message"].get("role")), n.entry["message"].get("timestamp"))
                  for n in off_path if n.has_id and isinstance(n.entry.get("message"), dict)
                  and isinstance(n.entry["message"].get("role"), str)]
-    for _, e in body:
-        if e.get("type") == "session_info" and isinstance(e.get("name"), str):
-            report.title = e["name"]
     last = next(reversed(nodes), None)
     tip = on_path[-1].key if on_path and on_path[-1].has_id and on_path[-1].key == last and whole_lines else None
     return Transcript(path, header_id, header, version, messages, report, abandoned,
@@ -250,12 +239,13 @@ def _active_path(body: list[tuple[int, dict]], report: TranscriptReport) -> tupl
         typ = e.get("type")
         canonical = typ in CANONICAL_TYPES
         eid = e.get("id", e.get("uuid"))
-        has_id = isinstance(eid, str) and bool(eid.strip())
+        stripped_id = eid.strip() if isinstance(eid, str) else ""
+        has_id = bool(stripped_id)
         if not canonical and typ != "leaf":
             report.unknown_types += 1
             if not has_id:
                 continue
-        key = eid.strip() if has_id else f"#{no}"
+        key = stripped_id if has_id else f"#{no}"
         if key in nodes:
             report.replays.append(no)
             continue
@@ -344,126 +334,3 @@ def _to_message(node: _Node, msg: dict, role: str) -> TranscriptMessage:
         created_at=created, created_at_lc=dt.strftime("%Y-%m-%d %H:%M:%S") if dt else None,
         inner_timestamp=msg.get("timestamp"), metadata=metadata, parts=build_parts(msg, created),
         sender_metadata=sender)
-
-
-_PATH_KEYS = ("file_path", "filePath", "path", "filename", "fileName")
-
-
-def _part_kind(typ: Any, tool_message: bool) -> str:
-    if typ in FILE_TYPES:
-        return "file"
-    if tool_message:
-        return "tool_result"
-    if typ == "text":
-        return "text"
-    if typ in REASONING_TYPES:
-        return "reasoning"
-    if typ in TOOL_CALL_TYPES:
-        return "tool_call"
-    if typ in TOOL_RESULT_TYPES:
-        return "tool_result"
-    return typ if isinstance(typ, str) and typ else "unknown"
-
-
-def build_parts(msg: dict, created_at: str | None) -> list[dict[str, Any]]:
-    """Flatten a message's content into Remnic part dicts; every block field is kept in ``payload``."""
-    content = msg.get("content")
-    if content is None:
-        return []
-    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else \
-        content if isinstance(content, list) else [content]
-    tool_message = msg.get("role") in ("toolResult", "tool")
-    msg_tool = msg.get("toolName") if isinstance(msg.get("toolName"), str) else None
-    parts = []
-    for ordinal, block in enumerate(blocks):
-        payload = dict(block) if isinstance(block, dict) else {"value": block}
-        typ = block.get("type") if isinstance(block, dict) else ("text" if isinstance(block, str) else None)
-        if isinstance(block, str):
-            payload = {"type": "text", "text": block}
-        if tool_message:
-            for k in ("toolCallId", "toolName", "isError"):
-                if k in msg and k not in payload:
-                    payload[k] = msg[k]
-        tool_name = payload.get("name") if typ in TOOL_CALL_TYPES else msg_tool if tool_message else None
-        tool_name = tool_name if isinstance(tool_name, str) else None
-        file_path = next((payload[k] for k in _PATH_KEYS if isinstance(payload.get(k), str)), None)
-        args = payload.get("arguments", payload.get("input"))
-        if file_path is None and typ in TOOL_CALL_TYPES and isinstance(args, dict):
-            file_path = next((args[k] for k in _PATH_KEYS if isinstance(args.get(k), str)), None)
-        parts.append({"ordinal": ordinal, "kind": _part_kind(typ, tool_message), "payload": payload,
-                      "tool_name": tool_name, "file_path": file_path, "created_at": created_at})
-    return parts
-
-
-def classify_file_name(name: str) -> str:
-    """'live', 'archive', or the reason a file in a sessions folder is not a transcript."""
-    if name == "sessions.json" or name.startswith("sessions.json."):
-        return "session store"
-    if ".checkpoint." in name:
-        return "compaction checkpoint copy"
-    if name.endswith(".trajectory.jsonl") or ".trajectory-path." in name:
-        return "trajectory file"
-    if ".corrupt-" in name:
-        return "corrupt-header backup"
-    if _ARCHIVE_RE.search(name):
-        return "archive"
-    if name.endswith(".jsonl") and _SESSION_ID_RE.match(name[:-6]):
-        return "live"
-    return "not a transcript file name"
-
-
-def discover_transcripts(paths: list[Path], explicit: set) -> tuple[list[Path], list[tuple[Path, str]]]:
-    """Transcript files to read, and (path, reason) for what was left out.
-
-    A folder is scanned non-recursively for live ``<id>.jsonl`` / ``<id>-topic-<t>.jsonl`` files.
-    Archives (``.reset.``/``.deleted.``/``.bak.``) are taken only when named explicitly as a file;
-    checkpoint copies, trajectories and ``.corrupt-`` backups never are. An explicitly named file with
-    any other name is taken (``read_transcript`` then decides whether it is a transcript).
-    """
-    explicit_resolved = {Path(p).expanduser().resolve() for p in explicit}
-    files: list[Path] = []
-    skipped: list[tuple[Path, str]] = []
-    seen: set[Path] = set()
-
-    def consider(p: Path, named: bool) -> None:
-        kind = classify_file_name(p.name)
-        ok = kind == "live" or (named and kind in ("archive", "not a transcript file name"))
-        if not ok:
-            reason = "archive (name the file explicitly to import it)" if kind == "archive" else kind
-            skipped.append((p, reason))
-        elif p.resolve() not in seen:
-            seen.add(p.resolve())
-            files.append(p)
-
-    for raw in paths:
-        p = Path(raw).expanduser()
-        if p.is_dir():
-            for child in sorted(p.iterdir()):
-                if child.is_file():
-                    consider(child, False)
-        elif p.exists():
-            consider(p, p.resolve() in explicit_resolved)
-        else:
-            skipped.append((p, "no such file or directory"))
-    return files, skipped
-
-
-def load_session_keys(folder: Path | str) -> dict[str, str]:
-    """session id -> session key from ``<folder>/sessions.json``; malformed entries are ignored."""
-    try:
-        store = orjson.loads(Path(folder, "sessions.json").read_bytes())
-    except (OSError, orjson.JSONDecodeError):
-        return {}
-    keys: dict[str, str] = {}
-    if not isinstance(store, dict):
-        return keys
-    for key, value in store.items():
-        if not isinstance(value, dict) or not key.strip():
-            continue
-        sid = value.get("sessionId")
-        if isinstance(sid, str) and sid.strip():
-            keys.setdefault(sid.strip(), key)
-        sfile = value.get("sessionFile")
-        if isinstance(sfile, str) and sfile.strip():
-            keys.setdefault(_file_stem(Path(sfile.strip())), key)
-    return keys

@@ -62,12 +62,19 @@ def test_reconcile_of_a_transcript_input_without_typed_values_succeeds(tmp_path,
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_audit_of_a_transcript_input_without_typed_values_succeeds(tmp_path, kind):
+def test_audit_of_a_transcript_input_without_typed_values_succeeds(tmp_path, kind, monkeypatch):
+    # audit --sessions without --src reads $OPENCLAW_STATE_DIR/lcm.db (else ~/.openclaw/lcm.db) when it exists:
+    # point it at an empty folder, so a real OpenClaw state on the machine is never read
+    state = tmp_path / "state"
+    state.mkdir()
+    monkeypatch.setenv("OPENCLAW_STATE_DIR", str(state))
     sessions, held = make_input(kind, tmp_path / "in")
     target = tmp_path / "t.sqlite"
     proc = run_cli("audit", "--sessions", sessions, "--dest", target, "--json")
     assert (proc.returncode, proc.stderr) == (3 if held else 0, "")
-    assert json.loads(proc.stdout)["extra"]["transcript_messages_pending"] == held
+    report = json.loads(proc.stdout)
+    assert report["extra"]["transcript_messages_pending"] == held
+    assert report["extra"]["lcm_db_not_found"] == str(state / "lcm.db")
     assert run_cli("reconcile", "--sessions", sessions, "--dest", target, "-q").returncode == 0
     proc = run_cli("audit", "--sessions", sessions, "--dest", target, "--json")
     assert (proc.returncode, proc.stderr) == (0, "")

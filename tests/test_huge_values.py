@@ -87,7 +87,11 @@ def test_a_50_mb_message_migrates_audits_and_inspects_within_a_small_multiple_of
     assert_within_bounds(runs, tmp_path / "huge" / "lcm.sqlite")
 
 
-def test_a_50_mb_message_in_a_transcript_reconciles_and_audits_within_a_small_multiple_of_its_size(tmp_path):
+def test_a_50_mb_message_in_a_transcript_reconciles_and_audits_within_a_small_multiple_of_its_size(tmp_path, monkeypatch):
+    # audit --sessions without --src reads $OPENCLAW_STATE_DIR/lcm.db (else ~/.openclaw/lcm.db) when it exists:
+    # an empty folder keeps a real OpenClaw state on the machine out of the measurement
+    (tmp_path / "state").mkdir()
+    monkeypatch.setenv("OPENCLAW_STATE_DIR", str(tmp_path / "state"))
     def transcript(path: Path, text: str) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         entries = [{"type": "session", "version": 3, "id": path.stem, "timestamp": "2026-06-01T00:00:00.000Z"},

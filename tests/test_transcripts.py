@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from lcm_etl.transcript_blocks import estimate_tokens, js_number, js_stringify
-from lcm_etl.transcripts import (TranscriptError, discover_transcripts, load_session_keys, read_transcript)
+from lcm_etl.transcript_blocks import js_number, js_stringify
+from lcm_etl.transcript_files import discover_transcripts, load_session_keys
+from lcm_etl.transcript_tokens import estimate_tokens
+from lcm_etl.transcripts import TranscriptError, read_transcript
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "sessions"
 # OpenClaw's getBranch() message counts, from fixtures/sessions/README.md
@@ -104,10 +106,6 @@ def test_metadata_keeps_model_fields_and_envelope_timestamp_and_sender_metadata(
     failed = next(m for m in t.messages if m.metadata.get("stopReason") == "error")
     assert failed.parts == [] and failed.token_count == 0 and failed.metadata["errorMessage"]
     assert user.created_at.endswith("Z") and len(user.created_at) == 24
-
-
-def test_session_info_title_is_reported():
-    assert read_transcript(FIX / "plain-chat.jsonl").report.title == "Australia trivia"
 
 
 # --------------------------------------------------------------------------- synthetic files

@@ -1,7 +1,7 @@
 -- step: part_rows (message_parts in Remnic's terms)
 -- engine: sqlite (view: on the connections that flatten parts — 78 for an existing target, 76 for a new
 --         one — and on a new target's final connection, for 84_part_times.sql)
--- reads: src_parts (sources.normalized_views: adapts to the schema generation)
+-- reads: src_parts (source_schema.normalized_views: adapts to the schema generation)
 -- produces: TEMP VIEW part_rows(message_id, ordinal, kind, payload, tool_name, file_path, created_at)
 -- key: (source message id, ordinal)
 -- why: SPEC §3.4, said once for both ways of writing parts. One target row per source part. kind:
