@@ -37,7 +37,7 @@ from .sources import Snapshot, file_signature, fold_wal, take_snapshot, unchange
 # proving page by page, and their bytes are held in memory until written; the source is copied whole
 MAX_CHANGED_SHARE, MIN_CHANGED_LIMIT = 0.1, 256
 
-# source tables the plan reads (sources.normalized_views) -> each row of a rowid range with the one or two
+# source tables the plan reads (source_schema.normalized_views) -> each row of a rowid range with the one or two
 # conversations owning it, NULL when the owner does not exist (a row of no conversation):
 # (rowid, owner, owner, the row's own columns...)
 _RANGE = " WHERE {0}rowid > ? AND {0}rowid <= ?"

@@ -12,7 +12,7 @@ import sqlite3
 from contextlib import closing
 from pathlib import Path
 
-# source tables the plan reads (sources.normalized_views), and which of their rows belong to the scope
+# source tables the plan reads (source_schema.normalized_views), and which of their rows belong to the scope
 _SOURCE_ROWS = (
     ("conversations", "conversation_id IN (SELECT conv FROM temp.scope)"),
     ("messages", "conversation_id IN (SELECT conv FROM temp.scope)"),
