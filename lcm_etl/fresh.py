@@ -136,10 +136,9 @@ class TargetBuilder:
         self.stage_ready(job.stage)
         if self.failed():   # a builder that stopped early (disk full, a bad source page) fails the run now
             self.join()
-        scratch = job.stage.parent / "scratch-rows.sqlite"
         counts: dict[str, int] = {}
         bars.step("messages")
-        with closing(sqlite3.connect(scratch, isolation_level=None)) as con:
+        with closing(sqlite3.connect(_scratch_rows(job), isolation_level=None)) as con:
             private_file(con)
             con.execute("BEGIN")
             tgt.apply_schema(con)   # the target's own DDL: what is copied from here moves as pages
@@ -162,7 +161,7 @@ class TargetBuilder:
 
     def into(self, con: sqlite3.Connection, job: WriteJob, bars: Progress) -> dict[str, int]:
         """The scratch file's rows copied into the building file as pages, and the file finished."""
-        attach_all(con, {"msgs": job.stage.parent / "scratch-rows.sqlite"}, {})
+        attach_all(con, {"msgs": _scratch_rows(job)}, {})
         counts = run_stages(con, job, (FRESH_FINISH,))
         counts.pop("part_times_fixed", None)   # a correction of rows counted already
         # as many FTS rows as messages (checked in `before`), and every one of them a message's
@@ -172,3 +171,8 @@ class TargetBuilder:
             raise RunFailed(f"internal error: {stray} FTS rows of the new target index no message; "
                             "the target was not created")
         return counts
+
+
+def _scratch_rows(job: WriteJob) -> Path:
+    """The planning thread's file with the target's schema, beside the stage."""
+    return job.stage.parent / "scratch-rows.sqlite"
