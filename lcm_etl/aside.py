@@ -121,7 +121,7 @@ class BuiltAside:
         finally:
             self.file.discard()
 
-    def load(self, job: WriteJob, finished_at, bars: Progress) -> dict[str, int]:
+    def load(self, job: WriteJob, finished_at: Callable[[], str], bars: Progress) -> dict[str, int]:
         counts = self.fill.before(job, bars)
         with self.file.open(job.lock_timeout) as con:
             prepare(con, job, self.fill.work_tables)
@@ -131,7 +131,7 @@ class BuiltAside:
         self.file.link()
         return counts
 
-    def _seal(self, con: sqlite3.Connection, job: WriteJob, counts: dict, finished_at) -> None:
+    def _seal(self, con: sqlite3.Connection, job: WriteJob, counts: dict, finished_at: Callable[[], str]) -> None:
         """The end of the private file: provenance and ledger row, COMMIT, foreign keys checked, WAL."""
         finish(con, job, counts, finished_at(), whole=True)
         con.execute("COMMIT")
@@ -150,7 +150,8 @@ class InOneTransaction:
     target run as one batch, numbered from 1 by 70_assign_turns.sql, its parts (migrate) flattened beside the
     writer (pipeline.FLATTEN: from the start of the run, or once the stage exists) and copied after the
     messages (80)."""
-    PHASE: tuple[str, tuple[str, ...]] = ("building", ("indexing the plan", "messages", "flattening parts", "parts", "checking and linking"))
+    PHASE: tuple[str, tuple[str, ...]] = ("building", ("indexing the plan", "messages", "flattening parts", "parts",
+                                                       "checking and linking"))
     work_tables = True
     takes_spare_work = False
 

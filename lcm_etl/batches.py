@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from contextlib import closing
 from functools import partial
+from typing import Callable
 
 from . import ledger, provenance, target as tgt
 from .aside import building_path
+from .flatten import Flattener
 from .pipeline import Stage
 from .progress import Progress
 from .write import WriteJob, add_counts, finish, in_transaction, planned_flattener, prepare, run_stages
@@ -32,7 +34,7 @@ class InBatches:
     def close(self) -> None:
         pass
 
-    def load(self, job: WriteJob, finished_at, bars: Progress) -> dict[str, int]:
+    def load(self, job: WriteJob, finished_at: Callable[[], str], bars: Progress) -> dict[str, int]:
         # a build killed after it was linked into place leaves its private name behind (a second hard link
         # to this very target): drop the name, never the data
         building_path(job.target).unlink(missing_ok=True)
@@ -43,7 +45,8 @@ class InBatches:
             if scratch and scratch.thread.is_alive():
                 scratch.cancel()
 
-    def _batches(self, job: WriteJob, finished_at, bars: Progress, scratch) -> dict[str, int]:
+    def _batches(self, job: WriteJob, finished_at: Callable[[], str], bars: Progress,
+                 scratch: Flattener | None) -> dict[str, int]:
         counts: dict[str, int] = {}
         bars.step("reading the target")
         # the ledger row `running` has been written, perhaps committed: a failure must mark it (an interrupt can
