@@ -14,10 +14,9 @@ from .progress import Progress
 from .report import RunReport, now_iso
 from .source_schema import detect_schema, normalized_views
 from .sources import check_sqlite_file, take_snapshot
-from .fresh import TargetBuilder
-from .flatten import ALL_OWNERS, Flattener
+from .loader import SourceParts, Strategy, choose, load
 from .pipeline import PROVENANCE, WRITE_MESSAGES, WRITE_REST
-from .write import WriteJob, record_run, write, write_failure
+from .write import WriteJob, record_run, write_failure
 
 
 @dataclass
@@ -69,21 +68,15 @@ def _migrate(opts: MigrateOptions) -> RunReport:
     proved = changes.conversations if changes else None
     if changes is not None and proved is None:
         rec = None   # changed pages that cannot be placed (a value rewritten in its overflow pages): plan all
-    view = flattener = builder = committed = None
+    view = strategy = committed = None
     try:
         schema = detect_schema(snap.path, opts.src)
         report.source_schema = schema.generation
-        if not existed and not opts.dry_run:
-            sqlite_views = normalized_views(schema, "sqlite")
-            if schema.integer_ids:
-                # a new target keeps the integer source ids as its message ids: a second thread builds
-                # it from the source while DuckDB plans (at once, or once the stage exists with a filter)
-                builder = TargetBuilder(opts.target, {"src": snap.path}, sqlite_views,
-                                        planned=bool(opts.session_filter), lock_timeout=opts.lock_timeout,
-                                        spare_work=snap.hash_in_background).start()
-            elif not opts.session_filter:
-                # a new target takes every part: flatten them while DuckDB plans
-                flattener = Flattener(snap.folder, {"src": snap.path}, sqlite_views, ALL_OWNERS).start()
+        if not opts.dry_run:   # chosen before planning: a new target's parts start on the source meanwhile
+            strategy = choose(opts.target, existed, (WRITE_MESSAGES, WRITE_REST), opts.lock_timeout, SourceParts(
+                snap.folder, {"src": snap.path}, normalized_views(schema, "sqlite"), schema.integer_ids,
+                planned=bool(opts.session_filter), spare_work=snap.hash_in_background,
+                release=snap.discard_in_background))
         con = plan.open_source(snap.path, schema, opts.src, opts.memory_limit, warm)
         try:
             if proved is not None:
@@ -120,31 +113,29 @@ def _migrate(opts: MigrateOptions) -> RunReport:
             bars.phase("staging")
             plan.stage(con, stage_path, record_marks=not opts.session_filter)
             bars.close()
-            if builder is None:   # for the ledger; once DuckDB is done, so it does not slow planning
-                snap.hash_in_background()
+            if not (strategy and strategy.takes_spare_work):   # else a builder thread hashes once it is free
+                snap.hash_in_background()   # for the ledger; once DuckDB is done, so it does not slow planning
         except duckdb.Error as exc:
-            _builder_failure(builder, opts, snap.path)   # a full disk shows first where the builder writes
+            _background_failure(strategy, opts, snap.path)   # a full disk shows first where the builder writes
             raise duck.translate(exc, plan.unreadable_source(opts.src)) from None
         finally:
             con.close()
-        job = WriteJob(target=opts.target, target_existed=existed, stage=stage_path,
-                       batch_stages=(WRITE_MESSAGES, WRITE_REST), builder=builder,
-                       final_stage=PROVENANCE, flatten=True, flattener=flattener, batches=planned.batches,
-                       release=snap.discard_in_background,
-                       params={"fired_at": started, "source_path": str(opts.src)},
-                       lock_timeout=opts.lock_timeout, progress=opts.progress,
-                       attach={"src": scope.source_subset if scope else snap.path},
-                       views=normalized_views(schema, "sqlite"))
         # the source's sha256 is read when the ledger row is written: hashing runs meanwhile
-        job.record = ledger.RunRecord.new("migrate", started, _options(opts), source_path=str(opts.src),
-                                          source_size=snap.size, source_sha256=lambda: snap.sha256)
-        # a re-plan of a few sessions reports the whole source too (delta.add_unchanged): its totals are
-        # those of the whole source, for the no-op shortcut of the next run
-        job.ledger_extra = {"source_fingerprint": source_fp, "options_key": opts_key,
-                            "totals": _totals(report),
-                            "marks_run": None if opts.session_filter else job.record.run_id}
-        job.params["run_id"] = job.record.run_id   # 95 stores the marks under it
-        counts = write(job, now_iso)
+        record = ledger.RunRecord.new("migrate", started, _options(opts), source_path=str(opts.src),
+                                      source_size=snap.size, source_sha256=lambda: snap.sha256)
+        job = WriteJob(target=opts.target, stage=stage_path, final_stage=PROVENANCE, batches=planned.batches,
+                       # 95 stores the marks under the run id
+                       params={"fired_at": started, "source_path": str(opts.src), "run_id": record.run_id},
+                       record=record, lock_timeout=opts.lock_timeout, progress=opts.progress,
+                       attach={"src": scope.source_subset if scope else snap.path},
+                       views=normalized_views(schema, "sqlite"),
+                       # a re-plan of a few sessions reports the whole source too (delta.add_unchanged): its
+                       # totals are those of the whole source, for the no-op shortcut of the next run
+                       ledger_extra={"source_fingerprint": source_fp, "options_key": opts_key,
+                                     "totals": _totals(report),
+                                     "marks_run": None if opts.session_filter else record.run_id})
+        assert strategy is not None   # only a dry run has none, and it has returned
+        counts = load(job, strategy, now_iso)
         committed = job.record.run_id
         report.take_written(counts)
         report.run_id = job.record.run_id
@@ -154,10 +145,8 @@ def _migrate(opts: MigrateOptions) -> RunReport:
         bars.close()   # before the error line, if any
         warm.close()
         try:
-            if flattener is not None and flattener.thread.is_alive():
-                flattener.cancel()
-            if builder is not None:
-                builder.discard()
+            if strategy is not None:
+                strategy.close()
         finally:
             snap.close()
         if view:
@@ -168,14 +157,14 @@ def _migrate(opts: MigrateOptions) -> RunReport:
             cache.seal(committed)
 
 
-def _builder_failure(builder: TargetBuilder | None, opts: MigrateOptions, snapshot: Path) -> None:
+def _background_failure(strategy: Strategy | None, opts: MigrateOptions, snapshot: Path) -> None:
     """Planning failed: if the builder had failed first (its own disk full, say), that is the run's error."""
-    if builder is None:
+    if strategy is None:
         return
-    error = builder.failed()   # read before cancelling: the builder's own failure, not the interruption
-    builder.cancel()
+    error = strategy.failed()   # read before stopping it: the builder's own failure, not the interruption
+    strategy.close()
     if isinstance(error, (sqlite3.Error, OSError)):
-        raise write_failure(error, opts.target, False, snapshot) from None
+        raise write_failure(error, opts.target, strategy.existed, snapshot) from None
 
 
 def _totals(report: RunReport) -> dict:
@@ -197,14 +186,12 @@ def _nothing_changed(opts: MigrateOptions, report: RunReport, previous: tuple[st
     report.extra["shortcut"] = (f"source unchanged and target untouched since run {run_id}: nothing to do "
                                 "(--full re-plans everything)")
     if not opts.dry_run:
-        job = WriteJob(target=opts.target, target_existed=True, stage=Path(), batch_stages=(), final_stage=None,
-                       flatten=False, batches=[], params={}, lock_timeout=opts.lock_timeout, progress=False)
-        job.record = ledger.RunRecord.new("migrate", started, _options(opts), source_path=str(opts.src),
-                                          source_size=opts.src.stat().st_size)
-        job.ledger_extra = {"source_fingerprint": source_fp, "options_key": opts_key, "totals": totals,
-                            "shortcut_of": run_id, "marks_run": marks_run}
-        record_run(opts.target, job, {}, now_iso())
-        report.run_id = job.record.run_id
+        record = ledger.RunRecord.new("migrate", started, _options(opts), source_path=str(opts.src),
+                                      source_size=opts.src.stat().st_size)
+        record_run(opts.target, opts.lock_timeout, record, {"source_fingerprint": source_fp, "options_key": opts_key,
+                                                            "totals": totals, "shortcut_of": run_id,
+                                                            "marks_run": marks_run}, now_iso())
+        report.run_id = record.run_id
     report.elapsed_s = time.monotonic() - t0
     return report
 

@@ -1,7 +1,7 @@
 """The pipeline, declared once: which step files of `transforms/` each command runs, in which order, on which
 engine and connection.
 
-The runners (plan.py, flatten.py, fresh.py, write.py, reconcile.py, audit.py, inspect.py) run these stages
+The runners (plan.py, flatten.py, fresh.py, batches.py, aside.py, reconcile.py, audit.py, inspect.py) run these stages
 and no other list of steps; `lcm-etl steps [COMMAND]` prints them and transforms/README.md is generated from
 them (`lcm-etl steps --markdown`). tests/test_pipeline.py checks every step's `reads:` header against what the
 earlier steps of the same pipeline write and the inputs a pipeline declares here.

@@ -31,7 +31,8 @@ from .target import check_target, target_view
 from .transcript_rows import FileSession, arrow_tables, file_sessions, stage_content
 from .transcript_files import discover_transcripts
 from .transcripts import Transcript, TranscriptError
-from .write import WriteJob, write
+from .loader import choose, load
+from .write import WriteJob
 
 _HELD_LCM_EMPTY = ("SELECT NULL::VARCHAR AS session_id, NULL::VARCHAR AS conv_key, NULL::BIGINT AS seq, "
                    "NULL::VARCHAR AS entry_id, NULL::VARCHAR AS identity_hash WHERE false")
@@ -227,17 +228,17 @@ def _reconcile(opts: ReconcileOptions, read: tuple[list[Transcript], list[tuple[
             con.close()
         files = [str(t.path) for t in transcripts]
         transcripts.clear()   # the stage holds what is written now: free the parsed content before writing
-        job = WriteJob(target=opts.target, target_existed=existed, stage=stage_path, batch_stages=(pipeline.RECONCILE_WRITE,),
-                       final_stage=pipeline.RECONCILE_RECORD, flatten=False, batches=batches, params={"fired_at": started},
-                       lock_timeout=opts.lock_timeout, progress=opts.progress)
-        job.record = ledger.RunRecord.new(
+        record = ledger.RunRecord.new(
             "reconcile", started, {"sessions": files, "session_filter": opts.session_filter, "key_by": opts.key_by},
             source_path=str(opts.src) if opts.src else None, source_size=snaps[0].size if opts.src else None,
             source_sha256=snaps[0].sha256 if opts.src else None)
-        job.params["run_id"] = job.record.run_id
-        counts = write(job, now_iso)
+        job = WriteJob(target=opts.target, stage=stage_path, final_stage=pipeline.RECONCILE_RECORD, batches=batches,
+                       params={"fired_at": started, "run_id": record.run_id}, record=record,
+                       lock_timeout=opts.lock_timeout, progress=opts.progress)
+        strategy = choose(opts.target, existed, (pipeline.RECONCILE_WRITE,), opts.lock_timeout)
+        counts = load(job, strategy, now_iso)
         report.take_written(counts)
-        report.run_id = job.record.run_id
+        report.run_id = record.run_id
         report.elapsed_s = time.monotonic() - t0
         return report
     except duckdb.Error as exc:

@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .errors import BadInput, RunFailed
-from .write import folders_to_make, remove_folders
+from .aside import folders_to_make, remove_folders
 
 POLL_S = 0.05   # how often a waiting run tries the lock again (its wait is bounded by --lock-timeout)
 

@@ -54,7 +54,7 @@ def quote_path(path: Path) -> str:
 def private_file(con: sqlite3.Connection, cache_kib: int = 16384) -> None:
     """Pragmas for a file nobody reads before it is finished (a scratch file, a new target being built):
     no journal (a crash leaves a file the next run deletes), no syncs (one fsync before a link), foreign
-    keys checked once at the end (write.seal)."""
+    keys checked once at the end (aside.BuiltAside)."""
     con.execute("PRAGMA journal_mode=OFF")
     con.execute("PRAGMA synchronous=OFF")
     con.execute(f"PRAGMA cache_size=-{cache_kib}")

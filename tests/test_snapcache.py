@@ -126,10 +126,10 @@ def test_a_run_that_fails_after_refreshing_the_snapshot_leaves_it_unsealed(pair,
     src, target, _, _, _ = pair
     change(src, APPEND, "one more", 2)
 
-    def fails(job, now):
+    def fails(job, strategy, now):
         raise RuntimeError("the disk went away")
 
-    monkeypatch.setattr(migrate_module, "write", fails)
+    monkeypatch.setattr(migrate_module, "load", fails)
     with pytest.raises(RuntimeError):
         migrate_module.migrate(migrate_module.MigrateOptions(src=src, target=target))
     assert kept(src, target).sealed_run() is None
