@@ -24,7 +24,8 @@ from pathlib import Path
 if sys.argv[3] == "off":
     from lcm_etl.sqlite_runtime import disable_memstatus
     assert disable_memstatus()
-from lcm_etl import source_schema, steps
+from lcm_etl.read import source_schema
+from lcm_etl.planning import steps
 src = Path(sys.argv[1])
 views = source_schema.normalized_views(source_schema.detect_schema(src, src), "sqlite")
 took = {}
@@ -52,7 +53,7 @@ def flatten(src: Path, threads: int, counter: str) -> str:
 def payload(src: Path) -> None:
     import sqlite3
 
-    from lcm_etl import source_schema
+    from lcm_etl.read import source_schema
 
     con = sqlite3.connect(f"file:{src}?mode=ro", uri=True)
     extra = [c for c in source_schema.detect_schema(src, src).columns["message_parts"] if c not in source_schema.PART_MAPPED]

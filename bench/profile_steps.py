@@ -12,7 +12,9 @@ import sys
 import threading
 import time
 
-from lcm_etl import cli, fresh, plan, steps, write
+from lcm_etl import cli
+from lcm_etl.load import fresh, write
+from lcm_etl.planning import plan, steps
 
 T0 = time.monotonic()
 

@@ -85,7 +85,7 @@ def bench_size(n: int, repeat: int = 1) -> list[dict]:
     work.mkdir(parents=True)
     rows = []
 
-    # kept snapshots (lcm_etl/snapcache.py) go into the work folder, not ~/.cache, and go with it
+    # kept snapshots (lcm_etl/read/snapcache.py) go into the work folder, not ~/.cache, and go with it
     cached = {"LCM_ETL_CACHE_DIR": str(work / "cache")}
 
     def timed(name: str, cmd: list[str], stdin: Path | None = None, env: dict | None = None) -> dict:

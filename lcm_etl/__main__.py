@@ -1,4 +1,4 @@
 """`python -m lcm_etl`: the same command line as `lcm-etl`."""
-from .cli import main
+from lcm_etl.cli import main
 
 main()

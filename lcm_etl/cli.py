@@ -13,13 +13,13 @@ import traceback
 import click
 import orjson
 
-from . import __version__
-from .errors import EXIT_CODES, EXIT_FAILURE, BadInput, LcmEtlError
-from .options import MEMORY_SIZE, TEXT_PATH
-from .pipeline import COMMANDS
-from .report import SCHEMA_VERSION
-from .sources import default_source, expand
-from .sqlite_runtime import disable_memstatus
+from lcm_etl import __version__
+from lcm_etl.errors import EXIT_CODES, EXIT_FAILURE, BadInput, LcmEtlError
+from lcm_etl.options import MEMORY_SIZE, TEXT_PATH
+from lcm_etl.planning.pipeline import COMMANDS
+from lcm_etl.report import SCHEMA_VERSION
+from lcm_etl.read.sources import default_source, expand
+from lcm_etl.sqlite_runtime import disable_memstatus
 
 
 def source_option(f):
@@ -102,7 +102,7 @@ def _watching(watch, interval, dry_run, manifest=None) -> bool:
 
 
 def _watch(run_once, inputs, interval, as_json, quiet) -> int:
-    from .watch import DEFAULT_INTERVAL, WatchOptions, watch
+    from lcm_etl.commands.watch import DEFAULT_INTERVAL, WatchOptions, watch
 
     return watch(run_once, inputs, WatchOptions(interval=interval or DEFAULT_INTERVAL, as_json=as_json, quiet=quiet))
 
@@ -179,8 +179,8 @@ def cli():
 def migrate(src, dest, memory_dir, dry_run, session_filter, key_by, as_json, quiet, debug, lock_timeout, batch_rows,
             memory_limit, full, manifest, jobs, discover, dest_root, scheduler, retries, watch, interval):
     """Copy a lossless-claw lcm.db into a Remnic LCM database (idempotent)."""
-    from .migrate import MigrateOptions, migrate as run
-    from .target import resolve_target
+    from lcm_etl.commands.migrate import MigrateOptions, migrate as run
+    from lcm_etl.store.target import resolve_target
 
     watching = _watching(watch, interval, dry_run, manifest or discover)
     if manifest or discover or dest_root or scheduler or retries is not None:
@@ -193,7 +193,7 @@ def migrate(src, dest, memory_dir, dry_run, session_filter, key_by, as_json, qui
                           batch_rows=batch_rows, progress=progress_wanted(as_json, quiet) and not watching,
                           memory_limit=memory_limit, full=full)
     if watching:
-        from .watch import migrate_inputs
+        from lcm_etl.commands.watch import migrate_inputs
 
         return _watch(lambda: run(opts), migrate_inputs(opts.src), interval, as_json, quiet)
     report = run(opts)
@@ -204,7 +204,7 @@ def migrate(src, dest, memory_dir, dry_run, session_filter, key_by, as_json, qui
 def _fleet(manifest, discover, dest_root, scheduler, retries, src, dest, memory_dir, jobs, as_json, quiet,
            template) -> int:
     import time
-    from .fleet import FleetProgress, fleet_exit_code, read_manifest, run_fleet, summary_table
+    from lcm_etl.commands.fleet import FleetProgress, fleet_exit_code, read_manifest, run_fleet, summary_table
 
     if src or dest or memory_dir:
         raise BadInput("--manifest or --discover lists the pairs: do not also pass --src, --dest or --memory-dir")
@@ -220,7 +220,7 @@ def _fleet(manifest, discover, dest_root, scheduler, retries, src, dest, memory_
     run = functools.partial(_dask_runner(), **dask_opts) if scheduler else functools.partial(run_fleet, jobs=jobs)
     shown = {}
     if discover:
-        from .discover import discover as find, manifest_entries, manifest_text
+        from lcm_etl.read.discover import discover as find, manifest_entries, manifest_text
 
         root = expand(discover).absolute()
         pairs = find(root, expand(dest_root).absolute())
@@ -244,7 +244,7 @@ def _fleet(manifest, discover, dest_root, scheduler, retries, src, dest, memory_
 def _dask_runner():
     """fleet_dask.run_fleet_dask, or a one-line error when the optional extra is not installed."""
     try:
-        from .fleet_dask import run_fleet_dask
+        from lcm_etl.commands.fleet_dask import run_fleet_dask
     except ModuleNotFoundError as exc:
         if (exc.name or "").split(".")[0] in ("dask", "distributed"):
             raise BadInput("--scheduler needs the Dask extra, which is not installed: "
@@ -266,8 +266,8 @@ def _dask_runner():
 def reconcile(sessions, src, dest, memory_dir, dry_run, session_filter, key_by, as_json, quiet, debug, lock_timeout,
               batch_rows, memory_limit, strict, watch, interval):
     """Bring in what JSONL transcripts hold and neither lcm.db nor the target has (crash recovery)."""
-    from .reconcile import ReconcileOptions, reconcile as run
-    from .target import resolve_target
+    from lcm_etl.commands.reconcile import ReconcileOptions, reconcile as run
+    from lcm_etl.store.target import resolve_target
 
     watching = _watching(watch, interval, dry_run)
     opts = ReconcileOptions(sessions=list(sessions), target=resolve_target(dest, memory_dir),
@@ -275,7 +275,7 @@ def reconcile(sessions, src, dest, memory_dir, dry_run, session_filter, key_by, 
                             key_by=key_by, strict=strict, lock_timeout=lock_timeout, batch_rows=batch_rows,
                             progress=progress_wanted(as_json, quiet) and not watching, memory_limit=memory_limit)
     if watching:
-        from .watch import reconcile_inputs
+        from lcm_etl.commands.watch import reconcile_inputs
 
         return _watch(lambda: run(opts), reconcile_inputs(opts.sessions, opts.src), interval, as_json, quiet)
     report = run(opts)
@@ -295,9 +295,9 @@ def reconcile(sessions, src, dest, memory_dir, dry_run, session_filter, key_by, 
 @handled
 def audit(src, sessions, dest, memory_dir, session_filter, key_by, as_json, quiet, debug, memory_limit):
     """Read-only: is everything in the sources in the target? Exit 0 clean, 3 pending or different."""
-    from .audit import AuditOptions, as_text, audit as run
-    from .errors import EXIT_PENDING
-    from .target import resolve_target
+    from lcm_etl.commands.audit import AuditOptions, as_text, audit as run
+    from lcm_etl.errors import EXIT_PENDING
+    from lcm_etl.store.target import resolve_target
 
     # without --src the default lcm.db is audited too; with --sessions alone it may be absent (audit.py)
     source = resolve_src(src) if (src or not sessions) else None
@@ -319,7 +319,7 @@ def audit(src, sessions, dest, memory_dir, session_filter, key_by, as_json, quie
 @handled
 def inspect(src, key_by, as_json, quiet, debug, memory_limit):
     """Describe a source: schema generation, sessions with counts and token sums, DAG shape."""
-    from .inspect import describe
+    from lcm_etl.commands.inspect import describe
 
     emit(describe(resolve_src(src), key_by, memory_limit), as_json, quiet)
     return 0
@@ -333,8 +333,8 @@ def inspect(src, key_by, as_json, quiet, debug, memory_limit):
 @handled
 def steps(command, sql, markdown, debug):
     """The SQL steps COMMAND runs (every command's without one), in order, stage by stage: engine, connection,
-    file (lcm_etl/pipeline.py)."""
-    from .docgen import steps_text, transforms_readme
+    file (lcm_etl/planning/pipeline.py)."""
+    from lcm_etl.docgen import steps_text, transforms_readme
 
     if markdown and (sql or command):
         raise BadInput("--markdown prints every command's steps as transforms/README.md: give it alone")
@@ -348,8 +348,8 @@ def steps(command, sql, markdown, debug):
 @handled
 def runs(dest, memory_dir, as_json, quiet, debug):
     """Read-only: list the target's ledger (run id, command, times, status, source, options, counts)."""
-    from .runs import list_runs
-    from .target import resolve_target
+    from lcm_etl.commands.runs import list_runs
+    from lcm_etl.store.target import resolve_target
 
     emit(list_runs(resolve_target(dest, memory_dir)), as_json, quiet)
     return 0
@@ -366,9 +366,9 @@ def runs(dest, memory_dir, as_json, quiet, debug):
 @handled
 def undo(run_id, dest, memory_dir, dry_run, force, lock_timeout, as_json, quiet, debug):
     """Remove exactly what run RUN_ID (or a unique prefix of it) wrote, and restore what it changed."""
-    from .report import now_iso
-    from .target import resolve_target
-    from .undo import UndoOptions, undo as run
+    from lcm_etl.report import now_iso
+    from lcm_etl.store.target import resolve_target
+    from lcm_etl.commands.undo import UndoOptions, undo as run
 
     report = run(UndoOptions(target=resolve_target(dest, memory_dir), run_id=run_id, force=force, dry_run=dry_run,
                              lock_timeout=lock_timeout), now_iso)

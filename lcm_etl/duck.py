@@ -13,7 +13,7 @@ from pathlib import Path
 
 import duckdb
 
-from .errors import BadInput, LcmEtlError, RunFailed
+from lcm_etl.errors import BadInput, LcmEtlError, RunFailed
 
 DEFAULT_MEMORY_LIMIT = "96MB"
 
@@ -54,7 +54,7 @@ def connect(workdir: Path | None = None, memory_limit: str = DEFAULT_MEMORY_LIMI
 
 class Warmup:
     """connect() and the scanner's LOAD (about 0.25 s together), on a thread while the caller does other
-    work: a sync re-run compares the source with its kept snapshot meanwhile (lcm_etl/snapcache.py). DuckDB
+    work: a sync re-run compares the source with its kept snapshot meanwhile (lcm_etl/read/snapcache.py). DuckDB
     releases the GIL while it loads."""
 
     def __init__(self, memory_limit: str = DEFAULT_MEMORY_LIMIT):

@@ -25,7 +25,7 @@ LCM_ETL = Path(sys.executable).parent / "lcm-etl"
 ISO_MS = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$"
 
 # Remnic's LCM schema version 2 as reference/remnic-lcm-target.md section A describes it, written out
-# here independently of lcm_etl.target so a drift in the product is caught.
+# here independently of lcm_etl.store.target so a drift in the product is caught.
 REMNIC_DDL = """
 CREATE TABLE lcm_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE lcm_messages (id INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL,
@@ -55,7 +55,7 @@ INSERT INTO lcm_meta (key, value) VALUES ('schema_version', '2');
 
 @pytest.fixture(autouse=True, scope="session")
 def _private_snapshot_cache(tmp_path_factory):
-    """Kept snapshots (lcm_etl/snapcache.py) go to the test session's temporary folder, never ~/.cache:
+    """Kept snapshots (lcm_etl/read/snapcache.py) go to the test session's temporary folder, never ~/.cache:
     the CLI subprocesses inherit the environment."""
     import os
     before = os.environ.get("LCM_ETL_CACHE_DIR")
@@ -107,7 +107,7 @@ def migrate_json(src: Path, dest: Path, *extra) -> dict:
 
 def migrate_api(src: Path, dest: Path, **options) -> dict:
     """The same migration in-process (no interpreter start-up): for tests about data, not about the CLI."""
-    from lcm_etl.migrate import MigrateOptions, migrate
+    from lcm_etl.commands.migrate import MigrateOptions, migrate
 
     return migrate(MigrateOptions(src=Path(src), target=Path(dest), **options)).as_dict()
 

@@ -1,4 +1,4 @@
-"""Cost follows the change (SPEC §8, lcm_etl/delta.py): a re-run re-plans only the sessions whose marks
+"""Cost follows the change (SPEC §8, lcm_etl/planning/delta.py): a re-run re-plans only the sessions whose marks
 differ from those the previous run stored, and proves the others unchanged. Each test changes a migrated
 source (or its target) the way lossless-claw (or another writer) does, re-runs, and checks what was
 re-planned, what was written, and that the result is what a full plan gives (lcmcheck, audit)."""

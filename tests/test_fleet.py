@@ -57,7 +57,7 @@ def test_a_manifest_naming_one_target_twice_is_bad_input(tmp_path):
 def assert_whole(src: Path, dest: Path) -> None:
     """The target is a sound SQLite file holding exactly what the source holds: nothing missing, nothing
     twice (audit reads both and lists every difference)."""
-    from lcm_etl.audit import AuditOptions, audit
+    from lcm_etl.commands.audit import AuditOptions, audit
 
     with closing(open_db(dest)) as con:
         assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"

@@ -1,4 +1,4 @@
-"""The pipeline declared once (lcm_etl/pipeline.py): the runners run exactly it, the step headers agree with
+"""The pipeline declared once (lcm_etl/planning/pipeline.py): the runners run exactly it, the step headers agree with
 it, `lcm-etl steps` prints it and transforms/README.md is made from it (issue 11, item 1).
 
 The data-flow rule the headers are held to: walking a pipeline's stages in order, every name a step's
@@ -18,8 +18,9 @@ from fnmatch import fnmatch
 import pytest
 
 from conftest import ROOT, copy_fixture, run_cli
-from lcm_etl import audit, inspect, migrate, pipeline, reconcile, steps
-from lcm_etl.target import apply_schema
+from lcm_etl.commands import audit, inspect, migrate, reconcile
+from lcm_etl.planning import pipeline, steps
+from lcm_etl.store.target import apply_schema
 from test_sources import PARTS_WITH_ORDINAL, peer_source
 
 TRANSCRIPT = ROOT / "fixtures" / "sessions" / "plain-chat.jsonl"
@@ -75,7 +76,7 @@ def test_transforms_readme_is_what_lcm_etl_steps_markdown_prints():
     proc = run_cli("steps", "--markdown")
     assert (proc.returncode, proc.stderr) == (0, "")
     assert (ROOT / "transforms" / "README.md").read_text(encoding="utf-8") == proc.stdout, \
-        "transforms/README.md drifted from lcm_etl/pipeline.py: run `python docs/generate.py`"
+        "transforms/README.md drifted from lcm_etl/planning/pipeline.py: run `python docs/generate.py`"
 
 
 def numbered_steps(text: str) -> list[str]:
@@ -159,7 +160,7 @@ def test_migrate_runs_the_declared_steps_of_each_of_its_paths(tmp_path, ran):
     assert_ran(ran, pipeline.MIGRATE_NEW_INTEGER_IDS)
     ran.clear()
     migrate.migrate(migrate.MigrateOptions(src=src, target=dest, full=True))   # no new rows: no batch
-    # --full: no sync scope (lcm_etl/delta.py)
+    # --full: no sync scope (lcm_etl/planning/delta.py)
     assert_ran(ran, pipeline.MIGRATE_EXISTING, skip=(pipeline.SYNC_SCOPE, pipeline.CARRIED_MARKS,
                                                      pipeline.WRITE_MESSAGES, pipeline.WRITE_REST))
     ran.clear()

@@ -1,4 +1,4 @@
-"""The no-op shortcut (lcm_etl/shortcut.py): an unchanged source into an untouched target skips planning."""
+"""The no-op shortcut (lcm_etl/planning/shortcut.py): an unchanged source into an untouched target skips planning."""
 from __future__ import annotations
 
 import json

@@ -29,7 +29,7 @@ def test_every_fixture_has_an_expected_generation():
 
 @pytest.mark.parametrize("name", FIXTURES)
 def test_inspect_detects_the_generation_and_counts_of_each_fixture(name, tmp_path):
-    from lcm_etl.inspect import describe
+    from lcm_etl.commands.inspect import describe
 
     src = copy_fixture(name, tmp_path)
     info = describe(src).as_dict()     # in-process; the CLI's `inspect --json` is run below
@@ -194,7 +194,7 @@ _cell = st.one_of(st.none(), st.text(st.characters(blacklist_categories=("Cs",))
 @given(rows=st.lists(st.tuples(*[_cell] * len(PAYLOAD_COLUMNS)), min_size=1, max_size=20))
 def test_the_part_payload_has_the_bytes_of_json_patch_over_json_object_for_any_values(rows):
     # the payload is built with printf for speed; it must equal SQLite's own null-dropping JSON object
-    from lcm_etl.source_schema import _json_object_of_non_null
+    from lcm_etl.read.source_schema import _json_object_of_non_null
 
     con = sqlite3.connect(":memory:")
     con.execute(f"CREATE TABLE p ({', '.join(PAYLOAD_COLUMNS)})")

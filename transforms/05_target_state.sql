@@ -16,7 +16,7 @@
 --      repair. created_at is never changed in place, so it tells a message from another file's (or a
 --      restored backup's) message that happens to carry the same id. Only identities and the small
 --      attributes that can drift are read here: content never passes through the plan. A sync re-run
---      ($scoped, lcm_etl/delta.py) reads only the sessions it re-plans (scope_sessions, 08_sync_scope.sql).
+--      ($scoped, lcm_etl/planning/delta.py) reads only the sessions it re-plans (scope_sessions, 08_sync_scope.sql).
 CREATE OR REPLACE TABLE tgt_lc AS
 SELECT id, session_id, turn_index, role, created_at,
        v[2] AS conversation_id, try_cast(v[3] AS BIGINT) AS source_seq, v[4] AS source_message_id,

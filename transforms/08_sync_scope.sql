@@ -1,7 +1,7 @@
 -- step: sync_scope
--- engine: duckdb (plan; a re-run whose previous run stored marks — lcm_etl/delta.py)
+-- engine: duckdb (plan; a re-run whose previous run stored marks — lcm_etl/planning/delta.py)
 -- reads: source_marks (03), target_marks (04), recorded_marks (the marks the previous run stored),
---        page_changed_convs (the owners of changed pages, lcm_etl/snapcache.py), sessions (10),
+--        page_changed_convs (the owners of changed pages, lcm_etl/read/snapcache.py), sessions (10),
 --        tgt_conversations (06)
 -- produces: changed_convs(conv_key), changed_sessions(session_id), scope_sessions(session_id),
 --           scope_convs(conv_key) — what this run re-plans

@@ -1,6 +1,6 @@
 -- step: new_target_turns
 -- engine: sqlite (write, once, on the planning thread's scratch file; a new target built from integer
---         source ids, in place of 70_assign_turns.sql — lcm_etl/fresh.py)
+--         source ids, in place of 70_assign_turns.sql — lcm_etl/load/fresh.py)
 -- reads: plan.plan_messages
 -- produces: TEMP VIEWs _new and _map, with the columns 70_assign_turns.sql gives those tables
 -- key: source message id = target message id

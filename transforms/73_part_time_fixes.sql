@@ -1,6 +1,6 @@
 -- step: part_time_fixes (a new target's messages whose time the two engines read differently)
 -- engine: sqlite (write: once, on the planning thread's scratch file, after 72_write_messages.sql)
--- reads: fresh_owners (lcm_etl/fresh.py), lcm_messages (the scratch's)
+-- reads: fresh_owners (lcm_etl/load/fresh.py), lcm_messages (the scratch's)
 -- produces: part_time_fixes(message_id, created_at), applied by 84_part_times.sql
 -- key: target message id = source message id
 -- why: 76_fresh_parts.sql gives a part without a time of its own its message's time as SQLite reads it,

@@ -1,6 +1,6 @@
 -- step: fresh_parts (a new target's parts, in their final form)
 -- engine: sqlite (build: on the builder's connection, in the new target's private file, while DuckDB
---         plans; new targets built from integer source ids — lcm_etl/fresh.py)
+--         plans; new targets built from integer source ids — lcm_etl/load/fresh.py)
 -- reads: fresh_owners (fresh.SOURCE_OWNERS: every source message of a known conversation, its time as
 --        SQLite formats it; with a session filter fresh.PLANNED_OWNERS: the plan's messages and times),
 --        part_rows (74_part_rows.sql)

@@ -4,7 +4,7 @@
 --        message_refresh, part_plan,
 --        src_parts, tgt_part_keys, sum_plan, sum_parent, tgt_summary_detail, tgt_provenance_summaries,
 --        tgt_skipped, session_work, tgt_boundaries, selected, src_message_hashes, src_summary_hashes (hashes
---        computed in SQLite by lcm_etl/audit.py, so no content passes through DuckDB)
+--        computed in SQLite by lcm_etl/commands/audit.py, so no content passes through DuckDB)
 -- produces: audit_findings(kind, problem, session_id, source_id, detail) — one row per offending fact
 --           audit_archive(kind, n) — imported rows the source no longer holds (kept: the target is the archive)
 -- key: (kind, source_id)

@@ -1,6 +1,6 @@
 -- step: reconcile_match
 -- engine: duckdb (plan)
--- reads: jsonl_messages (active-path messages of every transcript, from lcm_etl/transcripts.py),
+-- reads: jsonl_messages (active-path messages of every transcript, from lcm_etl/read/transcripts.py),
 --        jsonl_appended (sessions whose files were read from the offset a previous run recorded),
 --        jsonl_abandoned (entry id, role, inner timestamp of messages off the path), held_lcm (lcm.db rows, when --src is given), held_tgt (target rows), selected
 -- produces: jsonl_plan(message_id, session_id, matched_by, is_new, new_rank, plan_turn, ...)
@@ -15,7 +15,7 @@
 --      imported again), then by identity: the k-th occurrence of an identity on the path is held
 --      when at least k such rows are. A target row that came from lcm.db is the same message as its
 --      lcm.db row and is counted once. New messages keep path order and append after the session.
---      A session read from recorded offsets (lcm_etl/transcript_offsets.py) holds only appended entries here:
+--      A session read from recorded offsets (lcm_etl/read/transcript_offsets.py) holds only appended entries here:
 --      its held rows with entry ids belong to the path already read, so none is "unclaimed" (reconcile.py
 --      reads a session whole when it has held rows without entry ids, which only the whole path can count).
 CREATE OR REPLACE TABLE held AS

@@ -2,7 +2,7 @@
 -- engine: duckdb (stage: plan tables → the stage file)
 -- reads: write_messages, jsonl_messages, session_work
 -- produces: stage.plan_messages, stage.plan_sessions, stage.plan_present (empty: nothing to resolve);
---           the stage already holds jsonl_content and plan_parts, written by lcm_etl/transcript_rows.py
+--           the stage already holds jsonl_content and plan_parts, written by lcm_etl/read/transcript_rows.py
 -- key: batch
 -- why: the write steps (70_assign_turns, r72, 75_index_messages, r80, 90_write_boundary) read these.
 --      Content, metadata and payloads (a transcript has no database to copy them from) went from

@@ -1,6 +1,6 @@
 """Two runs on one target at once (a cron run overlapping a manual one, issue 12 defect 2).
 
-A writing run holds the target's run lock (`.lcm.sqlite.lcm-etl-lock`, lcm_etl/runlock.py) from before it
+A writing run holds the target's run lock (`.lcm.sqlite.lcm-etl-lock`, lcm_etl/store/runlock.py) from before it
 decides whether the target exists until the target is written. A second run waits for it (--lock-timeout),
 then finds the first run's target and adds nothing: both exit 0 and the target is exactly one run's.
 Each race starts the second run at a different point of the first: at once, once it holds the lock, once

@@ -137,7 +137,7 @@ def test_a_full_temporary_folder_fails_with_a_disk_full_line_not_an_internal_err
 
 
 def test_a_full_cache_folder_fails_with_a_disk_full_line_and_writes_nothing(source, small_disk, tmp_path):
-    """The kept snapshot (lcm_etl/snapcache.py) is written where LCM_ETL_CACHE_DIR says."""
+    """The kept snapshot (lcm_etl/read/snapcache.py) is written where LCM_ETL_CACHE_DIR says."""
     cache = small_disk(1024 * KB, "cache")
     target = tmp_path / "remnic" / "lcm.sqlite"
     proc = run("migrate", "--src", source, "--dest", target, tmp=tmp_path / "tmp", env={"LCM_ETL_CACHE_DIR": str(cache)})

@@ -81,7 +81,7 @@ def test_the_watcher_rss_after_200_syncs_is_within_10_percent_of_its_rss_after_1
         while sync["sync"] < 200:
             appended += 1
             messages += append_turns(src, 1, first=appended)
-            # a sync re-plans only the session that grew (lcm_etl/delta.py): its report counts that session,
+            # a sync re-plans only the session that grew (lcm_etl/planning/delta.py): its report counts that session,
             # so progress is read from the target
             sync = w.sync_until(lambda s, want=messages: "error" not in s and counts(target)["lcm_messages"] == want)
             if sync["sync"] >= 10 and 10 not in rss:

@@ -1,0 +1,1 @@
+"""One module per command; cli.py is the thin click layer over them."""

@@ -1,0 +1,224 @@
+"""`audit`: a read-only comparison of the sources with the target, for CI (exit 0 clean, 3 pending).
+
+It runs the same plan as `migrate` (and `reconcile` for --sessions) on private copies of the source
+and the target, so "what a run would write now" is exactly what the run would write; then the audit
+queries of transforms/a10_audit_source.sql list every offending fact. Nothing is written anywhere:
+a missing target is read as empty (everything pending) and never created.
+"""
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import tempfile
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import duckdb
+
+from lcm_etl import duck
+from lcm_etl.planning import plan
+from lcm_etl.commands.reconcile import ReconcileOptions, plan_transcripts, read_all
+from lcm_etl.report import RunReport, now_iso
+from lcm_etl.read.source_schema import detect_schema, normalized_views
+from lcm_etl.read.sources import Snapshot, take_snapshot
+from lcm_etl.sqlite_runtime import attach_all, private_file, quote_path
+from lcm_etl.planning.pipeline import AUDIT_SOURCE
+from lcm_etl.planning.steps import run_stage
+from lcm_etl.store.target import check_target, target_view
+
+# Content is compared by hashes computed in SQLite (content_hashes below), joined here by key: DuckDB
+# never reads a content column, so a value of any size stays out of its memory budget.
+_DETAIL = {
+    "tgt_detail": """SELECT t.id, t.role, h.content_hash, t.token_count, try_cast(t.created_at AS TIMESTAMPTZ) AS ts
+                     FROM tgt.lcm_messages t LEFT JOIN hashes.tgt_message_hashes h ON h.id = t.id
+                     WHERE t.id IN (SELECT tid_present FROM msg_plan)""",
+    "tgt_part_keys": """SELECT message_id, ordinal FROM tgt.lcm_message_parts
+                        WHERE message_id IN (SELECT tid_present FROM msg_plan)""",
+    "tgt_summary_detail": """SELECT t.id, t.session_id, t.depth, t.parent_id, h.text_hash, t.token_count,
+                                    t.msg_start, t.msg_end
+                             FROM tgt.lcm_summary_nodes t LEFT JOIN hashes.tgt_summary_hashes h ON h.id = t.id""",
+    "tgt_provenance_summaries": "SELECT summary_id, session_id FROM tgt.lcm_etl_summaries",
+    "tgt_skipped": "SELECT source_id FROM tgt.lcm_etl_skipped WHERE kind = 'summary'",
+}
+_DETAIL_EMPTY = {
+    "tgt_detail": "SELECT NULL::BIGINT AS id, NULL::VARCHAR AS role, NULL::VARCHAR AS content_hash, "
+                  "NULL::BIGINT AS token_count, NULL::TIMESTAMPTZ AS ts WHERE false",
+    "tgt_part_keys": "SELECT NULL::BIGINT AS message_id, NULL::BIGINT AS ordinal WHERE false",
+    "tgt_summary_detail": "SELECT NULL::VARCHAR AS id, NULL::VARCHAR AS session_id, NULL::BIGINT AS depth, "
+                          "NULL::VARCHAR AS parent_id, NULL::VARCHAR AS text_hash, NULL::BIGINT AS token_count, "
+                          "NULL::BIGINT AS msg_start, NULL::BIGINT AS msg_end WHERE false",
+    "tgt_provenance_summaries": "SELECT NULL::VARCHAR AS summary_id, NULL::VARCHAR AS session_id WHERE false",
+    "tgt_skipped": "SELECT NULL::VARCHAR AS source_id WHERE false",
+}
+_NEEDS = {"tgt_detail": "lcm_messages", "tgt_part_keys": "lcm_message_parts", "tgt_summary_detail": "lcm_summary_nodes",
+          "tgt_provenance_summaries": "lcm_etl_summaries", "tgt_skipped": "lcm_etl_skipped"}
+FINDING_KEYS = ("kind", "problem", "session_id", "source_id", "detail")
+
+
+@dataclass
+class AuditOptions:
+    target: Path
+    src: Path | None
+    sessions: list[str] = field(default_factory=list)
+    session_filter: list[str] = field(default_factory=list)
+    key_by: str = "session-id"
+    memory_limit: str = duck.DEFAULT_MEMORY_LIMIT
+    # --sessions without --src: the lcm.db the other commands default to. Read when it exists (the target must
+    # hold its messages too); when it does not, the transcripts are audited alone and the report says so.
+    default_src: Path | None = None
+
+
+def audit(opts: AuditOptions) -> tuple[RunReport, list[dict]]:
+    t0 = time.monotonic()
+    if opts.src is None and opts.default_src is not None:
+        opts = replace(opts, src=opts.default_src if opts.default_src.exists() else None)
+    report = RunReport(command="audit", dry_run=True, source=str(opts.src) if opts.src else None,
+                       target=str(opts.target))
+    existed = check_target(opts.target, open_it=False)
+    snaps = []
+    findings: list[dict] = []
+    try:
+        view = target_view(opts.target, existed, private=True)
+        if view:
+            snaps.append(view)
+        target_db = view.path if view else None
+        if not existed:
+            report.warnings.append(f"target does not exist: {opts.target}; everything is pending")
+        if opts.src is None and opts.default_src is not None:
+            report.extra["lcm_db_not_found"] = str(opts.default_src)
+        source = take_snapshot(opts.src, "source") if opts.src else None
+        if source is not None:
+            snaps.append(source)
+            findings += _audit_source(opts, source, target_db, report)
+        if opts.sessions:
+            findings += _audit_transcripts(opts, source, target_db, report)
+    except duckdb.Error as exc:
+        raise duck.translate(exc, "inputs could not be read") from None
+    finally:
+        for s in snaps:
+            s.close()
+    counts: dict[str, int] = {}
+    for f in findings:
+        key = f"{f['kind']}: {f['problem']}"
+        counts[key] = counts.get(key, 0) + 1
+    report.extra["findings"] = len(findings)
+    report.extra["findings_by_problem"] = counts
+    report.elapsed_s = time.monotonic() - t0
+    return report, findings
+
+
+def _audit_source(opts: AuditOptions, source: Snapshot, target_db: Path | None, report: RunReport) -> list[dict]:
+    schema = detect_schema(source.path, source.original)
+    report.source_schema = schema.generation
+    hashes = content_hashes(source.folder / "hashes.sqlite", source.path, schema, target_db)
+    con = plan.open_source(source.path, schema, source.original, opts.memory_limit)
+    try:
+        plan.load_target_state(con, target_db, source.folder)
+        plan.build(con, opts.key_by, opts.session_filter, 50_000, report, str(source.original))
+        duck.attach_sqlite(con, str(hashes), "hashes")
+        for name in ("src_message_hashes", "src_summary_hashes"):
+            con.execute(f"CREATE OR REPLACE TABLE {name} AS SELECT * FROM hashes.{name}")
+        tables: set[str] = set()
+        if target_db is not None:
+            duck.attach_sqlite(con, str(target_db), "tgt")
+            tables = {r[0] for r in con.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_catalog = 'tgt'").fetchall()}
+        for name, sql in _DETAIL.items():
+            con.execute(f"CREATE OR REPLACE TABLE {name} AS "
+                        f"{sql if _NEEDS[name] in tables else _DETAIL_EMPTY[name]}")
+        if target_db is not None:
+            con.execute("DETACH tgt")
+        con.execute("DETACH hashes")
+        run_stage(AUDIT_SOURCE, con)
+        for kind, n in con.execute("SELECT kind, n FROM audit_archive WHERE n > 0 ORDER BY kind").fetchall():
+            report.extra[f"{kind} kept, no longer in the source"] = n
+        rows = con.execute("SELECT * FROM audit_findings ORDER BY kind, session_id, source_id").fetchall()
+        return [dict(zip(FINDING_KEYS, r)) for r in rows]
+    finally:
+        con.close()
+
+
+def content_hashes(path: Path, src_db: Path, schema, target_db: Path | None) -> Path:
+    """A file of SHA-256 hashes of every source and target message content and summary text, computed by
+    SQLite one row at a time (a value of N MB costs a few times N), keyed by source id as text and by
+    target id. Both sides hash the stored bytes (CAST AS BLOB), so no text is decoded on the way."""
+    con = sqlite3.connect(path, isolation_level=None)
+    try:
+        con.create_function("sha256_hex", 1, _sha256_hex, deterministic=True)
+        private_file(con, cache_kib=2048)
+        attach_all(con, {"src": src_db}, normalized_views(schema, "sqlite"))
+        con.execute("CREATE TABLE src_message_hashes (message_key TEXT, content_hash TEXT)")
+        con.execute("INSERT INTO src_message_hashes SELECT CAST(message_id AS TEXT), "
+                    "sha256_hex(CAST(content AS BLOB)) FROM src_messages")
+        con.execute("CREATE TABLE src_summary_hashes (summary_key TEXT, text_hash TEXT)")
+        con.execute("INSERT INTO src_summary_hashes SELECT CAST(summary_id AS TEXT), "
+                    "sha256_hex(CAST(content AS BLOB)) FROM src_summaries")
+        held: set[str] = set()
+        if target_db is not None:
+            con.execute(f"ATTACH '{quote_path(target_db)}' AS tgt")
+            held = {r[0] for r in con.execute("SELECT name FROM tgt.sqlite_master WHERE type = 'table'")}
+        message_rows = ("SELECT id, sha256_hex(CAST(content AS BLOB)) FROM tgt.lcm_messages"
+                        if "lcm_messages" in held else "SELECT NULL, NULL WHERE 0")
+        summary_rows = ("SELECT id, sha256_hex(CAST(summary_text AS BLOB)) FROM tgt.lcm_summary_nodes"
+                        if "lcm_summary_nodes" in held else "SELECT NULL, NULL WHERE 0")
+        con.execute("CREATE TABLE tgt_message_hashes (id INTEGER PRIMARY KEY, content_hash TEXT)")
+        con.execute(f"INSERT INTO tgt_message_hashes {message_rows}")
+        con.execute("CREATE TABLE tgt_summary_hashes (id TEXT PRIMARY KEY, text_hash TEXT)")
+        con.execute(f"INSERT INTO tgt_summary_hashes {summary_rows}")
+    finally:
+        con.close()
+    return path
+
+
+def _sha256_hex(value: bytes | None) -> str | None:
+    return None if value is None else hashlib.sha256(value).hexdigest()
+
+
+def _audit_transcripts(opts: AuditOptions, source: Snapshot | None, target_db: Path | None,
+                       report: RunReport) -> list[dict]:
+    ropts = ReconcileOptions(sessions=opts.sessions, target=opts.target, src=opts.src,
+                             session_filter=opts.session_filter, key_by=opts.key_by, memory_limit=opts.memory_limit)
+    transcripts, _ = read_all(ropts)
+    work = tempfile.TemporaryDirectory(prefix="lcm-etl-")
+    con = plan_transcripts(ropts, transcripts, target_db, source, now_iso(), Path(work.name))
+    try:
+        rows = con.execute("""
+            SELECT 'transcript message', 'missing in target', p.session_id,
+                   m.file || ':' || coalesce(m.entry_id, '#' || (p.path_index + 1)), m.role
+            FROM jsonl_plan p JOIN jsonl_messages m USING (message_id)
+            WHERE p.is_new ORDER BY p.session_id, p.file_order, p.path_index""").fetchall()
+        report.extra["transcript_messages_pending"] = len(rows)
+        return [dict(zip(FINDING_KEYS, r)) for r in rows]
+    finally:
+        con.close()
+        work.cleanup()
+
+
+def as_text(report: RunReport, findings: list[dict], per_kind: int = 5) -> str:
+    lines = [f"lcm-etl audit: {'CLEAN - the target holds every source fact' if not findings else 'PENDING'}"]
+    if report.source:
+        lines.append(f"  source:  {report.source}" + (f"  [{report.source_schema}]" if report.source_schema else ""))
+    if "lcm_db_not_found" in report.extra:
+        lines.append(f"  lcm.db:  none at {report.extra['lcm_db_not_found']} (pass --src to audit one elsewhere); "
+                     "transcripts audited alone")
+    lines.append(f"  target:  {report.target}")
+    if report.source:
+        lines.append(f"  a migrate would write: {report.messages.inserted} messages, {report.parts.inserted} parts, "
+                     f"{report.summaries.inserted} summaries, {report.boundary_events} boundary events")
+    if "transcript_messages_pending" in report.extra:
+        lines.append(f"  a reconcile would import: {report.extra['transcript_messages_pending']} transcript messages")
+    shown: dict[str, int] = {}
+    for f in findings:
+        key = f"{f['kind']}: {f['problem']}"
+        shown[key] = shown.get(key, 0) + 1
+        if shown[key] <= per_kind:
+            lines.append(f"  {key}  session {f['session_id']}  {f['source_id']}" +
+                         (f"  ({f['detail']})" if f["detail"] else ""))
+    for key, n in sorted(report.extra.get("findings_by_problem", {}).items()):
+        if n > per_kind:
+            lines.append(f"  {key}: {n - per_kind} more (see --json)")
+    for w in report.warnings:
+        lines.append(f"  warning: {w}")
+    lines.append(f"  {len(findings)} findings; elapsed {report.elapsed_s:.2f} s")
+    return "\n".join(lines)

@@ -1,0 +1,152 @@
+"""`migrate --manifest FILE`: many `src → dest` pairs (a fleet of agents), one process per pair.
+
+Pairs run in parallel worker processes (one per core by default), or as one task each on a Dask
+cluster (`--scheduler`, lcm_etl/commands/fleet_dask.py), both through `run_pair`. Each pair is an ordinary
+migrate run with its own snapshot, plan and target, so a failing pair cannot disturb the others; it is
+reported and makes the exit code non-zero.
+
+Manifest: JSON (a list of {"src": ..., "dest": ...} or {"src": ..., "memory_dir": ...}) or text, one
+pair per line `SRC DEST` (whitespace-separated; `#` starts a comment; paths may use ~ and $HOME).
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import orjson
+from tqdm import tqdm
+
+from lcm_etl.errors import EXIT_FAILURE, BadInput, LcmEtlError
+from lcm_etl.commands.migrate import MigrateOptions, migrate
+from lcm_etl.read.sources import expand
+from lcm_etl.sqlite_runtime import disable_memstatus
+from lcm_etl.store.target import resolve_target
+
+
+@dataclass
+class PairResult:
+    index: int
+    src: str
+    dest: str
+    ok: bool
+    exit_code: int
+    error: str | None = None
+    report: dict | None = None
+
+
+def read_manifest(path: Path) -> list[tuple[Path, Path]]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise BadInput(f"manifest cannot be read: {path}: {exc.strerror or exc}") from None
+    pairs: list[tuple[Path, Path]] = []
+    if text.lstrip().startswith("["):
+        try:
+            items = orjson.loads(text)
+        except orjson.JSONDecodeError as exc:
+            raise BadInput(f"manifest is not valid JSON: {path}: {exc}") from None
+        for n, item in enumerate(items, 1):
+            if not isinstance(item, dict) or "src" not in item or not ({"dest", "memory_dir"} & item.keys()):
+                raise BadInput(f"manifest entry {n} needs \"src\" and \"dest\" (or \"memory_dir\"): {path}")
+            pairs.append((expand(item["src"]), resolve_target(item.get("dest"), item.get("memory_dir"))))
+    else:
+        for n, line in enumerate(text.split("\n"), 1):
+            line = line.split("#", 1)[0].strip()
+            if not line:
+                continue
+            fields = shlex.split(line)
+            if len(fields) != 2:
+                raise BadInput(f"manifest line {n} must be `SRC DEST`: {path}")
+            pairs.append((expand(fields[0]), expand(fields[1])))
+    if not pairs:
+        raise BadInput(f"manifest lists no pairs: {path}")
+    dests = [d for _, d in pairs]
+    dup = {d for d in dests if dests.count(d) > 1}
+    if dup:
+        raise BadInput(f"manifest writes one target from several pairs in parallel: {sorted(map(str, dup))[0]}; "
+                       "give each pair its own dest")
+    return pairs
+
+
+def pair_options(pairs: list[tuple[Path, Path]], template: MigrateOptions) -> list[tuple[int, MigrateOptions]]:
+    """Each pair's own options: the run's, with its source and target (and no bar of its own)."""
+    return [(i, replace(template, src=s, target=d, progress=False)) for i, (s, d) in enumerate(pairs)]
+
+
+def run_pair(index: int, opts: MigrateOptions) -> PairResult:
+    try:
+        report = migrate(opts)
+        return PairResult(index, str(opts.src), str(opts.target), True, 0, report=report.as_dict())
+    except LcmEtlError as exc:
+        return PairResult(index, str(opts.src), str(opts.target), False, exc.exit_code, error=str(exc))
+    except Exception as exc:  # a bug in one pair must not take the fleet down
+        return PairResult(index, str(opts.src), str(opts.target), False, EXIT_FAILURE,
+                          error=f"internal error: {type(exc).__name__}: {exc}")
+
+
+def run_fleet(pairs: list[tuple[Path, Path]], template: MigrateOptions, on_done,
+              jobs: int | None = None) -> list[PairResult]:
+    jobs = max(1, jobs or os.cpu_count() or 1)
+    results: list[PairResult] = []
+    # a worker starts with no connection open, so it can turn SQLite's allocation counter off as the CLI does
+    with ProcessPoolExecutor(max_workers=min(jobs, len(pairs)), initializer=disable_memstatus) as pool:
+        futures = [pool.submit(run_pair, i, opts) for i, opts in pair_options(pairs, template)]
+        for fut in as_completed(futures):
+            result = fut.result()
+            results.append(result)
+            on_done(result, len(results), len(pairs))
+    return sorted(results, key=lambda r: r.index)
+
+
+class FleetProgress:
+    """Pairs done / total and failures so far: one line per pair (unless --json/--quiet) and, on a
+    terminal, a bar under them that stays in place while thousands of lines scroll by."""
+
+    def __init__(self, total: int, lines: bool, bar: bool):
+        self.lines, self.failed = lines, 0
+        self.bar = tqdm(total=total, desc="pairs", unit="pair", disable=not bar, file=sys.stderr)
+
+    def __call__(self, result: PairResult, done: int, total: int) -> None:
+        self.failed += not result.ok
+        if self.lines:
+            tqdm.write(progress_line(result, done, total), file=sys.stderr)   # above the bar, if any
+        self.bar.set_postfix(failed=self.failed, refresh=False)
+        self.bar.update(1)
+
+    def __enter__(self) -> "FleetProgress":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.bar.close()
+
+
+def progress_line(r: PairResult, done: int, total: int) -> str:
+    if r.ok:
+        rep = r.report
+        assert rep is not None, "a pair that succeeded has its report"
+        return (f"[{done}/{total}] ok      {r.src} -> {r.dest}: {rep['messages']['inserted']} messages, "
+                f"{rep['summaries']['inserted']} summaries inserted ({rep['elapsed_s']:.2f} s)")
+    return f"[{done}/{total}] FAILED  {r.src} -> {r.dest}: {r.error}"
+
+
+def summary_table(results: list[PairResult], elapsed: float) -> str:
+    lines = [f"{'#':>3}  {'status':<7} {'messages':>9} {'parts':>9} {'summaries':>9} {'seconds':>8}  source -> target"]
+    for r in results:
+        if r.ok:
+            rep = r.report
+            assert rep is not None, "a pair that succeeded has its report"
+            lines.append(f"{r.index + 1:>3}  {'ok':<7} {rep['messages']['inserted']:>9} {rep['parts']['inserted']:>9} "
+                         f"{rep['summaries']['inserted']:>9} {rep['elapsed_s']:>8.2f}  {r.src} -> {r.dest}")
+        else:
+            lines.append(f"{r.index + 1:>3}  {'FAILED':<7} {'':>9} {'':>9} {'':>9} {'':>8}  {r.src} -> {r.dest}: {r.error}")
+    failed = sum(not r.ok for r in results)
+    lines.append(f"{len(results) - failed} of {len(results)} pairs migrated, {failed} failed, {elapsed:.2f} s")
+    return "\n".join(lines)
+
+
+def fleet_exit_code(results: list[PairResult]) -> int:
+    return max((r.exit_code for r in results), default=0)

@@ -1,0 +1,314 @@
+"""`reconcile`: crash recovery from OpenClaw JSONL transcripts (SPEC §6).
+
+Transcripts are read in Python (lcm_etl/read/transcripts.py: OpenClaw's active path, lossless-claw's
+identity and token formula), handed to DuckDB as Arrow tables, matched against what lcm.db and the
+target already hold by the declarative steps r20/r60/r65, and written by the shared SQLite writer.
+Every file is read and validated before anything is written: one bad file means nothing is written.
+"""
+from __future__ import annotations
+
+import glob
+import os
+import sqlite3
+import tempfile
+import time
+from contextlib import closing
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+
+from lcm_etl.store import ledger
+from lcm_etl.planning import plan
+from lcm_etl.read import transcript_offsets as offsets
+from lcm_etl.errors import BadInput
+from lcm_etl.report import RunReport, now_iso
+from lcm_etl.store.runlock import target_lock
+from lcm_etl.read.source_schema import detect_schema
+from lcm_etl.read.sources import Snapshot, expand, take_snapshot
+from lcm_etl.planning import pipeline
+from lcm_etl.planning.steps import run_stage
+from lcm_etl.store.target import check_target, target_view
+from lcm_etl.read.transcript_rows import FileSession, arrow_tables, file_sessions, stage_content
+from lcm_etl.read.transcript_files import discover_transcripts
+from lcm_etl.read.transcripts import Transcript, TranscriptError
+from lcm_etl.load.loader import choose, load
+from lcm_etl.load.write import WriteJob
+
+_HELD_LCM_EMPTY = ("SELECT NULL::VARCHAR AS session_id, NULL::VARCHAR AS conv_key, NULL::BIGINT AS seq, "
+                   "NULL::VARCHAR AS entry_id, NULL::VARCHAR AS identity_hash WHERE false")
+_HELD_TGT = """
+    SELECT session_id, json_extract_string(metadata, '$.source') AS source,
+           json_extract_string(metadata, '$.conversation_id') AS conversation_id,
+           try_cast(json_extract_string(metadata, '$.source_seq') AS BIGINT) AS source_seq,
+           json_extract_string(metadata, '$.transcript_entry_id') AS entry_id,
+           json_extract_string(metadata, '$.identity_hash') AS identity_hash
+    FROM tgt.lcm_messages WHERE json_valid(metadata) AND session_id IN (SELECT session_id FROM jsonl_sessions)"""
+_HELD_TGT_EMPTY = ("SELECT NULL::VARCHAR AS session_id, NULL::VARCHAR AS source, NULL::VARCHAR AS conversation_id, "
+                   "NULL::BIGINT AS source_seq, NULL::VARCHAR AS entry_id, NULL::VARCHAR AS identity_hash WHERE false")
+
+
+@dataclass
+class ReconcileOptions:
+    sessions: list[str]
+    target: Path
+    src: Path | None = None
+    dry_run: bool = False
+    session_filter: list[str] = field(default_factory=list)
+    key_by: str = "session-id"
+    strict: bool = False
+    lock_timeout: float = 10.0
+    batch_rows: int = 50_000
+    progress: bool = False
+    memory_limit: str = "96MB"
+
+
+def default_session_dirs() -> list[str]:
+    state = Path(os.environ.get("OPENCLAW_STATE_DIR") or "~/.openclaw").expanduser()
+    return sorted(glob.glob(str(state / "agents" / "*" / "sessions")))
+
+
+def read_all(opts: ReconcileOptions, records: dict | None = None) -> tuple[list[Transcript], list[tuple[Path, str]]]:
+    """Every transcript, each read whole, or from the offset its record proves (`records`: a re-run, SPEC §8)."""
+    given = [expand(p) for p in opts.sessions] or [Path(p) for p in default_session_dirs()]
+    if not given:
+        raise BadInput("no transcripts: pass --sessions PATH (a .jsonl file or a sessions folder); none found "
+                       "under $OPENCLAW_STATE_DIR/agents/*/sessions/")
+    for p in given:
+        if not p.exists():
+            raise BadInput(f"transcript path not found: {p} (pass --sessions with a .jsonl file or a sessions folder)")
+    files, skipped = discover_transcripts(given, {p for p in given if p.is_file()})
+    records = records or {}
+    return [_read(f, offsets.usable(records.get(offsets.file_key(f)), opts.key_by, _held_by(opts)), opts.strict)
+            for f in files], skipped
+
+
+def _read(path: Path, record, strict: bool) -> Transcript:
+    try:
+        return offsets.read(path, record, strict)
+    except TranscriptError as exc:
+        raise BadInput(f"not a readable transcript: {exc}; nothing was written") from None
+
+
+def _held_by(opts: ReconcileOptions) -> str:
+    return offsets.file_key(opts.src) if opts.src else ""
+
+
+def _appended(t: Transcript) -> bool:
+    return t.mark is not None and t.mark.read_from > 0
+
+
+def _read_whole(transcripts: list[Transcript], sessions: list[FileSession], whole: set[str], strict: bool) -> None:
+    """Read again, whole, the files of these sessions that were read from an offset."""
+    for i, (t, s) in enumerate(zip(transcripts, sessions)):
+        if s.session_id in whole and _appended(t):
+            transcripts[i] = _read(t.path, None, strict)
+
+
+def _settle(transcripts: list[Transcript], sessions: list[FileSession], hints: dict, records: dict,
+            strict: bool) -> set[str]:
+    """A session is read from offsets only when all its files are, each from a record the target still holds
+    as it was read before the lock (`records`: read under it, or from the dry run's private copy) and into the
+    session it was recorded under (sessions.json may have moved it): the plan then matches its appended
+    messages by entry id alone (r20_match.sql). Returns those sessions."""
+    def same(t: Transcript, s: FileSession) -> bool:
+        key = offsets.file_key(t.path)
+        return records.get(key) == hints[key] and hints[key].session_id == s.session_id
+
+    whole = {s.session_id for t, s in zip(transcripts, sessions) if not _appended(t) or not same(t, s)}
+    _read_whole(transcripts, sessions, whole, strict)
+    return {s.session_id for s in sessions} - whole
+
+
+def plan_transcripts(opts: ReconcileOptions, transcripts: list[Transcript], target_db: Path | None,
+                     source: Snapshot | None, fallback_time: str, workdir: Path, sessions: list[FileSession] | None = None,
+                     appended: frozenset[str] | set[str] = frozenset()):
+    """Load the transcripts' identities and the held rows into a fresh DuckDB connection and run the plan
+    steps r20/r60.
+
+    target_db is the target to read (callers pass a private snapshot when nothing may be written, e.g.
+    dry-run and audit); source is the snapshot of --src, if any. Returns the connection, holding
+    jsonl_plan, write_messages and session_work.
+    """
+    if sessions is None:
+        sessions = file_sessions(transcripts, opts.key_by)
+    messages, parts, abandoned = arrow_tables(transcripts, sessions, fallback_time)
+    con = plan.duck.connect(workdir, opts.memory_limit)
+    try:
+        for name, table in (("jsonl_messages", messages), ("jsonl_parts", parts), ("jsonl_abandoned", abandoned)):
+            con.register(f"{name}_arrow", table)
+            con.execute(f"CREATE TABLE {name} AS SELECT * FROM {name}_arrow")
+            con.unregister(f"{name}_arrow")
+        con.execute("CREATE TABLE jsonl_sessions AS SELECT DISTINCT session_id FROM jsonl_messages")
+        con.execute("CREATE TABLE jsonl_appended (session_id VARCHAR)")
+        if appended:
+            con.executemany("INSERT INTO jsonl_appended VALUES (?)", [[a] for a in sorted(appended)])
+        _select(con, opts.session_filter)
+        if source is not None:
+            schema = detect_schema(source.path, source.original)
+            plan.duck.attach_sqlite(con, str(source.path), "src")
+            for name, sql in plan.normalized_views(schema, "duckdb").items():
+                con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS {sql}")
+            run_stage(pipeline.HELD_SESSIONS, con, {"key_by": opts.key_by, "ws": plan.WHITESPACE})
+            con.execute("""CREATE TABLE held_lcm AS
+                SELECT s.session_id, s.conv_key, m.seq, nullif(trim(m.transcript_entry_id), '') AS entry_id, m.identity_hash
+                FROM src_messages m JOIN sessions s USING (conversation_id)
+                WHERE s.session_id IN (SELECT session_id FROM jsonl_sessions)""")
+        else:
+            con.execute(f"CREATE TABLE held_lcm AS {_HELD_LCM_EMPTY}")
+        # the plan needs the target only for the transcripts' sessions (their turns, boundaries, rows held)
+        plan.load_target_state(con, target_db, workdir, narrow=lambda: con.execute(
+            "INSERT INTO scope_sessions SELECT session_id FROM jsonl_sessions").fetchall() is not None)
+        held_sql = _HELD_TGT_EMPTY
+        if target_db is not None:
+            plan.duck.attach_sqlite(con, str(target_db), "tgt")
+            if plan.duck.one(con, "SELECT count(*) FROM information_schema.tables WHERE table_catalog='tgt' "
+                                  "AND table_name='lcm_messages'")[0]:
+                held_sql = _HELD_TGT
+        con.execute(f"CREATE TABLE held_tgt AS {held_sql}")
+        if target_db is not None:
+            con.execute("DETACH tgt")
+        run_stage(pipeline.RECONCILE_PLAN, con, {"budget": opts.batch_rows})
+        return con
+    except BaseException:
+        con.close()
+        raise
+
+
+def reconcile(opts: ReconcileOptions) -> RunReport:
+    records = offsets.recorded(opts.target, hint=True)   # where the last complete run stopped in each file
+    read = read_all(opts, records)   # transcript problems are reported first, then target problems, then a wait
+    check_target(opts.target, open_it=not opts.dry_run)
+    with target_lock(opts.target, opts.lock_timeout, opts.dry_run):   # one run per target (lcm_etl/store/runlock.py)
+        return _reconcile(opts, read, records)
+
+
+def _reconcile(opts: ReconcileOptions, read: tuple[list[Transcript], list[tuple[Path, str]]],
+               records: dict) -> RunReport:
+    started, t0 = now_iso(), time.monotonic()
+    report = RunReport(command="reconcile", dry_run=opts.dry_run, source=str(opts.src) if opts.src else None,
+                       target=str(opts.target))
+    transcripts, skipped = read
+    existed = check_target(opts.target, open_it=not opts.dry_run)
+    snaps = []
+    work = tempfile.TemporaryDirectory(prefix="lcm-etl-")
+    try:
+        source = take_snapshot(opts.src, "source") if opts.src else None
+        if source is not None:
+            snaps.append(source)
+        view = target_view(opts.target, existed, private=opts.dry_run)
+        if view:
+            snaps.append(view)
+        target_db = view.path if view else opts.target if existed else None
+        sessions = file_sessions(transcripts, opts.key_by)
+        appended = _settle(transcripts, sessions, records, offsets.recorded(target_db), opts.strict)
+        con = plan_transcripts(opts, transcripts, target_db, source, started, Path(work.name), sessions, appended)
+        # held rows without an entry id are matched by identity along the whole path: such a session is read whole
+        by_identity = {r[0] for r in con.execute("SELECT DISTINCT session_id FROM held WHERE entry_id IS NULL AND "
+                                                 "session_id IN (SELECT session_id FROM jsonl_appended)").fetchall()}
+        if by_identity:
+            con.close()
+            _read_whole(transcripts, sessions, by_identity, opts.strict)
+            appended -= by_identity
+            con = plan_transcripts(opts, transcripts, target_db, source, started, Path(work.name), sessions, appended)
+        try:
+            _fill_report(con, report, transcripts, skipped)
+            batches = plan.all_batches(con)
+            if opts.dry_run:
+                report.elapsed_s = time.monotonic() - t0
+                return report
+            stage_path = Path(work.name) / "stage.sqlite"
+            stage_content(stage_path, transcripts, sessions,
+                          [r[0] for r in con.execute("SELECT message_id FROM write_messages").fetchall()])
+            planned = {r[0] for r in con.execute("SELECT session_id FROM selected").fetchall()}
+            _stage_offsets(stage_path, offsets.rows(transcripts, sessions, planned, opts.key_by, _held_by(opts)))
+            plan.duck.attach_sqlite(con, str(stage_path), "stage", read_only=False)
+            run_stage(pipeline.RECONCILE_STAGE, con)
+            con.execute("DETACH stage")
+        finally:
+            con.close()
+        files = [str(t.path) for t in transcripts]
+        transcripts.clear()   # the stage holds what is written now: free the parsed content before writing
+        record = ledger.RunRecord.new(
+            "reconcile", started, {"sessions": files, "session_filter": opts.session_filter, "key_by": opts.key_by},
+            source_path=str(opts.src) if opts.src else None, source_size=snaps[0].size if opts.src else None,
+            source_sha256=snaps[0].sha256 if opts.src else None)
+        job = WriteJob(target=opts.target, stage=stage_path, final_stage=pipeline.RECONCILE_RECORD, batches=batches,
+                       params={"fired_at": started, "run_id": record.run_id}, record=record,
+                       lock_timeout=opts.lock_timeout, progress=opts.progress)
+        strategy = choose(opts.target, existed, (pipeline.RECONCILE_WRITE,), opts.lock_timeout)
+        counts = load(job, strategy, now_iso)
+        report.take_written(counts)
+        report.run_id = record.run_id
+        report.elapsed_s = time.monotonic() - t0
+        return report
+    except duckdb.Error as exc:
+        raise plan.duck.translate(exc, "inputs could not be read") from None
+    finally:
+        for s in snaps:
+            s.close()
+        work.cleanup()
+
+
+def _stage_offsets(stage: Path, rows: list[tuple]) -> None:
+    """How far this run read each file, for r95_record_offsets.sql to record in the run's last transaction."""
+    with closing(sqlite3.connect(stage, isolation_level=None)) as con:
+        con.execute("CREATE TABLE transcript_files (path TEXT PRIMARY KEY, size INTEGER, sha256 TEXT, lines INTEGER, "
+                    "messages INTEGER, tip TEXT, header_id TEXT, version INTEGER, session_id TEXT, key_by TEXT, "
+                    "held_by TEXT)")
+        con.executemany("INSERT INTO transcript_files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+
+
+def _select(con, session_filter: list[str]) -> None:
+    con.execute("CREATE OR REPLACE TABLE selected (session_id VARCHAR)")
+    if not session_filter:
+        con.execute("INSERT INTO selected SELECT session_id FROM jsonl_sessions")
+        return
+    con.executemany("INSERT INTO selected VALUES (?)", [[s] for s in sorted(set(session_filter))])
+    unknown = [r[0] for r in con.execute("SELECT session_id FROM selected WHERE session_id NOT IN "
+                                         "(SELECT session_id FROM jsonl_sessions) ORDER BY 1").fetchall()]
+    if unknown:
+        raise BadInput(f"unknown --session-filter {', '.join(repr(u) for u in unknown)}: no transcript holds that "
+                       "session (ids are transcript header ids, or session keys with --key-by session-key)")
+
+
+def _fill_report(con, report: RunReport, transcripts: list[Transcript], skipped) -> None:
+    m = report.messages
+    m.inserted = con.execute("SELECT count(*) FROM write_messages").fetchone()[0]
+    m.already_present = con.execute("SELECT count(*) FROM jsonl_plan WHERE NOT is_new").fetchone()[0]
+    report.parts.inserted = con.execute(
+        "SELECT count(*) FROM jsonl_parts WHERE message_id IN (SELECT message_id FROM write_messages)").fetchone()[0]
+    report.sessions_touched = [r[0] for r in con.execute("SELECT session_id FROM session_work ORDER BY 1").fetchall()]
+    report.boundary_events = len(report.sessions_touched)
+    per_file = {r[0]: r[1:] for r in con.execute("""
+        SELECT file_order, count(*) FILTER (WHERE NOT is_new), count(*) FILTER (WHERE is_new),
+               count(*) FILTER (WHERE matched_by = 'entry id'), count(*) FILTER (WHERE matched_by = 'identity'),
+               count(*) FILTER (WHERE matched_by = 'rewrite')
+        FROM jsonl_plan GROUP BY 1""").fetchall()}
+    files = []
+    for order, t in enumerate(transcripts):
+        present, new, by_id, by_identity, rewrites = per_file.get(order, (0, 0, 0, 0, 0))
+        r = t.report
+        mark = t.mark
+        if _appended(t) and mark is not None:   # the messages before the offset: reconciled by the run that recorded it
+            present += mark.messages - len(t.messages)
+            m.already_present += mark.messages - len(t.messages)
+        files.append({"file": str(t.path), "session_id": t.header_id,
+                      "messages_on_path": mark.messages if mark else len(t.messages),
+                      "read": "appended" if _appended(t) else "whole", "read_from_offset": mark.read_from if mark else 0,
+                      "lines_read": mark.lines_read if mark else r.lines_total,
+                      "already_present": present, "imported": new, "matched_by_entry_id": by_id,
+                      "matched_by_identity": by_identity, "matched_as_rewrite": rewrites, "abandoned_branch_entries": r.abandoned_entries,
+                      "skipped_lines": [{"line": n, "reason": why} for n, why in r.skipped_lines],
+                      "parent_gaps": list(r.gaps), "replays": list(r.replays), "extra_headers": list(r.extra_headers),
+                      "unknown_entry_types": r.unknown_types})
+        for n, why in r.skipped_lines:
+            report.warnings.append(f"{t.path}:{n}: skipped line ({why})")
+        for gap in r.gaps:
+            report.warnings.append(f"{t.path}: entry {gap} points at a missing parent; the path continues with the "
+                                   "entry before it")
+    report.extra["files"] = files
+    report.extra["files_skipped"] = [{"file": str(p), "reason": why} for p, why in skipped]
+    report.extra["transcripts_read"] = len(transcripts)
+    report.extra["lines_read"] = sum(f["lines_read"] for f in files)
+    report.extra["files_read_from_offset"] = sum(f["read"] == "appended" for f in files)

@@ -1,0 +1,242 @@
+"""`--watch`: stay running and sync again whenever the inputs change.
+
+A sync is an ordinary `migrate()` / `reconcile()` run, called in this process: it takes its own
+snapshot, plans, writes and releases everything before it returns, so the watch loop only decides
+*when* to run one and prints what it did.
+
+Why polling, not a watcher library (watchfiles/inotify): lossless-claw writes through SQLite in WAL
+mode, so a commit touches `lcm.db-wal` (created, appended, truncated, deleted by checkpoints) and
+only sometimes `lcm.db`; inotify events on a file that is replaced or recreated, on network or
+container filesystems, and after the watched file disappears need care of their own. Two `stat()`
+calls per poll (`sources.file_signature`, the same signature the no-op shortcut trusts: inode, size,
+mtime, ctime of the file and its -wal) see every one of those changes, cost nothing measurable at
+the default 0.5 s, and need no thread and no extra dependency.
+
+Debounce: a change is synced once the signature has stayed the same for one interval (so a burst of
+commits is one sync, not one per commit). A source that never goes quiet is still synced every
+`max_wait_intervals` intervals, so a busy lossless-claw does not starve the target.
+
+Signals: SIGINT and SIGTERM stop the watch between syncs, exit 0. One arriving during a sync lets
+that sync finish (it is an ordinary run and leaves a whole target; a line on stderr says so), then
+the watch exits 0; a second one during the same sync abandons it as Ctrl-C abandons any run (the
+run's own interruption path: every session written is complete; exit 130).
+"""
+from __future__ import annotations
+
+import gc
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import click
+import orjson
+
+from lcm_etl.errors import EXIT_BAD_INPUT, LcmEtlError
+from lcm_etl.report import SCHEMA_VERSION, RunReport, now_iso
+from lcm_etl.read.sources import file_signature
+
+DEFAULT_INTERVAL = 0.5
+MAX_BACKOFF_S = 60.0
+
+
+@dataclass
+class WatchOptions:
+    interval: float = DEFAULT_INTERVAL   # poll period, and how long the inputs must stay quiet before a sync
+    as_json: bool = False
+    quiet: bool = False
+    max_wait_intervals: int = 20         # a source that keeps changing is synced at least this often
+
+
+@dataclass
+class SyncOutcome:
+    number: int
+    started_at: str
+    finished_at: str
+    elapsed_s: float
+    report: RunReport | None = None
+    error: LcmEtlError | None = None
+
+
+# what signal.signal() installs and returns
+Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
+
+
+class StopFlag:
+    """SIGINT/SIGTERM handlers that ask the loop to stop instead of raising in the middle of a sync."""
+
+    def __init__(self, quiet: bool = False) -> None:
+        self.quiet = quiet
+        self.event = threading.Event()   # its wait() is the loop's sleep: a signal ends the sleep at once
+        self.in_sync = False
+        self._previous: dict[int, Handler] = {}
+
+    def install(self) -> StopFlag:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def restore(self) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+    def _handle(self, signum, frame) -> None:
+        again = self.event.is_set()
+        self.event.set()   # first: another signal may run its handler between any two lines of this one
+        if self.in_sync:
+            if again:
+                raise KeyboardInterrupt   # the second signal of one sync: abandon it like any interrupted run
+            if not self.quiet:   # os.write: a signal handler must not re-enter a buffered stream mid-write
+                os.write(2, b"lcm-etl: stopping after this sync (signal again to abandon it)\n")
+
+    @property
+    def stopped(self) -> bool:
+        return self.event.is_set()
+
+    def sleep(self, seconds: float) -> bool:
+        """Wait; True when a stop was asked meanwhile."""
+        return self.event.wait(seconds)
+
+
+# --------------------------------------------------------------------------------------------------
+# What to watch
+
+
+def path_signature(path: Path) -> list:
+    """A file: its file_signature. A folder: every regular file in it (name and signature), so a new
+    transcript, a removed one or a changed sessions.json is a change too."""
+    if path.is_dir():
+        try:
+            children = sorted(path.iterdir())
+        except OSError:
+            return ["unreadable folder"]
+        return [[c.name, file_signature(c)] for c in children if c.is_file()]
+    return file_signature(path)
+
+
+def migrate_inputs(src: Path) -> Callable[[], list]:
+    return lambda: path_signature(src)
+
+
+def reconcile_inputs(sessions: list[str], src: Path | None) -> Callable[[], list]:
+    """The --sessions files and folders (or the default sessions folders, looked up again at every poll,
+    so a new agent's folder is seen), and the --src database when one is given."""
+    from lcm_etl.commands.reconcile import default_session_dirs
+    from lcm_etl.read.sources import expand
+
+    def signature() -> list:
+        paths = [expand(p) for p in sessions] or [Path(p) for p in default_session_dirs()]
+        if src is not None:
+            paths.append(src)
+        return [[str(p), path_signature(p)] for p in paths]
+    return signature
+
+
+# --------------------------------------------------------------------------------------------------
+# The loop
+
+
+def watch(run_once: Callable[[], RunReport], inputs: Callable[[], list], opts: WatchOptions) -> int:
+    """Sync at start, then at every debounced change, until SIGINT/SIGTERM. Returns the exit code.
+
+    A bad-input error at the first sync ends the watch with that error (the command line is wrong);
+    any error of a later sync, and a runtime failure of the first, is one line and is retried at the
+    next change, or after a backoff of interval * 2^failures (at most a minute) when nothing changes.
+    """
+    stop = StopFlag(opts.quiet).install()
+    try:
+        _announce(opts)
+        synced = last_seen = inputs()   # read before the run: a change during the run is a change
+        outcome = _sync(1, run_once, stop)
+        if outcome.error is not None and outcome.error.exit_code == EXIT_BAD_INPUT:
+            raise outcome.error
+        _print(outcome, opts)
+        number, failures, dirty_since, retry_at = 1, 0, None, None
+        if outcome.error is not None:
+            failures, retry_at = 1, time.monotonic() + _backoff(opts.interval, 1)
+        while not stop.sleep(opts.interval):
+            now, current = time.monotonic(), inputs()
+            if current != last_seen:   # still changing: wait for a quiet poll, unless it has been too long
+                dirty_since = now if dirty_since is None else dirty_since
+                last_seen, retry_at = current, None   # a new change also retries a failed sync at once
+                if now - dirty_since < opts.interval * opts.max_wait_intervals:
+                    continue
+            if (current == synced and not failures) or (retry_at is not None and now < retry_at):
+                continue
+            number += 1
+            outcome = _sync(number, run_once, stop)
+            _print(outcome, opts)
+            dirty_since = None
+            if outcome.error is None:
+                synced, failures, retry_at = current, 0, None
+            else:
+                failures += 1
+                retry_at = time.monotonic() + _backoff(opts.interval, failures)
+        return 0
+    finally:
+        stop.restore()
+
+
+def _sync(number: int, run_once: Callable[[], RunReport], stop: StopFlag) -> SyncOutcome:
+    started, t0 = now_iso(), time.monotonic()
+    stop.in_sync = True
+    try:
+        report, error = run_once(), None
+    except LcmEtlError as exc:
+        report, error = None, exc
+    finally:
+        stop.in_sync = False
+    # the sync's objects are garbage now: collect reference cycles at once (a failed sync's traceback holds
+    # its frames, and with them connections and plans), rather than when the collector's thresholds say
+    gc.collect()
+    return SyncOutcome(number=number, started_at=started, finished_at=now_iso(), elapsed_s=time.monotonic() - t0,
+                       report=report, error=error)
+
+
+def _backoff(interval: float, failures: int) -> float:
+    return min(MAX_BACKOFF_S, interval * 2 ** min(failures, 16))
+
+
+def _announce(opts: WatchOptions) -> None:
+    if not opts.as_json and not opts.quiet:
+        click.echo(f"lcm-etl: watching (polling every {opts.interval:g} s; Ctrl-C stops)", err=True)
+
+
+def sync_line(outcome: SyncOutcome) -> str:
+    """One line per sync: when, what it added, how long. A sync that added nothing says so briefly."""
+    head = f"{outcome.finished_at} sync {outcome.number}:"
+    r = outcome.report
+    assert r is not None, "only a sync that succeeded has a line"
+    added = [(r.messages.inserted, "messages"), (r.parts.inserted, "parts"), (r.summaries.inserted, "summaries"),
+             (r.boundary_events, "boundary events")]
+    what = ", ".join(f"+{n} {name}" for n, name in added if n) or "nothing new"
+    tail = f", {len(r.warnings)} warnings" if r.warnings else ""
+    return f"{head} {what}{tail} ({outcome.elapsed_s:.2f} s)"
+
+
+def sync_record(outcome: SyncOutcome) -> dict:
+    """--json: the run report's as_dict(), plus when (timestamp: finished) and which sync; a failed sync
+    carries its error instead."""
+    base = {"timestamp": outcome.finished_at, "started_at": outcome.started_at, "sync": outcome.number}
+    if outcome.error is not None:
+        return {"schema_version": SCHEMA_VERSION, **base, "error": str(outcome.error),
+                "exit_code": outcome.error.exit_code,
+                "elapsed_s": round(outcome.elapsed_s, 3)}
+    assert outcome.report is not None, "a sync without an error has a report"
+    return {**outcome.report.as_dict(), **base}
+
+
+def _print(outcome: SyncOutcome, opts: WatchOptions) -> None:
+    if outcome.error is not None:   # errors go to stderr as every error does, whatever the output mode
+        click.echo(f"lcm-etl: error: {outcome.error} (sync {outcome.number}; the watch goes on)", err=True)
+    if opts.as_json:
+        click.echo(orjson.dumps(sync_record(outcome), option=orjson.OPT_NON_STR_KEYS).decode())
+    elif not opts.quiet and outcome.error is None:
+        click.echo(sync_line(outcome))
+    sys.stdout.flush()   # one line per sync, seen at once even through a pipe

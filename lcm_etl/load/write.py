@@ -1,0 +1,150 @@
+"""What every write of a plan shares, whichever way it lands (lcm_etl/load/loader.py chooses the way): the job,
+the stage attached as `plan`, the write stages run over a range of batches, the run's last transaction
+(final stage, provenance, ledger row) and the one-line error when SQLite or the disk fails.
+
+The two ways: lcm_etl/load/batches.py (into an existing target, one transaction per batch) and lcm_etl/load/aside.py
+(a new target built in a private file and linked into place).
+"""
+from __future__ import annotations
+
+import sqlite3
+from contextlib import closing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from lcm_etl.store import ledger, target as tgt
+from lcm_etl.planning import provenance, shortcut
+from lcm_etl.errors import BadInput, RunFailed
+from lcm_etl.load.flatten import PLANNED_OWNERS, Flattener
+from lcm_etl.planning.pipeline import Stage
+from lcm_etl.planning.steps import run_stage
+from lcm_etl.sqlite_runtime import attach_all
+
+# Work tables take their column types from the stage, so that joins on the source message id (INTEGER in
+# lossless-claw, TEXT in the peer's shape) compare with one affinity and can use the index.
+_WORK_TABLES = """
+CREATE TEMP TABLE _new AS SELECT message_id AS src_message_id, session_id, 0 AS turn, 0 AS id, created_iso,
+  created_raw FROM plan.plan_messages WHERE 0;
+CREATE TEMP TABLE _map AS SELECT message_id AS src_message_id, 0 AS tid, 0 AS turn, created_iso
+  FROM plan.plan_messages WHERE 0;
+CREATE UNIQUE INDEX temp._map_src ON _map(src_message_id);
+"""
+
+_STAGE_INDEXES = (("plan_messages", "batch"), ("plan_messages", "message_id"), ("plan_present", "message_id"),
+                  ("plan_present_parts", "batch"), ("plan_summaries", "summary_id"), ("plan_summaries", "batch"),
+                  ("plan_edges", "batch"), ("plan_sessions", "batch"), ("plan_parts", "message_id"),
+                  ("plan_conversations", "conversation_id"))
+
+
+@dataclass
+class WriteJob:
+    """What both ways of writing need. What only one needs lives in its strategy (lcm_etl/load/loader.py)."""
+    target: Path
+    stage: Path                      # attached as `plan`: the narrow plan tables (and reconcile's content)
+    final_stage: Stage               # provenance (or reconcile's offsets), run once in the last transaction
+    batches: list[int]
+    params: dict                     # fired_at, source_path, run_id, ...
+    record: ledger.RunRecord         # the run's ledger row; its counts are set when the run ends
+    lock_timeout: float
+    progress: bool
+    attach: dict[str, Path] = field(default_factory=dict)   # alias -> database (e.g. src -> the snapshot)
+    views: dict[str, str] = field(default_factory=dict)     # TEMP views over the attachments
+    ledger_extra: dict = field(default_factory=dict)   # more for the ledger's counts JSON (totals, fingerprints)
+
+
+def prepare(con: sqlite3.Connection, job: WriteJob, work_tables: bool = True) -> None:
+    attach_all(con, {**job.attach, "plan": job.stage}, job.views)
+    if work_tables:
+        for stmt in _WORK_TABLES.split(";"):
+            if stmt.strip():
+                con.execute(stmt)
+        con.execute("INSERT INTO _map SELECT p.message_id, p.tid_present, p.turn_present, NULL FROM plan.plan_present p")
+
+
+def index_stage(stage: Path) -> None:
+    """Once, before any reader attaches the stage: without these SQLite would scan a plan table per row."""
+    with closing(sqlite3.connect(stage, isolation_level=None)) as con:
+        staged = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        for table, cols in _STAGE_INDEXES:
+            if table in staged:
+                con.execute(f"CREATE INDEX IF NOT EXISTS {table}_{cols.replace(', ', '_')} ON {table}({cols})")
+
+
+def planned_flattener(job: WriteJob) -> Flattener:
+    """The parts of the planned messages flattened (pipeline.FLATTEN) on a thread, once the stage exists."""
+    return Flattener(job.stage.parent, {**job.attach, "plan": job.stage}, job.views, PLANNED_OWNERS).start()
+
+
+def run_stages(con: sqlite3.Connection, job: WriteJob, stages: tuple[Stage, ...], lo: int | None = None,
+               hi: int | None = None) -> dict[str, int]:
+    """Run write stages for batches lo..hi (default: every batch of the plan, as one)."""
+    if lo is None or hi is None:
+        lo, hi = (min(job.batches), max(job.batches)) if job.batches else (0, -1)
+    counts: dict[str, int] = {}
+    for stage in stages:
+        add_counts(counts, run_stage(stage, con, {**job.params, "lo": lo, "hi": hi}))
+    return counts
+
+
+def add_counts(total: dict, part: dict) -> None:
+    for k, v in part.items():
+        total[k] = total.get(k, 0) + v
+
+
+def finish(con: sqlite3.Connection, job: WriteJob, counts: dict, finished_at: str, whole: bool = False) -> None:
+    """The run's last transaction: the final stage, provenance of a new target (`whole`), the ledger row."""
+    run_stage(job.final_stage, con, job.params)
+    if whole:   # every row of a new target is this run's
+        provenance.record_whole(con, job.record.run_id)
+    _complete(con, job.record, counts, job.ledger_extra, finished_at)
+
+
+def _complete(con: sqlite3.Connection, record: ledger.RunRecord, counts: dict, extra: dict, finished_at: str) -> None:
+    # what this run wrote, plus the target's fingerprint after it (lcm_etl/planning/shortcut.py reads it back)
+    record.counts = {"written": counts, **extra, "target_fingerprint": shortcut.target_fingerprint(con)}
+    ledger.complete(con, record, finished_at)
+
+
+def record_run(target: Path, lock_timeout: float, record: ledger.RunRecord, extra: dict, finished_at: str) -> None:
+    """A ledger row for a run that writes nothing else (the no-op shortcut)."""
+    with closing(tgt.connect(target, lock_timeout)) as con:
+        def work() -> None:   # the ledger may be an older lcm-etl's (lcm_etl/store/ledger.py upgrades it)
+            tgt.apply_schema(con)
+            _complete(con, record, {}, extra, finished_at)
+        in_transaction(con, target, lock_timeout, work)
+
+
+def in_transaction(con: sqlite3.Connection, target: Path, lock_timeout: float, work: Callable[[], object]) -> None:
+    tgt.begin_immediate(con, target, lock_timeout)
+    try:
+        work()
+        con.execute("COMMIT")
+    except BaseException:
+        if con.in_transaction:
+            con.execute("ROLLBACK")
+        raise
+
+
+def write_failure(exc: sqlite3.Error | OSError, target: Path, existed: bool, snapshot: Path | None) -> Exception:
+    """The one-line error for SQLite or the disk failing while a target is written (or a new one built)."""
+    after = ("the target was not created" if not existed else
+             "batches committed before this hold whole sessions (or turn-order prefixes); re-run to finish")
+    if tgt.is_disk_full(exc):
+        return RunFailed(f"disk full while writing {target}; {after}; free space and re-run")
+    damaged = _damaged(snapshot) if isinstance(exc, sqlite3.DatabaseError) else None
+    if damaged:   # SQLite met a bad page of the source's snapshot while copying content
+        return BadInput(f"source is damaged: {damaged} ({exc}); {after}")
+    return RunFailed(f"writing {target} failed: {exc}; {after}")
+
+
+def _damaged(snapshot: Path | None) -> str | None:
+    """Only after a failure: is the source snapshot itself corrupt? (quick_check is too slow to run always)."""
+    if snapshot is None or not snapshot.exists():   # gone: released after the content was copied
+        return None
+    try:
+        with closing(sqlite3.connect(f"file:{snapshot}?mode=ro", uri=True)) as con:
+            rows = [r[0] for r in con.execute("PRAGMA quick_check(3)")]
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
+        return str(exc)
+    return None if rows == ["ok"] else "; ".join(rows)

@@ -1,0 +1,152 @@
+"""Cost follows the change (SPEC §8): a re-run re-plans only what changed since the previous run.
+
+Every complete `migrate` over the whole source stores marks in the target (`lcm_etl_marks`, written by
+95_write_provenance.sql in the run's last transaction): a digest per source conversation of every value
+the plan reads or lossless-claw can change in place (03_source_marks.sql), one for the rows of no
+conversation and the source's schema, and per target session its figures after the run
+(04_target_marks.sql). The next run of the same source with the same options computes the marks again
+and re-plans only the conversations and sessions whose marks differ, closed over the sessions they share
+(08_sync_scope.sql): everything else is proved unchanged by value, never assumed. The plan then reads
+only those conversations' rows and those sessions' target rows; the steps after it are the usual ones.
+
+The marks are computed over the whole source only when the previous run's snapshot is not at hand. When
+it is (lcm_etl/read/snapcache.py), the pages that differ from it name the changed conversations directly, and
+only the scope's marks are computed (the rest are carried, 09_carried_marks.sql). Either way the plan then
+reads the scope's rows from small copies (lcm_etl/read/subset.py), not the whole files.
+
+Whatever is not growth within a few sessions is a full plan, as before: a different schema or different
+orphan rows, or a previous run that stored no marks (an older version, `--session-filter`, a failed run,
+another command since).
+"""
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import orjson
+
+from lcm_etl.read.source_schema import SourceSchema, normalized_views
+from lcm_etl import duck
+from lcm_etl.store import ledger
+from lcm_etl.planning import pipeline
+from lcm_etl.read import subset
+from lcm_etl.planning.steps import run_stage
+
+@dataclass
+class Recorded:
+    """The marks the previous run stored, and that run's id."""
+    run_id: str
+    marks: list[tuple[str, str, str]]   # (kind, key, mark)
+
+
+@dataclass
+class Scope:
+    """What a sync re-run plans: the sessions it re-reads, out of how many."""
+    since_run: str
+    sessions: int
+    sessions_total: int
+    conversations_changed: int
+    source_subset: Path   # the scope's rows (lcm_etl/read/subset.py): what the plan read, and the writer reads
+
+
+def schema_signature(schema: SourceSchema) -> str:
+    return hashlib.sha1(orjson.dumps(schema.columns, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
+
+
+def mark_source(con: duckdb.DuckDBPyConnection, schema: SourceSchema) -> None:
+    run_stage(pipeline.SOURCE_MARKS, con, {"schema_sig": schema_signature(schema)})
+
+
+def recorded(target_db: Path | None, source_label: str, opts_key: list) -> Recorded | None:
+    """The marks of the last `migrate` of this source into the target, if they can be trusted: that run
+    completed, planned the whole source with the same options and stored marks."""
+    if target_db is None:
+        return None
+    try:
+        con = sqlite3.connect(f"file:{target_db}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return None
+    try:
+        row = ledger.last_run(con, source_label)
+        if not row or row[2] != "complete":
+            return None
+        counts = row[3]
+        marks_run = counts.get("marks_run")
+        if not marks_run or counts.get("options_key") != opts_key:
+            return None
+        marks = con.execute("SELECT kind, key, mark FROM lcm_etl_marks WHERE source_path = ? AND run_id = ?",
+                            (source_label, marks_run)).fetchall()
+        return Recorded(marks_run, marks) if marks else None
+    except (sqlite3.Error, orjson.JSONDecodeError, AttributeError):
+        return None
+    finally:
+        con.close()
+
+
+def narrow(con: duckdb.DuckDBPyConnection, rec: Recorded, params: dict, schema: SourceSchema, snapshot: Path,
+           scratch: Path, proved: set[str] | None = None) -> Scope | None:
+    """Decide the scope and narrow the plan to it (04 and 06 have run). `proved`: the conversations owning
+    a row on a page that differs from the previous run's snapshot (lcm_etl/read/snapcache.py), everything else
+    being proved unchanged by its bytes; without it the marks of 03 (run over the whole source) are
+    compared with the recorded ones. None: plan everything."""
+    duck.table_of_strings(con, "recorded_marks", ["kind", "key", "mark"], rec.marks)
+    was = next((m for kind, _, m in rec.marks if kind == "global"), None)
+    if proved is not None and (was or "").split(":", 1)[0] != schema_signature(schema):
+        mark_source(con, schema)   # the schema changed: the marks decide (and differ), as without a proof
+        proved = None
+    if proved is None:
+        if was is None or was != con.execute("SELECT mark FROM source_global").fetchone()[0]:
+            return None
+    else:
+        con.execute("CREATE OR REPLACE TABLE source_marks (conversation_id VARCHAR, mark VARCHAR)")
+    con.execute("CREATE OR REPLACE TABLE page_changed_convs AS SELECT unnest($keys::VARCHAR[]) AS conv_key",
+                {"keys": sorted(proved or [])})
+    run_stage(pipeline.SYNC_SCOPE, con, params)
+    keys = [r[0] for r in con.execute("SELECT conv_key FROM scope_convs ORDER BY 1").fetchall()]
+    sessions, changed, total = con.execute(
+        "SELECT (SELECT count(*) FROM scope_sessions), (SELECT count(*) FROM changed_convs), "
+        "(SELECT count(DISTINCT session_id) FROM sessions)").fetchone()
+    # from here on `src` is the scope's rows only (lcm_etl/read/subset.py): the views and the steps are the same
+    rows = subset.source_subset(snapshot, scratch / "scope-source.sqlite", keys)
+    con.execute("DETACH src")
+    duck.attach_sqlite(con, str(rows), "src")
+    for view in normalized_views(schema, "duckdb"):   # read once: the steps read the views many times over
+        con.execute(f"CREATE OR REPLACE TABLE scoped_{view} AS SELECT * FROM {view}")
+        con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT * FROM scoped_{view}")
+    if proved is not None:   # the scope's marks now; the rest are the recorded ones, proved unchanged
+        run_stage(pipeline.CARRIED_MARKS, con, {"schema_sig": schema_signature(schema)})
+    return Scope(rec.run_id, sessions, total, changed, rows)
+
+
+def add_unchanged(con: duckdb.DuckDBPyConnection, report, target_db: Path, source_label: str) -> None:
+    """A sync re-run planned only its scope; the report still speaks of the whole source. The rows of the
+    conversations it did not re-read are where the previous runs left them: counted by their marks (every
+    message and part of a conversation is imported; a summary is unless lcm_etl_skipped says why not), and
+    the rows of no conversation by the global mark (03_source_marks.sql)."""
+    counts = con.execute(
+        "SELECT coalesce(sum(CAST(split_part(mark, ':', 2) AS BIGINT)), 0), "
+        "coalesce(sum(CAST(split_part(mark, ':', 4) AS BIGINT)), 0), "
+        "coalesce(sum(CAST(split_part(mark, ':', 6) AS BIGINT)), 0) FROM source_marks "
+        "WHERE conversation_id NOT IN (SELECT conv_key FROM scope_convs)").fetchone()
+    sessions = {r[0] for r in con.execute("SELECT session_id FROM scope_sessions").fetchall()}
+    with sqlite3.connect(f"file:{target_db}?mode=ro", uri=True) as lite:
+        skipped = [r for r in lite.execute(
+            "SELECT source_id, session_id, reason, detail FROM lcm_etl_skipped WHERE source_path = ? AND "
+            "kind = 'summary' ORDER BY source_id", (source_label,)) if r[1] not in sessions]
+    lite.close()
+    report.messages.already_present += counts[0]
+    report.parts.already_present += counts[1]
+    report.summaries.already_present += counts[2] - len(skipped)
+    for summary_id, session_id, reason, detail in skipped:
+        report.summaries.skip(reason)
+        foreign = (orjson.loads(detail) if detail else {}).get("foreign_messages", 0)
+        report.skipped_summaries.append({"summary_id": summary_id, "session_id": session_id, "reason": reason,
+                                         "foreign_messages": foreign})
+        report.cross_session_links_in_skipped += foreign
+    report.skipped_summaries.sort(key=lambda s: s["summary_id"])
+    orphans = con.execute("SELECT mark FROM source_global").fetchone()[0].split(":")
+    report.messages.skip("its conversation is not in the source", int(orphans[1]))
+    report.parts.skip("its message is not in the source (or not in any conversation)", int(orphans[2]))

@@ -1,0 +1,210 @@
+"""The plan: DuckDB reads the source snapshot and the target's current state and runs the plan steps of
+`transforms/` (sessions, turn_index, message_parts, summaries, parent_collapse, batches).
+
+The plan decides everything that is decided by identity and order: which rows are new, their rank in
+each session, summary ranges and parents, batches. It never touches content: the write steps copy
+content inside SQLite. Dry-run reports come straight from the plan, so they are what a real run does.
+"""
+from __future__ import annotations
+
+import sqlite3
+from contextlib import closing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import duckdb
+from tqdm import tqdm
+
+from lcm_etl import duck
+from lcm_etl.planning import pipeline
+from lcm_etl.read import subset
+from lcm_etl.errors import BadInput
+from lcm_etl.report import RunReport
+from lcm_etl.read.source_schema import SourceSchema, normalized_views
+from lcm_etl.store.target import apply_schema
+from lcm_etl.planning.steps import run_stage
+
+WHITESPACE = " \t\n\r\x0b\x0c\u00a0\ufeff"
+_TARGET_TABLES = {"lcm_messages", "lcm_message_parts", "lcm_summary_nodes", "lcm_compaction_events"}
+
+
+@dataclass
+class PlannedRun:
+    batches: list[int]
+
+
+def open_source(snapshot_path: Path, schema: SourceSchema, original: Path,
+                memory_limit: str = duck.DEFAULT_MEMORY_LIMIT,
+                warm: duck.Warmup | None = None) -> duckdb.DuckDBPyConnection:
+    """DuckDB with the snapshot attached and the normalised views over it. A source DuckDB cannot read
+    (a damaged page met already here) is the same one-line error as one met while planning."""
+    # the snapshot's private folder holds what the plan spills
+    con = warm.take(snapshot_path.parent) if warm else duck.connect(snapshot_path.parent, memory_limit)
+    try:
+        duck.attach_sqlite(con, str(snapshot_path), "src", read_only=True)
+        for name, sql in normalized_views(schema, "duckdb").items():
+            con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS {sql}")
+    except duckdb.Error as exc:
+        con.close()
+        raise duck.translate(exc, unreadable_source(original)) from None
+    return con
+
+
+def unreadable_source(original: Path | str) -> str:
+    return f"source could not be read as lossless-claw data: {original}"
+
+
+def load_target_state(con: duckdb.DuckDBPyConnection, target_db: Path | None, scratch: Path,
+                      narrow: Callable[[], object] | None = None,
+                      known_marks: list[tuple[str, str]] | None = None) -> object:
+    """Materialise the target's identities once (transforms/05_target_state.sql). A missing target, or one
+    without Remnic's tables yet, reads as an empty target: a file with the schema, made in `scratch`.
+    `narrow` (a sync re-run, lcm_etl/planning/delta.py) runs once the target's marks (04) and provenance (06) are
+    read; what it returns, if anything, is the scope 05 then reads, and is returned. `known_marks`: the
+    target's marks when it is proved as the previous run left them (lcm_etl/read/snapcache.py): 04 is not run."""
+    tables: set[str] = set()
+    if target_db is not None:
+        with closing(sqlite3.connect(f"file:{target_db}?mode=ro", uri=True)) as lite:
+            tables = {r[0] for r in lite.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+    def read(alias: str, stage: pipeline.Stage, needs: set[str], params: dict | None = None,
+             db: Path | None = None) -> None:
+        db = db or (target_db if target_db is not None and needs <= tables else empty_target(scratch))
+        duck.attach_sqlite(con, str(db), alias, read_only=True)
+        try:
+            run_stage(stage, con, params)
+        finally:
+            con.execute(f"DETACH {alias}")
+
+    if known_marks is None:
+        marks_db = target_db if target_db is not None and _TARGET_TABLES <= tables else empty_target(scratch)
+        with closing(sqlite3.connect(f"file:{marks_db}?mode=ro", uri=True)) as lite:
+            run_stage(pipeline.TARGET_MARKS, lite)
+            known_marks = lite.execute("SELECT session_id, mark FROM temp.target_marks").fetchall()
+    duck.table_of_strings(con, "target_marks", ["session_id", "mark"], known_marks)
+    read("prov", pipeline.TARGET_PROVENANCE, {"lcm_etl_conversations"})
+    con.execute("CREATE OR REPLACE TABLE scope_sessions (session_id VARCHAR)")
+    scope = narrow() if narrow else None
+    subset_db = None
+    if scope is not None and target_db is not None and _TARGET_TABLES <= tables:
+        # the scope's sessions only, found through the target's indexes (lcm_etl/read/subset.py)
+        sessions = [r[0] for r in con.execute("SELECT session_id FROM scope_sessions").fetchall()]
+        subset_db = subset.target_subset(target_db, scratch / "scope-target.sqlite", sessions)
+    read("tgt", pipeline.TARGET_STATE, _TARGET_TABLES, {"scoped": scope is not None}, subset_db)
+    return scope
+
+
+def empty_target(folder: Path) -> Path:
+    """An empty target with Remnic's schema and lcm-etl's tables, private to the run."""
+    path = folder / "empty-target.sqlite"
+    if not path.exists():
+        with closing(sqlite3.connect(path, isolation_level=None)) as con:
+            con.execute("BEGIN")
+            apply_schema(con)
+            con.execute("COMMIT")
+    return path
+
+
+def build(con: duckdb.DuckDBPyConnection, key_by: str, session_filter: list[str], budget: int,
+          report: RunReport, source_label: str, progress: bool = False, new_target: bool = False,
+          scoped: bool = False) -> PlannedRun:
+    params = plan_params(key_by, budget, source_label)
+    run_stage(pipeline.SESSIONS, con, params)
+    run_stage(pipeline.KEPT_SESSIONS, con, params)
+    _select_sessions(con, session_filter, source_label)
+    stage = pipeline.NEW_TARGET_PLAN if new_target else pipeline.PLAN
+    with tqdm(total=len(stage.steps), desc="planning", unit="step", disable=not progress, leave=False) as bar:
+        run_stage(stage, con, params, after_each=bar.update)
+    # a sync re-run (lcm_etl/planning/delta.py) plans some sessions: no totals over the rest (as with a filter)
+    _fill_report(con, report, filtered=bool(session_filter) or scoped)
+    return PlannedRun(all_batches(con))
+
+
+def plan_params(key_by: str, budget: int, source_label: str) -> dict:
+    return {"key_by": key_by, "ws": WHITESPACE, "budget": budget, "source_path": source_label}
+
+
+def all_batches(con) -> list[int]:
+    """Every batch that holds a write: a large session's early chunks as well as sessions' last batches."""
+    return [r[0] for r in con.execute("SELECT batch FROM write_messages UNION SELECT batch FROM session_work "
+                                      "ORDER BY 1").fetchall()]
+
+
+def _select_sessions(con, session_filter: list[str], source_label: str) -> None:
+    con.execute("CREATE OR REPLACE TABLE selected (session_id VARCHAR)")
+    if session_filter:
+        wanted = sorted(set(session_filter))
+        con.execute("CREATE OR REPLACE TEMP TABLE wanted (session_id VARCHAR)")
+        con.executemany("INSERT INTO wanted VALUES (?)", [[s] for s in wanted])
+        unknown = [r[0] for r in con.execute(
+            "SELECT session_id FROM wanted WHERE session_id NOT IN (SELECT session_id FROM sessions) "
+            "AND session_id NOT IN (SELECT rule_session FROM sessions) ORDER BY 1").fetchall()]
+        if unknown:
+            raise BadInput(f"unknown --session-filter {', '.join(repr(u) for u in unknown)}: no such session in "
+                           f"{source_label} (list them with `lcm-etl inspect --src {source_label}`)")
+        # a conversation kept in the session it was first imported into (15_kept_sessions.sql) is also
+        # found by the session id it has now
+        con.execute("INSERT INTO selected SELECT DISTINCT session_id FROM sessions "
+                    "WHERE session_id IN (SELECT session_id FROM wanted) OR rule_session IN (SELECT session_id FROM wanted)")
+    else:
+        con.execute("INSERT INTO selected SELECT DISTINCT session_id FROM sessions")
+
+
+def _one(con, sql: str) -> int:
+    row = con.execute(sql).fetchone()
+    return int(row[0] or 0) if row else 0
+
+
+def _fill_report(con, report: RunReport, filtered: bool) -> None:
+    m = report.messages
+    m.inserted = _one(con, "SELECT count(*) FROM write_messages")
+    m.already_present = _one(con, "SELECT count(*) FROM msg_plan WHERE NOT is_new")
+    if not filtered:
+        m.skip("its conversation is not in the source",
+               _one(con, "SELECT count(*) FROM src_messages WHERE message_id NOT IN (SELECT message_id FROM src_msgs)"))
+    p = report.parts
+    p.inserted = _one(con, "SELECT count(*) FROM part_plan")
+    in_selected, orphans = con.execute("SELECT in_selected, orphans FROM part_counts").fetchone()
+    p.already_present = int(in_selected or 0) - p.inserted
+    if not filtered:
+        p.skip("its message is not in the source (or not in any conversation)", int(orphans or 0))
+    s = report.summaries
+    s.inserted = _one(con, "SELECT count(*) FROM write_summaries")
+    s.already_present = _one(con, "SELECT count(*) FROM sum_plan WHERE status = 'present'")
+    scope = "session_id IN (SELECT session_id FROM selected)" + ("" if filtered else " OR session_id IS NULL")
+    for reason, n in con.execute(f"SELECT reason, count(*) FROM sum_plan WHERE status = 'skipped' AND ({scope}) "
+                                 "GROUP BY reason ORDER BY reason").fetchall():
+        s.skip(reason, n)
+    report.skipped_summaries = [
+        {"summary_id": sid, "session_id": sess, "reason": reason, "foreign_messages": foreign}
+        for sid, sess, reason, foreign in con.execute(
+            f"SELECT summary_id, session_id, reason, foreign_msgs FROM sum_plan WHERE status = 'skipped' AND ({scope}) "
+            "ORDER BY summary_id").fetchall()]
+    report.cross_session_links_in_skipped = sum(s["foreign_messages"] for s in report.skipped_summaries)
+    report.collapsed_parents = _one(con, "SELECT count(*) FROM write_summaries WHERE candidates > 1")
+    report.dropped_parent_edges = _one(
+        con, "SELECT count(*) FROM sum_edges WHERE NOT kept AND source_id IN (SELECT summary_id FROM write_summaries)")
+    report.cross_session_links = _one(con, "SELECT sum(foreign_msgs) FROM write_summaries")
+    report.sessions_touched = [r[0] for r in con.execute(
+        "SELECT session_id FROM session_work ORDER BY session_id").fetchall()]
+    report.boundary_events = _one(con, "SELECT count(*) FROM session_work WHERE needs_boundary")
+    # in place (52_in_place_changes.sql): what lossless-claw changed in rows an earlier run imported
+    m.updated = _one(con, "SELECT count(*) FROM message_refresh")
+    s.updated = _one(con, "SELECT count(*) FROM summary_refresh")
+    report.parents_updated = _one(con, "SELECT count(*) FROM parent_updates")
+    report.changes = {what: n for what, n in con.execute(
+        "SELECT what, count(*) FROM (SELECT unnest(string_split(changed, ', ')) AS what FROM message_refresh) "
+        "GROUP BY what ORDER BY what"
+    ).fetchall()}
+    report.conversations_changed = _one(
+        con, "SELECT count(*) FROM sessions WHERE session_id IN (SELECT session_id FROM selected) AND conversation_id "
+             "NOT IN (SELECT conversation_id FROM conversation_same)")
+    report.sessions_kept = _one(con, "SELECT count(*) FROM sessions WHERE session_id <> rule_session")
+    report.batches = len(all_batches(con))
+
+
+def stage(con: duckdb.DuckDBPyConnection, stage_path: Path, record_marks: bool = False) -> None:
+    duck.attach_sqlite(con, str(stage_path), "stage", read_only=False)
+    run_stage(pipeline.STAGE, con, {"record_marks": record_marks})
+    con.execute("DETACH stage")

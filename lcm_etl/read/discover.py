@@ -1,0 +1,53 @@
+"""`migrate --discover ROOT --dest-root DIR`: a fleet's manifest from a tree of OpenClaw state folders.
+
+An OpenClaw state folder holds `lcm.db` (beside its `agents/*/sessions/` transcripts). Every folder under
+ROOT, ROOT included, that holds a file named `lcm.db` is one pair, by this rule:
+
+    ROOT/<rel>/lcm.db  ->  DIR/<rel>/state/lcm.sqlite    (the Remnic memory dir DIR/<rel>)
+
+so a tree of agents maps onto a parallel tree of Remnic memory dirs, one per agent, and the same tree
+always gives the same pairs. The walk does not descend into a state folder (its transcripts can be
+thousands of files and never hold another state folder) nor follow symlinked folders (a loop on
+shared storage would never end); a folder it cannot list is an error naming it, since skipping it would
+leave its agents out silently. The pairs are sorted by path.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+from pathlib import Path
+
+from lcm_etl.errors import BadInput
+
+STATE_DB = "lcm.db"
+
+
+def discover(root: Path, dest_root: Path) -> list[tuple[Path, Path]]:
+    if not root.is_dir():
+        raise BadInput(f"--discover needs a folder: {root}")
+
+    def unreadable(exc: OSError) -> None:
+        raise BadInput(f"--discover cannot list a folder under {root}: {exc.filename}: {exc.strerror or exc}")
+
+    pairs: list[tuple[Path, Path]] = []
+    for folder, dirs, files in os.walk(root, onerror=unreadable):
+        here = Path(folder)
+        if STATE_DB in files and (here / STATE_DB).is_file():
+            dirs.clear()
+            # --memory-dir's rule, without expanding a `$` or `~` a folder name may hold
+            pairs.append((here / STATE_DB, dest_root / here.relative_to(root) / "state" / "lcm.sqlite"))
+        dirs.sort()
+    if not pairs:
+        raise BadInput(f"--discover found no OpenClaw state folder (a folder holding {STATE_DB}) under {root}")
+    return sorted(pairs)
+
+
+def manifest_entries(pairs: list[tuple[Path, Path]]) -> list[dict]:
+    """The pairs as a JSON manifest (`--manifest` reads it back)."""
+    return [{"src": str(src), "dest": str(dest)} for src, dest in pairs]
+
+
+def manifest_text(root: Path, pairs: list[tuple[Path, Path]]) -> str:
+    """The pairs as a text manifest (`--manifest` reads it back), under a comment saying where from."""
+    head = f"# {len(pairs)} OpenClaw state folders under {root}: SRC DEST (usable as --manifest)"
+    return "\n".join([head, *(f"{shlex.quote(str(s))} {shlex.quote(str(d))}" for s, d in pairs)])

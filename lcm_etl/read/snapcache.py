@@ -1,0 +1,328 @@
+"""The previous run's snapshot, kept so that a re-run copies and re-reads only what changed (SPEC §8).
+
+A first `migrate` of a source into a target copies the source whole (sources.take_snapshot). lcm-etl
+keeps that copy in a cache folder, one per (source, target) pair, and seals it with the id of the run that
+read it once the run has committed. The next run of the pair compares the source with the copy page by
+page: it writes only the pages that differ into the copy, which is then the new snapshot, and it knows
+which source conversations own a row on a differing page (lcm_etl/read/pages.py): everything else is proved
+unchanged by its bytes. The copy is trusted only when the target's ledger names the sealing run as the
+last complete migrate of the source with marks (delta.recorded) and the copy's file is the one sealed
+(inode, size, mtime and ctime: a ctime cannot be set back). Before the copy is changed its seal is removed,
+so a run that dies leaves no copy that could be trusted.
+
+Where: $LCM_ETL_CACHE_DIR, else $XDG_CACHE_HOME/lcm-etl, else ~/.cache/lcm-etl. LCM_ETL_CACHE_DIR=off
+keeps no copy (every run copies the source whole). The folder may be deleted at any time; it costs the
+size of the source per pair.
+"""
+from __future__ import annotations
+
+import errno
+import hashlib
+import marshal
+import os
+import shutil
+import sqlite3
+import tempfile
+from contextlib import closing
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+
+from lcm_etl.read import pages
+from lcm_etl.errors import RunFailed
+from lcm_etl.read.sources import Snapshot, file_signature, fold_wal, take_snapshot, unchanged_but_appended
+
+# more differing pages than this share of the source (or than 1 MB of pages on a small one): not worth
+# proving page by page, and their bytes are held in memory until written; the source is copied whole
+MAX_CHANGED_SHARE, MIN_CHANGED_LIMIT = 0.1, 256
+
+# source tables the plan reads (source_schema.normalized_views) -> each row of a rowid range with the one or two
+# conversations owning it, NULL when the owner does not exist (a row of no conversation):
+# (rowid, owner, owner, the row's own columns...)
+_RANGE = " WHERE {0}rowid > ? AND {0}rowid <= ?"
+_CONV = "LEFT JOIN conversations c ON c.conversation_id = {}.conversation_id"
+_OWNERS = {
+    "conversations": "SELECT rowid, conversation_id, conversation_id, * FROM conversations" + _RANGE.format(""),
+    "messages": "SELECT m.rowid, c.conversation_id, c.conversation_id, m.* FROM messages m "
+                + _CONV.format("m") + _RANGE.format("m."),
+    "message_parts": "SELECT p.rowid, c.conversation_id, c.conversation_id, p.* FROM message_parts p "
+                     "LEFT JOIN messages m ON m.message_id = p.message_id " + _CONV.format("m") + _RANGE.format("p."),
+    "summaries": "SELECT s.rowid, c.conversation_id, c.conversation_id, s.* FROM summaries s "
+                 + _CONV.format("s") + _RANGE.format("s."),
+    "summary_messages": "SELECT l.rowid, c.conversation_id, c.conversation_id, l.* FROM summary_messages l "
+                        "LEFT JOIN summaries s ON s.summary_id = l.summary_id " + _CONV.format("s")
+                        + _RANGE.format("l."),
+    # an edge counts for the conversations of both its ends (03_source_marks.sql); of no end: an orphan
+    "summary_parents": "SELECT e.rowid, coalesce(c.conversation_id, pc.conversation_id), "
+                       "coalesce(pc.conversation_id, c.conversation_id), e.* FROM summary_parents e "
+                       "LEFT JOIN summaries s ON s.summary_id = e.summary_id " + _CONV.format("s") +
+                       " LEFT JOIN summaries p ON p.summary_id = e.parent_summary_id "
+                       "LEFT JOIN conversations pc ON pc.conversation_id = p.conversation_id" + _RANGE.format("e."),
+    "large_files": "SELECT f.rowid, c.conversation_id, c.conversation_id, f.* FROM large_files f "
+                   + _CONV.format("f") + _RANGE.format("f."),
+}
+_LOWEST, _HIGHEST = -(1 << 63), (1 << 63) - 1
+
+
+@dataclass
+class Changes:
+    """What differs between the sealed copy and the source now: the conversations owning a changed row,
+    or None when the pages cannot be placed (`why`): then nothing is proved and the run plans everything."""
+    conversations: set[str] | None
+    pages: int
+    why: str = ""
+
+
+def cache_root() -> Path | None:
+    where = os.environ.get("LCM_ETL_CACHE_DIR")
+    if where is not None:
+        return None if where.strip().lower() in ("", "off", "0", "none") else Path(where).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "lcm-etl"
+
+
+class SnapshotCache:
+    """The kept copy of one (source, target) pair."""
+
+    def __init__(self, folder: Path, source: Path, target: Path):
+        self.folder, self.source, self.target = folder, source, target
+        self.db, self.seal_file = folder / "snapshot.db", folder / "seal.json"
+        # the copy's b-tree interior pages, parsed (pages.layout's memo): kept beside the seal, so a re-run
+        # parses only the interior pages that changed, not the thousand above a 200k-message source's leaves
+        self.memo_file = folder / "layout.marshal"
+        self._memo: dict | None = None   # the memo for the copy as this run leaves it
+        # the target is as the sealing run left it (its marks are the recorded ones): set by snapshot()
+        self.target_untouched = False
+
+    @classmethod
+    def for_pair(cls, source: Path, target: Path) -> SnapshotCache | None:
+        root = cache_root()
+        if root is None:
+            return None
+        pair = f"{source.resolve()}\0{target.resolve()}".encode()
+        folder = root / hashlib.sha256(pair).hexdigest()[:24]
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            return None   # no cache where none can be kept: the run copies the source whole, as before
+        return cls(folder, source, target)
+
+    def sealed_run(self) -> str | None:
+        try:
+            seal = orjson.loads(self.seal_file.read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            return None
+        if seal.get("signature") != file_signature(self.db)[0] or seal.get("source") != str(self.source):
+            return None
+        return seal.get("run_id")
+
+    def _sealed_target(self) -> list | None:
+        try:
+            return orjson.loads(self.seal_file.read_bytes()).get("target_signature")
+        except (OSError, orjson.JSONDecodeError, AttributeError):
+            return None
+
+    def unseal(self) -> None:
+        self.seal_file.unlink(missing_ok=True)
+        self.memo_file.unlink(missing_ok=True)
+
+    def _sealed_memo(self) -> dict:
+        """The interior pages of the sealed copy, parsed when it was sealed (empty when not kept)."""
+        try:
+            signature, memo = marshal.loads(self.memo_file.read_bytes())
+        except (OSError, EOFError, ValueError, TypeError):
+            return {}
+        return memo if signature == file_signature(self.db)[0] and isinstance(memo, dict) else {}
+
+    def seal(self, run_id: str) -> None:
+        """The run that read the copy has committed: the copy is its snapshot. The run has landed whatever
+        happens here: a seal that cannot be written only costs the next run a whole copy."""
+        if self._memo is None:   # a whole copy: its interior pages, parsed once for every re-run after it
+            self._memo = _interior_pages(self.db)
+        signature = file_signature(self.db)[0]
+        body = orjson.dumps({"run_id": run_id, "source": str(self.source), "target": str(self.target),
+                             "signature": signature, "target_signature": _target_signature(self.target)})
+        if self._memo:
+            self._write(self.memo_file, marshal.dumps((signature, self._memo)))
+        self._write(self.seal_file, body)
+
+    @staticmethod
+    def _write(path: Path, body: bytes) -> None:
+        tmp = path.with_suffix(".tmp")
+        try:
+            tmp.write_bytes(body)
+            os.replace(tmp, path)
+        except OSError:
+            tmp.unlink(missing_ok=True)
+
+    def snapshot(self, since_run: str | None, tmp_root: str | None) -> tuple[Snapshot, Changes | None]:
+        """The source's snapshot, in the kept copy. With the copy sealed by `since_run`: only the differing
+        pages are written, and what they hold is returned; otherwise the source is copied whole (None)."""
+        if since_run is not None and self.sealed_run() == since_run:
+            memo = self._sealed_memo()
+            sealed_target = self._sealed_target()
+            self.target_untouched = sealed_target is not None and sealed_target == _target_signature(self.target)
+            self.unseal()
+            folder = Path(tempfile.mkdtemp(prefix="lcm-etl-", dir=tmp_root))
+            try:
+                changes = self._refresh(folder, memo)
+            except OSError as exc:   # the copy is unsealed: the next run copies the source whole
+                shutil.rmtree(folder, ignore_errors=True)
+                why = "disk full" if exc.errno == errno.ENOSPC else exc.strerror or str(exc)
+                raise RunFailed(f"cannot bring the kept snapshot in {self.folder} up to date: {why} (free space "
+                                "there, or set LCM_ETL_CACHE_DIR elsewhere, or to off); nothing was written") from None
+            except BaseException:
+                shutil.rmtree(folder, ignore_errors=True)
+                raise
+            if changes is not None:
+                return Snapshot(self.source, self.db, folder, self.db.stat().st_size), changes
+            shutil.rmtree(folder, ignore_errors=True)
+        self.unseal()
+        self._memo = None
+        return take_snapshot(self.source, "source", tmp_root, into=self.db), None
+
+    def _refresh(self, scratch: Path, memo: dict) -> Changes | None:
+        """Compare, then write the differing pages and fold the source's WAL into the copy. None when the
+        copy cannot be brought up to date page by page (then the caller copies the source whole)."""
+        incoming = scratch / "incoming-wal"
+        wal = Path(str(self.source) + "-wal")
+        for _ in range(20):
+            before = file_signature(self.source)
+            try:
+                with pages.PageFile(self.source) as new, pages.PageFile(self.db) as old:
+                    limit = max(int(MAX_CHANGED_SHARE * max(new.pages, old.pages)), MIN_CHANGED_LIMIT)
+                    diff = pages.differing_pages(new, old, limit)
+                    page_size, new_pages = new.page_size, new.pages
+            except pages.NotComparable:
+                return None
+            incoming.unlink(missing_ok=True)
+            if wal.exists():
+                shutil.copyfile(wal, incoming)
+            if unchanged_but_appended(before, file_signature(self.source)):
+                break
+        else:
+            raise RunFailed(f"source kept changing while it was copied: {self.source}; retry when it is quieter")
+        if diff is None:
+            return None
+        try:
+            changed = set(diff) | (pages.wal_pages(incoming, page_size) if incoming.exists() else set())
+            # interior pages outside `changed` hold the same bytes in the sealed copy, the old one and the new
+            old_owners, old_explained = _owners(self.db, changed, memo=memo)
+        except (pages.NotComparable, sqlite3.Error):
+            return None
+        with open(self.db, "r+b") as fh:
+            for n, data in sorted(diff.items()):
+                if data:
+                    fh.seek((n - 1) * page_size)
+                    fh.write(data)
+            fh.truncate(new_pages * page_size)
+        if incoming.exists():
+            os.replace(incoming, str(self.db) + "-wal")
+        fold_wal(self.db, self.source, "source")
+        for n in changed:   # parsed again from the new copy where it still is an interior page
+            memo.pop(n, None)
+        try:
+            new_owners, new_explained = _owners(self.db, changed, memo=memo)
+        except (pages.NotComparable, sqlite3.Error) as exc:
+            return Changes(None, len(changed), f"cannot read the changed pages: {exc}")
+        self._memo = memo
+        unexplained = changed - old_explained - new_explained
+        if unexplained:   # overflow pages of index entries (rare: an indexed value of over ~1000 bytes)
+            unexplained -= _owners(self.db, changed, index_cells=True, memo=memo)[1]
+        if unexplained:
+            return Changes(None, len(changed), f"{len(unexplained)} changed pages are not rows lcm-etl can place")
+        # a row on a changed page may be unchanged itself (its neighbour grew): compare the rows
+        owners: set = set()
+        for key in old_owners.keys() | new_owners.keys():
+            was, now = old_owners.get(key), new_owners.get(key)
+            if was != now:
+                for row in (was, now):
+                    if row is not None:
+                        owners.update(row[:2])
+        if None in owners:
+            return Changes(None, len(changed), "rows of no conversation changed")
+        return Changes({str(c) for c in owners}, len(changed))
+
+
+def _owners(db: Path, changed: set[int], index_cells: bool = False, memo: dict | None = None) -> tuple[dict, set[int]]:
+    """In one copy: the conversations owning rows on the changed pages, and the changed pages accounted
+    for (b-tree pages, free pages, overflow pages of rows on changed table leaves and, with `index_cells`,
+    of index entries on changed index pages, the lock-byte page)."""
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        roots, table_of = _trees(con)
+        with pages.PageFile(db) as pf:
+            lay = pages.layout(pf, roots, changed, memo)
+            explained = {n for n in changed if n in lay.btree or n in lay.free or n > pf.pages}
+            explained.add(pages.LOCK_BYTE_OFFSET // pf.page_size + 1)
+            for n in changed & set(lay.btree):
+                if n in lay.leaves or (index_cells and not roots.get(lay.btree[n], False)):
+                    explained |= pages.overflow_pages(pf, n)
+        ranges: dict[str, list[tuple[int, int]]] = {}
+        for n in changed:
+            leaf = lay.leaves.get(n)
+            name = table_of.get(leaf.tree) if leaf else None
+            if leaf is not None and name in _OWNERS:
+                lo = _LOWEST if leaf.lo is None else leaf.lo
+                ranges.setdefault(name, []).append((lo, _HIGHEST if leaf.hi is None else leaf.hi))
+        rows: dict[tuple[str, int], tuple] = {}
+        for name, spans in ranges.items():
+            for lo, hi in _merged(spans):
+                for row in con.execute(_OWNERS[name], (lo, hi)):
+                    rows[(name, row[0])] = (row[1], row[2], _digest(row[3:]))
+        return rows, explained & changed
+    finally:
+        con.close()
+
+
+def _target_signature(target: Path) -> list | None:
+    """The target file as a committed run leaves it (its WAL checkpointed away), else None: any write since,
+    by anyone, changes it. A WAL left empty by a reader's open is no write."""
+    main, wal = file_signature(target)
+    return main if wal is None or wal[1] == 0 else None
+
+
+def _trees(con: sqlite3.Connection) -> tuple[dict[int, bool], dict[int, str]]:
+    """Every b-tree's root page (-> is it a rowid table), and the tables' names by root page."""
+    objects = con.execute("SELECT type, name, tbl_name, rootpage, coalesce(sql, '') FROM sqlite_master "
+                          "WHERE rootpage > 0").fetchall()
+    roots = {1: True}
+    table_of: dict[int, str] = {}
+    for kind, name, _tbl, root, sql in objects:
+        without_rowid = kind == "table" and "WITHOUT ROWID" in sql.upper().replace("\n", " ")
+        if name in _OWNERS and without_rowid:
+            raise pages.NotComparable(f"{name} is a WITHOUT ROWID table")
+        roots[root] = kind == "table" and not without_rowid
+        if kind == "table":
+            table_of[root] = name
+    return roots, table_of
+
+
+def _interior_pages(db: Path) -> dict | None:
+    """pages.layout's memo for a copy: every interior page parsed (None when the copy cannot be walked)."""
+    memo: dict = {}
+    try:
+        with closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as con:
+            roots = _trees(con)[0]
+        with pages.PageFile(db) as pf:
+            pages.layout(pf, roots, set(), memo)
+    except (pages.NotComparable, sqlite3.Error, OSError):
+        return None
+    return memo
+
+
+def _digest(values: tuple) -> bytes:
+    """A row's values, typed: repr() tells 1 from '1' from b'1' from 1.0 (as they differ to the plan) and
+    round-trips floats, in one C call per row."""
+    return hashlib.blake2b(repr(values).encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for lo, hi in sorted(spans):
+        if out and lo <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out

@@ -1,0 +1,211 @@
+"""Reading a lossless-claw lcm.db: validate the path and take a consistent snapshot of it.
+
+Why a snapshot: lossless-claw keeps its database in WAL mode, and SQLite (and DuckDB's sqlite_scanner,
+which embeds SQLite) creates `-wal`/`-shm` files beside any WAL database it opens, even read-only. The
+source directory is the user's OpenClaw state: we must not add files there, and committed rows that
+still live only in `lcm.db-wal` must be read. So the main file and its `-wal` are copied into a private
+temporary folder (retrying while a live writer changes them under us), the copy is checkpointed there,
+and every reader attaches the copy. `immutable=1` is never used: it silently ignores the WAL.
+
+What the copy holds (its schema generation, read as one fixed column set) is source_schema.py's concern.
+"""
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import shutil
+import sqlite3
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lcm_etl.errors import BadInput, RunFailed
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def default_source() -> Path:
+    state = os.environ.get("OPENCLAW_STATE_DIR")
+    return Path(state).expanduser() / "lcm.db" if state else Path("~/.openclaw/lcm.db").expanduser()
+
+
+def expand(path: str | os.PathLike) -> Path:
+    return Path(os.path.expandvars(os.path.expanduser(str(path))))
+
+
+def _one_line(exc: Exception) -> str:
+    if isinstance(exc, UnicodeDecodeError):
+        return "its schema holds bytes that are not UTF-8: the file is damaged"
+    return str(exc)
+
+
+def _remedy(what: str) -> str:
+    return ("point --src at lossless-claw's lcm.db" if what == "source"
+            else "point --dest at a Remnic lcm.sqlite, or at a new path")
+
+
+def unreadable(what: str, path: Path, exc: Exception) -> BadInput:
+    """The one-line error for a file SQLite cannot read (a damaged file can make SQLite's message undecodable)."""
+    return BadInput(f"{what} is not a readable SQLite database: {path} ({_one_line(exc)}; {_remedy(what)})")
+
+
+def check_sqlite_file(path: Path, what: str = "source") -> Path:
+    """Stat the path ourselves: DuckDB attaches a missing path lazily and fails late with a vague error."""
+    if not path.exists():
+        raise BadInput(f"{what} not found: {path} (pass --src with the path of lossless-claw's lcm.db)")
+    if path.is_dir():
+        raise BadInput(f"{what} is a directory, not a database file: {path} (point --src at the lcm.db inside it)")
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(len(SQLITE_HEADER))
+    except OSError as exc:
+        raise BadInput(f"{what} cannot be read: {path}: {exc.strerror}") from None
+    if head != SQLITE_HEADER:
+        raise BadInput(f"{what} is not a SQLite database: {path} ({_remedy(what)})")
+    return path
+
+
+@dataclass
+class Snapshot:
+    """A private, consistent, single-file copy of a source database (WAL content folded in)."""
+    original: Path
+    path: Path
+    folder: Path
+    size: int
+    _digest: threading.Thread | None = None
+    _sha256: list = field(default_factory=list)
+    _discard: threading.Thread | None = None
+    _hash_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def sha256(self) -> str:
+        """The snapshot's content hash (for the run ledger), computed in a background thread: hashlib
+        releases the GIL, so hashing a large source overlaps with other work instead of adding to it."""
+        self.hash_in_background().join()
+        return self._sha256[0]
+
+    def hash_in_background(self) -> threading.Thread:
+        """Start hashing, once: whichever thread first has a core to spare calls it."""
+        with self._hash_lock:
+            if self._digest is None:
+                self._digest = self._start_hashing()
+            return self._digest
+
+    def _start_hashing(self) -> threading.Thread:
+        def work():
+            h = hashlib.sha256()
+            with open(self.path, "rb") as fh:
+                for chunk in iter(lambda: fh.read(1 << 22), b""):
+                    h.update(chunk)
+            self._sha256.append(h.hexdigest())
+        digest = threading.Thread(target=work, name="lcm-etl-sha256", daemon=True)
+        digest.start()
+        return digest
+
+    def discard_in_background(self) -> None:
+        """Start deleting the folder (snapshot, plan, stage, scratch: gigabytes on a large source, seconds
+        of unlinking) once nothing reads it any more, so it overlaps with the target's final fsync."""
+        if self._digest is not None:
+            self._digest.join()
+        self._discard = threading.Thread(target=shutil.rmtree, args=(self.folder,), kwargs={"ignore_errors": True},
+                                         name="lcm-etl-discard", daemon=True)
+        self._discard.start()
+
+    def close(self) -> None:
+        if self._digest is not None:
+            self._digest.join()
+        if self._discard is not None:
+            self._discard.join()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def file_signature(path: Path) -> list:
+    """[inode, size, mtime_ns, ctime_ns] of the database and of its -wal (None when absent). Any write,
+    checkpoint, WAL reset or restore changes it (ctime cannot be set back)."""
+    out: list[list[int] | None] = []
+    for p in (path, Path(str(path) + "-wal")):
+        try:
+            st = p.stat()
+            out.append([st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns])
+        except FileNotFoundError:
+            out.append(None)
+    return out
+
+
+def take_snapshot(path: Path, what: str = "source", tmp_root: str | None = None, attempts: int = 20,
+                  into: Path | None = None) -> Snapshot:
+    """Copy db + -wal until an unchanged signature brackets the copy, then checkpoint the copy. The copy is
+    made in a private temporary folder, or at `into` (the kept copy of lcm_etl/read/snapcache.py).
+
+    A live writer appending to the WAL cannot hurt a copy: SQLite reads WAL frames only up to the last
+    commit whose checksum chain is intact. A checkpoint or WAL reset during the copy changes the main
+    file's or the WAL's signature and the copy is retried.
+    """
+    check_sqlite_file(path, what)
+    folder = Path(tempfile.mkdtemp(prefix="lcm-etl-", dir=tmp_root))
+    copy = into or folder / "snapshot.db"
+    try:
+        for _ in range(attempts):
+            before = file_signature(path)
+            for suffix in ("-wal", "-journal"):
+                Path(str(copy) + suffix).unlink(missing_ok=True)
+            shutil.copyfile(path, copy)
+            wal = Path(str(path) + "-wal")
+            if wal.exists():
+                shutil.copyfile(wal, str(copy) + "-wal")
+            if unchanged_but_appended(before, file_signature(path)):
+                break
+        else:
+            raise RunFailed(f"{what} kept changing while it was copied: {path}; retry when it is quieter")
+        fold_wal(copy, path, what)
+        return Snapshot(original=path, path=copy, folder=folder, size=copy.stat().st_size)
+    except OSError as exc:
+        _remove(folder, into)
+        why = ("disk full" if exc.errno == errno.ENOSPC else exc.strerror or str(exc))
+        where, remedy = ((f"the cache folder {into.parent}", "or set LCM_ETL_CACHE_DIR elsewhere, or to off") if into
+                         else (f"the temporary folder {folder.parent}", "or point TMPDIR elsewhere"))
+        raise RunFailed(f"cannot copy the {what} into {where}: {why} (free space there, {remedy}); "
+                        "nothing was written") from None
+    except BaseException:
+        _remove(folder, into)
+        raise
+
+
+def _remove(folder: Path, into: Path | None) -> None:
+    shutil.rmtree(folder, ignore_errors=True)
+    if into is not None:
+        for suffix in ("", "-wal", "-journal"):
+            Path(str(into) + suffix).unlink(missing_ok=True)
+
+
+def unchanged_but_appended(before: list, after: list) -> bool:
+    """The copy brackets one consistent state: the main file did not change, and the WAL is the same file and
+    only grew. Frames appended to the WAL while it was copied cannot hurt: SQLite reads frames only up to the
+    last commit whose checksum chain is intact (a torn last frame is ignored), so the copy is the state at
+    some commit. A checkpoint (the main file changes) or a WAL reset or truncation (it shrinks, or a new file)
+    is retried. Demanding an unchanged WAL as well made a copy under a steadily writing lossless-claw on a
+    busy machine retry until it gave up."""
+    (db0, wal0), (db1, wal1) = before, after
+    if db0 != db1:
+        return False
+    if wal0 is None or wal1 is None:
+        return wal0 == wal1
+    return wal0[0] == wal1[0] and wal1[1] >= wal0[1]
+
+
+def fold_wal(copy: Path, original: Path, what: str) -> None:
+    try:
+        con = sqlite3.connect(copy, isolation_level=None)
+        try:
+            # a private copy: a crash loses only the copy, so no fsync (on a freshly copied file, the first
+            # fsync writes the whole file back to disk: 1.6 s of a 452 MB source's re-run)
+            con.execute("PRAGMA synchronous=OFF")
+            con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            con.execute("PRAGMA journal_mode=DELETE")
+        finally:
+            con.close()
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
+        raise unreadable(what, original, exc) from None

@@ -1,0 +1,336 @@
+"""Read OpenClaw JSONL session transcripts (SPEC section 6).
+
+``read_transcript`` returns the messages on a transcript's *active path* as OpenClaw itself computes
+it, plus a report of everything it skipped; each message carries lossless-claw's content, token count
+(transcript_tokens.py) and identity hash (transcript_identity.py), and its Remnic parts
+(transcript_blocks.py). transcript_files.py finds the files and their session keys. Pure Python, no I/O
+besides reading the named file.
+
+Reading rules: bytes split on ``b"\\n"`` only (raw U+2028/U+2029/U+0085 stay inside their line), a
+trailing ``\\r`` and a BOM are stripped, blank lines are ignored, and a line that does not parse as a
+JSON object is skipped and reported with its 1-based number (``strict=True`` raises instead).
+
+Lone surrogates: a ``\\ud83d`` escape has no UTF-8 form. ``orjson`` rejects such lines, so they are
+re-parsed with ``json.loads``, which keeps the surrogate in the ``str``. ``TranscriptMessage.content``
+replaces each one with U+FFFD (what lossless-claw's rows hold); ``lc_content`` keeps them (identity
+hashing encodes them as U+FFFD, like Node); part payloads and metadata keep them too, so serialise those
+with ``transcript_blocks.js_stringify`` (writes ``\\udXXX`` escapes like JSON.stringify), never orjson.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from lcm_etl.read.transcript_blocks import build_parts, extract_content, reject_constant, without_surrogates
+from lcm_etl.read.transcript_files import file_stem
+from lcm_etl.read.transcript_identity import identity_hash
+from lcm_etl.read.transcript_tokens import lc_token_count
+
+PERSISTABLE_ROLES = {"user": "user", "assistant": "assistant", "system": "system", "tool": "tool",
+                     "toolResult": "tool"}
+CANONICAL_TYPES = frozenset({"message", "thinking_level_change", "model_change", "compaction", "branch_summary",
+                             "custom", "custom_message", "label", "session_info"})
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_BLANK = re.compile(rb"[ \t\r]*\Z")
+
+
+class TranscriptError(Exception):
+    """A file that is not a readable transcript (or, in strict mode, holds a bad line)."""
+
+    def __init__(self, path: Path | str, message: str):
+        self.path, self.message = Path(path), message
+        super().__init__(f"{path}: {message}")
+
+
+@dataclass
+class TranscriptMessage:
+    entry_id: str | None
+    parent_id: str | None
+    line_no: int
+    role: str
+    content: str
+    lc_content: str
+    token_count: int
+    identity_hash: str
+    created_at: str | None
+    created_at_lc: str | None
+    inner_timestamp: Any
+    metadata: dict[str, Any]
+    parts: list[dict[str, Any]]
+    sender_metadata: dict[str, str] | None = None
+
+
+@dataclass
+class TranscriptReport:
+    lines_total: int = 0
+    skipped_lines: list[tuple[int, str]] = field(default_factory=list)
+    abandoned_entries: int = 0
+    gaps: list[str] = field(default_factory=list)
+    replays: list[int] = field(default_factory=list)
+    unknown_types: int = 0
+    extra_headers: list[int] = field(default_factory=list)
+    non_persistable: dict[str, int] = field(default_factory=dict)
+    cycles: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ReadMark:
+    """How far a read of the file went, for the next run to continue from (lcm_etl/read/transcript_offsets.py)."""
+    size: int              # bytes read: up to the end of the last complete line
+    sha256: str            # of those bytes
+    lines: int             # lines in them
+    messages: int          # messages on the active path in them
+    tip: str | None        # the entry an append must continue from (the leaf, when it is the last entry and
+                           # has an id); None: the next run reads the file whole
+    read_from: int = 0     # where this read started (0: the whole file)
+    lines_read: int = 0
+
+
+@dataclass
+class Transcript:
+    path: Path
+    header_id: str
+    header: dict[str, Any] | None
+    version: int | None
+    messages: list[TranscriptMessage]
+    report: TranscriptReport
+    abandoned: list[tuple[str, str | None, Any]] = field(default_factory=list)   # (entry id, role, inner ts)
+    mark: ReadMark | None = None
+
+
+@dataclass
+class _Node:
+    key: str               # entry id, or a synthetic "#<line>" for an id-less entry
+    parent: str | None     # resolved parent key (None = root)
+    prev: str | None       # previous indexed entry in file order
+    line_no: int
+    entry: dict[str, Any]
+    has_id: bool
+
+
+def _parse_line(raw: bytes) -> tuple[Any, str | None]:
+    try:
+        return orjson.loads(raw), None
+    except orjson.JSONDecodeError as exc:
+        first_error = str(exc)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None, "not UTF-8"
+    try:  # orjson rejects lone-surrogate escapes; the stdlib keeps them
+        return json.loads(text, parse_constant=reject_constant), None
+    except (ValueError, RecursionError):
+        return None, "not JSON: " + first_error.split(":")[0]
+
+
+def _lines(data: bytes):
+    """The file's lines, split on b"\n" only (one trailing newline ends the last line), one at a time:
+    a split of the whole file would hold a second copy of it while the lines are parsed."""
+    end = len(data) - 1 if data.endswith(b"\n") else len(data)
+    start = 0
+    while end:
+        stop = data.find(b"\n", start, end)
+        if stop < 0:
+            yield data[start:end]
+            return
+        yield data[start:stop]
+        start = stop + 1
+
+
+def read_transcript(path: Path | str, strict: bool = False) -> Transcript:
+    """Parse one transcript file; see the module docstring for the rules."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except IsADirectoryError:
+        raise TranscriptError(path, "is a directory, not a transcript file") from None
+    except OSError as exc:
+        raise TranscriptError(path, f"cannot be read ({exc.strerror or exc})") from None
+    report = TranscriptReport()
+    complete = data.rfind(b"\n") + 1   # a last line without its newline may still be being written
+    digest = hashlib.sha256(memoryview(data)[:complete]).hexdigest()
+    line_count = data.count(b"\n", 0, complete)
+    whole_lines = complete == len(data)
+    entries: list[tuple[int, dict[str, Any]]] = []
+    undecodable = 0
+    for no, raw in enumerate(_lines(data), 1):
+        report.lines_total = no
+        if raw.endswith(b"\r"):
+            raw = raw[:-1]
+        if raw.startswith(b"\xef\xbb\xbf"):
+            raw = raw[3:]
+        if _BLANK.match(raw):   # not raw.strip(): that copies a line of any size to see it is not blank
+            continue
+        value, reason = _parse_line(raw)
+        if reason is None and not isinstance(value, dict):
+            reason = f"not a JSON object ({type(value).__name__})"
+        if reason is not None:
+            undecodable += reason == "not UTF-8"
+            if strict:
+                raise TranscriptError(path, f"line {no}: unparsable line ({reason})")
+            report.skipped_lines.append((no, reason))
+            continue
+        entries.append((no, value))
+    del data   # the parsed entries are all that is needed from here on
+    header: dict[str, Any] | None = None
+    body: list[tuple[int, dict[str, Any]]] = []
+    for no, e in entries:
+        if e.get("type") == "session":
+            if header is None and not body:
+                header = e
+            else:
+                report.extra_headers.append(no)
+            continue
+        body.append((no, e))
+    if header is None and not any(e.get("type") == "message" and isinstance(e.get("message"), dict)
+                                  for _, e in body):
+        if entries or report.skipped_lines:
+            why = "is not UTF-8 text" if undecodable and not entries else "holds no session header and no message entry"
+            raise TranscriptError(path, f"not an OpenClaw transcript ({why})")
+    hid = header.get("id") if header else None
+    header_id = hid.strip() if isinstance(hid, str) and hid.strip() else file_stem(path)
+    version = (header.get("version") if isinstance(header.get("version"), int) else 1) if header else None
+    on_path, nodes = _active_path(body, report)
+    messages: list[TranscriptMessage] = []
+    for node in on_path:
+        e = node.entry
+        if e.get("type") != "message" or not isinstance(e.get("message"), dict):
+            continue
+        msg = e["message"]
+        role = PERSISTABLE_ROLES.get(msg.get("role")) if isinstance(msg.get("role"), str) else None
+        if role is None:
+            label = str(msg.get("role"))
+            report.non_persistable[label] = report.non_persistable.get(label, 0) + 1
+            continue
+        try:
+            messages.append(_to_message(node, msg, role))
+        except RecursionError:  # JSON nested deeper than Python can walk: treat the line as unusable
+            if strict:
+                raise TranscriptError(path, f"line {node.line_no}: message nested too deeply") from None
+            report.skipped_lines.append((node.line_no, "message nested too deeply"))
+    path_keys = {n.key for n in on_path}
+    off_path = [n for n in nodes.values() if n.entry.get("type") == "message" and n.key not in path_keys]
+    report.abandoned_entries = len(off_path)
+    # (entry id, DB role, inner timestamp) of abandoned messages: a copy-on-write rewrite re-issues a
+    # message under a new id but keeps its inner timestamp, which lets reconcile recognise the copy.
+    abandoned = [(n.key, PERSISTABLE_ROLES.get(n.entry["message"].get("role")), n.entry["message"].get("timestamp"))
+                 for n in off_path if n.has_id and isinstance(n.entry.get("message"), dict)
+                 and isinstance(n.entry["message"].get("role"), str)]
+    last = next(reversed(nodes), None)
+    tip = on_path[-1].key if on_path and on_path[-1].has_id and on_path[-1].key == last and whole_lines else None
+    return Transcript(path, header_id, header, version, messages, report, abandoned,
+                      ReadMark(complete, digest, line_count, len(messages), tip, 0, report.lines_total))
+
+
+def _active_path(body: list[tuple[int, dict]], report: TranscriptReport) -> tuple[list[_Node], dict[str, _Node]]:
+    """OpenClaw's leaf selection and parent walk (reference 2.5/2.6), with SPEC 6's gap and replay rules."""
+    nodes: dict[str, _Node] = {}
+    prev: str | None = None
+    leaf: str | None = None
+    for no, e in body:
+        typ = e.get("type")
+        canonical = typ in CANONICAL_TYPES
+        eid = e.get("id", e.get("uuid"))
+        stripped_id = eid.strip() if isinstance(eid, str) else ""
+        has_id = bool(stripped_id)
+        if not canonical and typ != "leaf":
+            report.unknown_types += 1
+            if not has_id:
+                continue
+        key = stripped_id if has_id else f"#{no}"
+        if key in nodes:
+            report.replays.append(no)
+            continue
+        pkey = "parentId" if "parentId" in e else "parentUuid" if "parentUuid" in e else None
+        if pkey is None or not has_id:
+            parent = prev              # id-less (v1) or raw-append entries continue the file's chain
+        else:
+            p = e[pkey]
+            parent = p.strip() if isinstance(p, str) and p.strip() else None
+        if typ == "leaf":
+            target = e.get("targetId")
+            if target is None or (isinstance(target, str) and target in nodes):
+                parent, leaf = target, target      # a valid leaf record selects its target
+        nodes[key] = _Node(key, parent, prev, no, e, has_id)
+        prev = key
+        if canonical and e.get("appendMode") != "side":
+            leaf = key
+    path: list[_Node] = []
+    seen: set[str] = set()
+    cur = leaf
+    while cur is not None:
+        if cur in seen:
+            report.cycles.append(cur)
+            break
+        seen.add(cur)
+        node = nodes[cur]
+        path.append(node)
+        if node.parent is not None and node.parent not in nodes:
+            report.gaps.append(node.key)
+            cur = node.prev            # dangling parent: continue with the previous entry in file order
+        else:
+            cur = node.parent
+    path.reverse()
+    return path, nodes
+
+
+def _iso(ts: Any) -> datetime | None:
+    if isinstance(ts, bool):
+        return None
+    if isinstance(ts, (int, float)):
+        try:
+            return _EPOCH + timedelta(milliseconds=int(ts))
+        except (OverflowError, ValueError):
+            return None
+    if isinstance(ts, str) and ts.strip():
+        s = ts.strip().replace(" ", "T", 1)
+        if s.endswith(("Z", "z")):
+            s = s[:-1] + "+00:00"
+        try:
+            dt = datetime.fromisoformat(s)
+        except ValueError:
+            return None
+        return dt.replace(tzinfo=timezone.utc) if dt.tzinfo is None else dt.astimezone(timezone.utc)
+    return None
+
+
+def _created_at(msg: dict, envelope: dict) -> datetime | None:
+    for value in (msg.get("timestamp"), msg.get("createdAt"), msg.get("created_at"), envelope.get("timestamp")):
+        dt = _iso(value)
+        if dt is not None:
+            return dt
+    return None
+
+
+def _to_message(node: _Node, msg: dict, role: str) -> TranscriptMessage:
+    e = node.entry
+    lc = extract_content(msg.get("content")) if "content" in msg else ""
+    dt = _created_at(msg, e)
+    created = dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z" if dt else None
+    metadata = {k: v for k, v in msg.items() if k not in ("role", "content", "timestamp")}
+    for k, v in e.items():
+        if k in ("type", "id", "parentId", "message"):
+            continue
+        name = "envelope_timestamp" if k == "timestamp" else f"envelope_{k}" if k in metadata else k
+        metadata[name] = v
+    sender = None
+    oc = msg.get("__openclaw")
+    if role == "user" and isinstance(oc, dict):
+        sender = {k: oc[k] for k in ("senderId", "senderName", "senderUsername")
+                  if isinstance(oc.get(k), str) and oc[k].strip()} or None
+    parent = e.get("parentId") if node.has_id and isinstance(e.get("parentId"), str) else None
+    return TranscriptMessage(
+        entry_id=node.key if node.has_id else None, parent_id=parent, line_no=node.line_no, role=role,
+        content=without_surrogates(extract_content(msg.get("content"), strip_binary=True)) if "content" in msg else "",
+        lc_content=lc, token_count=lc_token_count(msg, lc), identity_hash=identity_hash(role, lc),
+        created_at=created, created_at_lc=dt.strftime("%Y-%m-%d %H:%M:%S") if dt else None,
+        inner_timestamp=msg.get("timestamp"), metadata=metadata, parts=build_parts(msg, created),
+        sender_metadata=sender)
