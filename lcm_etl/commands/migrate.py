@@ -16,7 +16,7 @@ from lcm_etl.store.runlock import target_lock
 from lcm_etl.progress import Progress
 from lcm_etl.report import RunReport, now_iso
 from lcm_etl.read.source_schema import detect_schema, normalized_views
-from lcm_etl.read.sources import check_sqlite_file, take_snapshot
+from lcm_etl.read.sources import Snapshot, check_sqlite_file, take_snapshot
 from lcm_etl.load.loader import SourceParts, Strategy, choose, load
 from lcm_etl.planning.pipeline import PROVENANCE, WRITE_MESSAGES, WRITE_REST
 from lcm_etl.load.write import WriteJob, record_run, write_failure
@@ -45,119 +45,176 @@ def migrate(opts: MigrateOptions) -> RunReport:
 
 
 def _migrate(opts: MigrateOptions) -> RunReport:
-    started, t0 = now_iso(), time.monotonic()
-    report = RunReport(command="migrate", dry_run=opts.dry_run, source=str(opts.src), target=str(opts.target))
-    existed = tgt.check_target(opts.target, open_it=not opts.dry_run)   # again: a run we waited for made it
-    source_fp, opts_key = shortcut.source_fingerprint(opts.src), shortcut.options_key(opts.key_by, opts.session_filter)
-    if existed and not opts.full:
-        previous = shortcut.previous_totals(opts.target, source_fp, opts_key, opts.dry_run)
-        if previous:
-            return _nothing_changed(opts, report, previous, source_fp, opts_key, started, t0)
-    bars = Progress(opts.progress)   # the phases before the writer's (planning has its own bar)
-    bars.phase("reading source")
-    # a run that stores marks keeps its snapshot for the next run of the pair, which then copies and reads
-    # only the pages that changed (lcm_etl/read/snapcache.py); a dry run or a filtered run leaves it alone
-    cache = None if opts.dry_run or opts.session_filter else snapcache.SnapshotCache.for_pair(opts.src, opts.target)
-    rec = None if opts.full or opts.session_filter or not existed or opts.dry_run else \
-        delta.recorded(opts.target, str(opts.src), opts_key)
-    warm = duck.Warmup(opts.memory_limit)   # DuckDB starts while the source is read
-    try:
-        snap, changes = (cache.snapshot(rec.run_id if rec else None, opts.tmp_dir) if cache
-                         else (take_snapshot(opts.src, "source", opts.tmp_dir), None))
-    except BaseException:
-        bars.close()   # before the error line
-        warm.close()
-        raise
-    proved = changes.conversations if changes else None
-    if changes is not None and proved is None:
-        rec = None   # changed pages that cannot be placed (a value rewritten in its overflow pages): plan all
-    view = strategy = committed = None
-    try:
+    """Read the source, plan in DuckDB, load into the target: each phase a method of _Run, which owns what
+    they share and releases it, sealing the kept snapshot once the run has committed."""
+    run = _Run(opts)
+    previous = run.unchanged_since()
+    if previous:
+        return _nothing_changed(opts, run.report, previous, run.source_fp, run.opts_key, run.started, run.t0)
+    with run:
+        run.read()
+        planned = run.plan()
+        if planned is not None:   # None: a dry run, whose report is the plan
+            run.load(planned)
+    run.report.elapsed_s = time.monotonic() - run.t0
+    return run.report
+
+
+@dataclass
+class _Planned:
+    """What loading needs from planning: the stage file, its batches, and the rows the writer reads."""
+    stage: Path
+    batches: list[int]
+    src: Path   # the snapshot, or a sync re-run's small copy of its scope (lcm_etl/read/subset.py)
+
+
+class _Run:
+    """One migrate, phase by phase. A sync re-run (SPEC §8) plans only what changed since the run whose
+    marks the target's ledger trusts (`rec`); `changes` are the kept snapshot's changed pages, `proved` the
+    conversations they name (None: nothing proved, the marks decide)."""
+
+    def __init__(self, opts: MigrateOptions):
+        self.opts, self.started, self.t0 = opts, now_iso(), time.monotonic()
+        self.report = RunReport(command="migrate", dry_run=opts.dry_run, source=str(opts.src), target=str(opts.target))
+        self.existed = tgt.check_target(opts.target, open_it=not opts.dry_run)   # again: a run we waited for made it
+        self.source_fp = shortcut.source_fingerprint(opts.src)
+        self.opts_key = shortcut.options_key(opts.key_by, opts.session_filter)
+        self.bars = Progress(False)   # replaced by read(): the phases before the writer's
+        self.cache: snapcache.SnapshotCache | None = None
+        self.warm: duck.Warmup | None = None
+        self.snap: Snapshot | None = None
+        self.strategy: Strategy | None = None
+        self.view: Snapshot | None = None   # a dry run's private copy of the target
+        self.committed: str | None = None
+        self.rec: delta.Recorded | None = None
+        self.changes: snapcache.Changes | None = None
+
+    def unchanged_since(self) -> tuple[str, dict, str | None] | None:
+        """The previous run, when it makes this one a no-op (lcm_etl/planning/shortcut.py)."""
+        if not self.existed or self.opts.full:
+            return None
+        return shortcut.previous_totals(self.opts.target, self.source_fp, self.opts_key, self.opts.dry_run)
+
+    def read(self) -> None:
+        """The source's snapshot: the kept one brought up to date page by page, or a whole copy."""
+        opts = self.opts
+        self.bars = Progress(opts.progress)   # the phases before the writer's (planning has its own bar)
+        self.bars.phase("reading source")
+        # a run that stores marks keeps its snapshot for the next run of the pair, which then copies and reads
+        # only the pages that changed (lcm_etl/read/snapcache.py); a dry run or a filtered run leaves it alone
+        if not (opts.dry_run or opts.session_filter):
+            self.cache = snapcache.SnapshotCache.for_pair(opts.src, opts.target)
+        if not (opts.full or opts.session_filter or not self.existed or opts.dry_run):
+            self.rec = delta.recorded(opts.target, str(opts.src), self.opts_key)
+        self.warm = duck.Warmup(opts.memory_limit)   # DuckDB starts while the source is read
+        if self.cache is not None:
+            self.snap, self.changes = self.cache.snapshot(self.rec.run_id if self.rec else None, opts.tmp_dir)
+        else:
+            self.snap = take_snapshot(opts.src, "source", opts.tmp_dir)
+        if self.changes is not None and self.changes.conversations is None:
+            self.rec = None   # changed pages that cannot be placed (a value rewritten in its overflow pages): plan all
+
+    def plan(self) -> _Planned | None:
+        """DuckDB: the marks and the target's state, the scope of a sync re-run, the plan, the stage file."""
+        opts, report, snap = self.opts, self.report, self.snap
+        assert snap is not None and self.warm is not None
+        proved = self.changes.conversations if self.changes else None
         schema = detect_schema(snap.path, opts.src)
         report.source_schema = schema.generation
         if not opts.dry_run:   # chosen before planning: a new target's parts start on the source meanwhile
-            strategy = choose(opts.target, existed, (WRITE_MESSAGES, WRITE_REST), opts.lock_timeout, SourceParts(
-                snap.folder, {"src": snap.path}, normalized_views(schema, "sqlite"), schema.integer_ids,
-                planned=bool(opts.session_filter), spare_work=snap.hash_in_background,
-                release=snap.discard_in_background))
-        con = plan.open_source(snap.path, schema, opts.src, opts.memory_limit, warm)
+            self.strategy = choose(opts.target, self.existed, (WRITE_MESSAGES, WRITE_REST), opts.lock_timeout,
+                                   SourceParts(snap.folder, {"src": snap.path}, normalized_views(schema, "sqlite"),
+                                               schema.integer_ids, planned=bool(opts.session_filter),
+                                               spare_work=snap.hash_in_background, release=snap.discard_in_background))
+        self.schema = schema
+        con = plan.open_source(snap.path, schema, opts.src, opts.memory_limit, self.warm)
         try:
             if proved is not None:
                 snap.hash_in_background()   # for the ledger: a core is spare while a few sessions are planned
-            if rec is None or proved is None:
+            if self.rec is None or proved is None:
                 delta.mark_source(con, schema)
-            view = tgt.target_view(opts.target, existed, private=opts.dry_run)
-            target_db = view.path if view else opts.target if existed else None
+            self.view = tgt.target_view(opts.target, self.existed, private=opts.dry_run)
+            target_db = self.view.path if self.view else opts.target if self.existed else None
             # a sync re-run plans only what changed since the previous run's marks (lcm_etl/planning/delta.py)
-            if opts.dry_run and existed and not (opts.full or opts.session_filter):
-                rec = delta.recorded(target_db, str(opts.src), opts_key)
+            if opts.dry_run and self.existed and not (opts.full or opts.session_filter):
+                self.rec = delta.recorded(target_db, str(opts.src), self.opts_key)
+            rec = self.rec
             params = plan.plan_params(opts.key_by, opts.batch_rows, str(opts.src))
             # a target as the previous run left it (its file unchanged since) has the marks that run stored
             known = [(k, m) for kind, k, m in rec.marks if kind == "session"] \
-                if rec and proved is not None and cache and cache.target_untouched else None
+                if rec and proved is not None and self.cache and self.cache.target_untouched else None
             scope = plan.load_target_state(con, target_db, snap.folder, (lambda: delta.narrow(
                 con, rec, params, schema, snap.path, snap.folder, proved)) if rec else None, known)
-            bars.close()
+            self.bars.close()
             planned = plan.build(con, opts.key_by, opts.session_filter, opts.batch_rows, report, str(opts.src),
-                                 opts.progress, new_target=not existed, scoped=scope is not None)
-            if scope is not None:
-                delta.add_unchanged(con, report, target_db, str(opts.src))
-                report.extra["sync"] = (f"{scope.sessions} of {scope.sessions_total} sessions re-planned "
-                                        f"({scope.conversations_changed} conversations changed since run "
-                                        f"{scope.since_run}); the others are unchanged (--full re-plans all)")
-            if changes is not None:
-                report.extra["snapshot"] = (
-                    f"{changes.pages} pages changed since the one kept from run {rec.run_id}" if rec is not None
-                    else f"{changes.pages} pages changed since the one kept, and {changes.why}: planned everything")
+                                 opts.progress, new_target=not self.existed, scoped=scope is not None)
+            self._report_sync(con, scope, target_db)
             if opts.dry_run:
-                report.elapsed_s = time.monotonic() - t0
-                return report
+                return None
             stage_path = snap.folder / "stage.sqlite"
-            bars.phase("staging")
+            self.bars.phase("staging")
             plan.stage(con, stage_path, record_marks=not opts.session_filter)
-            bars.close()
-            if not (strategy and strategy.takes_spare_work):   # else a builder thread hashes once it is free
+            self.bars.close()
+            if not (self.strategy and self.strategy.takes_spare_work):   # else a builder thread hashes when free
                 snap.hash_in_background()   # for the ledger; once DuckDB is done, so it does not slow planning
+            return _Planned(stage_path, planned.batches, scope.source_subset if scope else snap.path)
         except duckdb.Error as exc:
-            _background_failure(strategy, opts, snap.path)   # a full disk shows first where the builder writes
+            _background_failure(self.strategy, opts, snap.path)   # a full disk shows first where the builder writes
             raise duck.translate(exc, plan.unreadable_source(opts.src)) from None
         finally:
             con.close()
+
+    def _report_sync(self, con: duckdb.DuckDBPyConnection, scope: delta.Scope | None, target_db: Path | None) -> None:
+        report, changes, rec = self.report, self.changes, self.rec
+        if scope is not None and target_db is not None:
+            delta.add_unchanged(con, report, target_db, str(self.opts.src))
+            report.extra["sync"] = (f"{scope.sessions} of {scope.sessions_total} sessions re-planned "
+                                    f"({scope.conversations_changed} conversations changed since run "
+                                    f"{scope.since_run}); the others are unchanged (--full re-plans all)")
+        if changes is not None:
+            report.extra["snapshot"] = (
+                f"{changes.pages} pages changed since the one kept from run {rec.run_id}" if rec is not None
+                else f"{changes.pages} pages changed since the one kept, and {changes.why}: planned everything")
+
+    def load(self, planned: _Planned) -> None:
+        """Into the target by the strategy chosen before planning; the ledger row in the last transaction."""
+        opts, report, snap = self.opts, self.report, self.snap
+        assert snap is not None and self.strategy is not None   # only a dry run has none, and it has returned
         # the source's sha256 is read when the ledger row is written: hashing runs meanwhile
-        record = ledger.RunRecord.new("migrate", started, _options(opts), source_path=str(opts.src),
+        record = ledger.RunRecord.new("migrate", self.started, _options(opts), source_path=str(opts.src),
                                       source_size=snap.size, source_sha256=lambda: snap.sha256)
-        job = WriteJob(target=opts.target, stage=stage_path, final_stage=PROVENANCE, batches=planned.batches,
+        job = WriteJob(target=opts.target, stage=planned.stage, final_stage=PROVENANCE, batches=planned.batches,
                        # 95 stores the marks under the run id
-                       params={"fired_at": started, "source_path": str(opts.src), "run_id": record.run_id},
+                       params={"fired_at": self.started, "source_path": str(opts.src), "run_id": record.run_id},
                        record=record, lock_timeout=opts.lock_timeout, progress=opts.progress,
-                       attach={"src": scope.source_subset if scope else snap.path},
-                       views=normalized_views(schema, "sqlite"),
+                       attach={"src": planned.src}, views=normalized_views(self.schema, "sqlite"),
                        # a re-plan of a few sessions reports the whole source too (delta.add_unchanged): its
                        # totals are those of the whole source, for the no-op shortcut of the next run
-                       ledger_extra={"source_fingerprint": source_fp, "options_key": opts_key,
+                       ledger_extra={"source_fingerprint": self.source_fp, "options_key": self.opts_key,
                                      "totals": _totals(report),
                                      "marks_run": None if opts.session_filter else record.run_id})
-        assert strategy is not None   # only a dry run has none, and it has returned
-        counts = load(job, strategy, now_iso)
-        committed = job.record.run_id
-        report.take_written(counts)
-        report.run_id = job.record.run_id
-        report.elapsed_s = time.monotonic() - t0
-        return report
-    finally:
-        bars.close()   # before the error line, if any
-        warm.close()
+        report.take_written(load(job, self.strategy, now_iso))
+        report.run_id = self.committed = record.run_id
+
+    def __enter__(self) -> "_Run":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.bars.close()   # before the error line, if any
+        if self.warm is not None:
+            self.warm.close()
         try:
-            if strategy is not None:
-                strategy.close()
+            if self.strategy is not None:
+                self.strategy.close()
         finally:
-            snap.close()
-        if view:
-            view.close()
-        if committed and cache is not None:
+            if self.snap is not None:
+                self.snap.close()
+        if self.view:
+            self.view.close()
+        if self.committed and self.cache is not None:
             # the kept copy is this run's snapshot; sealed last, with the target as the run leaves it (a
             # new target's building name, removed above, changed its ctime)
-            cache.seal(committed)
+            self.cache.seal(self.committed)
 
 
 def _background_failure(strategy: Strategy | None, opts: MigrateOptions, snapshot: Path) -> None:

@@ -11,7 +11,7 @@ import sqlite3
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, TypeVar
 
 import duckdb
 from tqdm import tqdm
@@ -27,6 +27,9 @@ from lcm_etl.planning.steps import run_stage
 
 WHITESPACE = " \t\n\r\x0b\x0c\u00a0\ufeff"
 _TARGET_TABLES = {"lcm_messages", "lcm_message_parts", "lcm_summary_nodes", "lcm_compaction_events"}
+
+
+Scope = TypeVar("Scope")   # what a narrowing returns: delta.Scope for migrate, True for reconcile
 
 
 @dataclass
@@ -56,8 +59,8 @@ def unreadable_source(original: Path | str) -> str:
 
 
 def load_target_state(con: duckdb.DuckDBPyConnection, target_db: Path | None, scratch: Path,
-                      narrow: Callable[[], object] | None = None,
-                      known_marks: list[tuple[str, str]] | None = None) -> object:
+                      narrow: Callable[[], Scope | None] | None = None,
+                      known_marks: list[tuple[str, str]] | None = None) -> Scope | None:
     """Materialise the target's identities once (transforms/05_target_state.sql). A missing target, or one
     without Remnic's tables yet, reads as an empty target: a file with the schema, made in `scratch`.
     `narrow` (a sync re-run, lcm_etl/planning/delta.py) runs once the target's marks (04) and provenance (06) are
