@@ -98,7 +98,7 @@ def narrow(con: duckdb.DuckDBPyConnection, rec: Recorded, params: dict, schema: 
         mark_source(con, schema)   # the schema changed: the marks decide (and differ), as without a proof
         proved = None
     if proved is None:
-        if was is None or was != con.execute("SELECT mark FROM source_global").fetchone()[0]:
+        if was is None or was != duck.one(con, "SELECT mark FROM source_global")[0]:
             return None
     else:
         con.execute("CREATE OR REPLACE TABLE source_marks (conversation_id VARCHAR, mark VARCHAR)")
@@ -106,9 +106,9 @@ def narrow(con: duckdb.DuckDBPyConnection, rec: Recorded, params: dict, schema: 
                 {"keys": sorted(proved or [])})
     run_stage(pipeline.SYNC_SCOPE, con, params)
     keys = [r[0] for r in con.execute("SELECT conv_key FROM scope_convs ORDER BY 1").fetchall()]
-    sessions, changed, total = con.execute(
-        "SELECT (SELECT count(*) FROM scope_sessions), (SELECT count(*) FROM changed_convs), "
-        "(SELECT count(DISTINCT session_id) FROM sessions)").fetchone()
+    sessions, changed, total = duck.one(
+        con, "SELECT (SELECT count(*) FROM scope_sessions), (SELECT count(*) FROM changed_convs), "
+             "(SELECT count(DISTINCT session_id) FROM sessions)")
     # from here on `src` is the scope's rows only (lcm_etl/read/subset.py): the views and the steps are the same
     rows = subset.source_subset(snapshot, scratch / "scope-source.sqlite", keys)
     con.execute("DETACH src")
@@ -126,11 +126,11 @@ def add_unchanged(con: duckdb.DuckDBPyConnection, report, target_db: Path, sourc
     conversations it did not re-read are where the previous runs left them: counted by their marks (every
     message and part of a conversation is imported; a summary is unless lcm_etl_skipped says why not), and
     the rows of no conversation by the global mark (03_source_marks.sql)."""
-    counts = con.execute(
-        "SELECT coalesce(sum(CAST(split_part(mark, ':', 2) AS BIGINT)), 0), "
-        "coalesce(sum(CAST(split_part(mark, ':', 4) AS BIGINT)), 0), "
-        "coalesce(sum(CAST(split_part(mark, ':', 6) AS BIGINT)), 0) FROM source_marks "
-        "WHERE conversation_id NOT IN (SELECT conv_key FROM scope_convs)").fetchone()
+    counts = duck.one(
+        con, "SELECT coalesce(sum(CAST(split_part(mark, ':', 2) AS BIGINT)), 0), "
+             "coalesce(sum(CAST(split_part(mark, ':', 4) AS BIGINT)), 0), "
+             "coalesce(sum(CAST(split_part(mark, ':', 6) AS BIGINT)), 0) FROM source_marks "
+             "WHERE conversation_id NOT IN (SELECT conv_key FROM scope_convs)")
     sessions = {r[0] for r in con.execute("SELECT session_id FROM scope_sessions").fetchall()}
     with sqlite3.connect(f"file:{target_db}?mode=ro", uri=True) as lite:
         skipped = [r for r in lite.execute(
@@ -147,6 +147,6 @@ def add_unchanged(con: duckdb.DuckDBPyConnection, report, target_db: Path, sourc
                                          "foreign_messages": foreign})
         report.cross_session_links_in_skipped += foreign
     report.skipped_summaries.sort(key=lambda s: s["summary_id"])
-    orphans = con.execute("SELECT mark FROM source_global").fetchone()[0].split(":")
+    orphans = duck.one(con, "SELECT mark FROM source_global")[0].split(":")
     report.messages.skip("its conversation is not in the source", int(orphans[1]))
     report.parts.skip("its message is not in the source (or not in any conversation)", int(orphans[2]))
