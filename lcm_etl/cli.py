@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import functools
 import sys
-from pathlib import Path
 import traceback
 
 import click
@@ -185,9 +184,9 @@ def migrate(src, dest, memory_dir, dry_run, session_filter, key_by, as_json, qui
     watching = _watching(watch, interval, dry_run, manifest or discover)
     if manifest or discover or dest_root or scheduler or retries is not None:
         return _fleet(manifest, discover, dest_root, scheduler, retries, src, dest, memory_dir, jobs, as_json, quiet,
-                      MigrateOptions(src=Path(), target=Path(), dry_run=dry_run, session_filter=list(session_filter),
-                                     key_by=key_by, lock_timeout=lock_timeout, batch_rows=batch_rows,
-                                     memory_limit=memory_limit, full=full))
+                      functools.partial(MigrateOptions, dry_run=dry_run, session_filter=list(session_filter),
+                                        key_by=key_by, lock_timeout=lock_timeout, batch_rows=batch_rows,
+                                        memory_limit=memory_limit, full=full))
     opts = MigrateOptions(src=resolve_src(src), target=resolve_target(dest, memory_dir), dry_run=dry_run,
                           session_filter=list(session_filter), key_by=key_by, lock_timeout=lock_timeout,
                           batch_rows=batch_rows, progress=progress_wanted(as_json, quiet) and not watching,
@@ -224,7 +223,7 @@ def _fleet(manifest, discover, dest_root, scheduler, retries, src, dest, memory_
 
         root = expand(discover).absolute()
         pairs = find(root, expand(dest_root).absolute())
-        if template.dry_run:   # the operator checks the discovered pairs before a real run
+        if template.keywords["dry_run"]:   # the operator checks the discovered pairs before a real run
             shown = {"manifest": manifest_entries(pairs)}
             if not as_json and not quiet:
                 click.echo(manifest_text(root, pairs) + "\n")

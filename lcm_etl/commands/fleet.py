@@ -14,7 +14,8 @@ import os
 import shlex
 import sys
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from typing import Callable
 from pathlib import Path
 
 import orjson
@@ -72,9 +73,12 @@ def read_manifest(path: Path) -> list[tuple[Path, Path]]:
     return pairs
 
 
-def pair_options(pairs: list[tuple[Path, Path]], template: MigrateOptions) -> list[tuple[int, MigrateOptions]]:
+PairOptions = Callable[..., MigrateOptions]   # the run's options but a pair's source and target (a partial)
+
+
+def pair_options(pairs: list[tuple[Path, Path]], template: PairOptions) -> list[tuple[int, MigrateOptions]]:
     """Each pair's own options: the run's, with its source and target (and no bar of its own)."""
-    return [(i, replace(template, src=s, target=d, progress=False)) for i, (s, d) in enumerate(pairs)]
+    return [(i, template(src=s, target=d, progress=False)) for i, (s, d) in enumerate(pairs)]
 
 
 def run_pair(index: int, opts: MigrateOptions) -> PairResult:
@@ -88,7 +92,7 @@ def run_pair(index: int, opts: MigrateOptions) -> PairResult:
                           error=f"internal error: {type(exc).__name__}: {exc}")
 
 
-def run_fleet(pairs: list[tuple[Path, Path]], template: MigrateOptions, on_done,
+def run_fleet(pairs: list[tuple[Path, Path]], template: PairOptions, on_done,
               jobs: int | None = None) -> list[PairResult]:
     jobs = max(1, jobs or os.cpu_count() or 1)
     results: list[PairResult] = []

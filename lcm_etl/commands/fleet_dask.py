@@ -23,7 +23,7 @@ from distributed.comm.registry import get_backend
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from lcm_etl.errors import EXIT_FAILURE, BadInput, RunFailed
-from lcm_etl.commands.fleet import PairResult, pair_options, run_pair
+from lcm_etl.commands.fleet import PairOptions, PairResult, pair_options, run_pair
 from lcm_etl.commands.migrate import MigrateOptions
 from lcm_etl.sqlite_runtime import disable_memstatus
 
@@ -81,7 +81,7 @@ def connect(address: str) -> Client:
                         "there, and reachable from here?); nothing was written") from None
 
 
-def run_fleet_dask(pairs: list[tuple[Path, Path]], template: MigrateOptions, on_done, address: str,
+def run_fleet_dask(pairs: list[tuple[Path, Path]], template: PairOptions, on_done, address: str,
                    retries: int = 2) -> list[PairResult]:
     client = connect(address)
     try:
