@@ -25,8 +25,8 @@ from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
-from lcm_etl.read.transcripts import (_BLANK, CANONICAL_TYPES, PERSISTABLE_ROLES, ReadMark, Transcript, TranscriptReport, _lines,
-                          _Node, _parse_line, _to_message, read_transcript)
+from lcm_etl.read.transcripts import (_BLANK, CANONICAL_TYPES, ReadMark, Transcript, TranscriptReport, _lines,
+                                      _Node, _parse_line, message_of, read_transcript)
 
 _RECORDED = """
 SELECT f.path, f.size, f.sha256, f.lines, f.messages, f.tip, f.header_id, f.version, f.session_id, f.key_by, f.held_by
@@ -122,19 +122,12 @@ def read_appended(path: Path, rec: FileRecord) -> Transcript | None:
         node = _Node(key, tip, tip, no, e, True)
         seen.add(key)
         tip = key
-        msg = e.get("message")
-        if e.get("type") != "message" or not isinstance(msg, dict):
-            continue
-        raw_role = msg.get("role")
-        role = PERSISTABLE_ROLES.get(raw_role) if isinstance(raw_role, str) else None
-        if role is None:
-            label = str(msg.get("role"))
-            report.non_persistable[label] = report.non_persistable.get(label, 0) + 1
-            continue
         try:
-            messages.append(_to_message(node, msg, role))
-        except RecursionError:
+            message = message_of(node, report)
+        except RecursionError:   # read whole, where the line is reported
             return None
+        if message is not None:
+            messages.append(message)
     digest.update(tail)
     lines_read = tail.count(b"\n")
     mark = ReadMark(rec.size + len(tail), digest.hexdigest(), rec.lines + lines_read, rec.messages + len(messages),

@@ -201,21 +201,15 @@ def read_transcript(path: Path | str, strict: bool = False) -> Transcript:
     on_path, nodes = _active_path(body, report)
     messages: list[TranscriptMessage] = []
     for node in on_path:
-        e = node.entry
-        if e.get("type") != "message" or not isinstance(e.get("message"), dict):
-            continue
-        msg = e["message"]
-        role = PERSISTABLE_ROLES.get(msg.get("role")) if isinstance(msg.get("role"), str) else None
-        if role is None:
-            label = str(msg.get("role"))
-            report.non_persistable[label] = report.non_persistable.get(label, 0) + 1
-            continue
         try:
-            messages.append(_to_message(node, msg, role))
+            message = message_of(node, report)
         except RecursionError:  # JSON nested deeper than Python can walk: treat the line as unusable
             if strict:
                 raise TranscriptError(path, f"line {node.line_no}: message nested too deeply") from None
             report.skipped_lines.append((node.line_no, "message nested too deeply"))
+            continue
+        if message is not None:
+            messages.append(message)
     path_keys = {n.key for n in on_path}
     off_path = [n for n in nodes.values() if n.entry.get("type") == "message" and n.key not in path_keys]
     report.abandoned_entries = len(off_path)
@@ -308,6 +302,22 @@ def _created_at(msg: dict, envelope: dict) -> datetime | None:
         if dt is not None:
             return dt
     return None
+
+
+def message_of(node: _Node, report: TranscriptReport) -> TranscriptMessage | None:
+    """The entry's message if it is one lossless-claw persists; a message of another role is counted in the
+    report. RecursionError: JSON nested deeper than Python can walk (the caller decides what that costs)."""
+    e = node.entry
+    msg = e.get("message")
+    if e.get("type") != "message" or not isinstance(msg, dict):
+        return None
+    raw_role = msg.get("role")
+    role = PERSISTABLE_ROLES.get(raw_role) if isinstance(raw_role, str) else None
+    if role is None:
+        label = str(raw_role)
+        report.non_persistable[label] = report.non_persistable.get(label, 0) + 1
+        return None
+    return _to_message(node, msg, role)
 
 
 def _to_message(node: _Node, msg: dict, role: str) -> TranscriptMessage:
