@@ -192,6 +192,16 @@ def target_messages(con: sqlite3.Connection) -> dict[tuple, dict]:
     return out
 
 
+def target_rows(target: Path) -> list[sqlite3.Row]:
+    """The target's messages, in session and turn order, as rows by column name."""
+    con = sqlite3.connect(target)
+    con.row_factory = sqlite3.Row
+    try:
+        return con.execute("SELECT * FROM lcm_messages ORDER BY session_id, turn_index").fetchall()
+    finally:
+        con.close()
+
+
 def table_counts(con: sqlite3.Connection) -> dict[str, int]:
     names = [r[0] for r in con.execute(
         "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%' "

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, folder_state, run_cli
+from conftest import ROOT, folder_state, run_cli, target_rows
 
 SESSIONS = ROOT / "fixtures" / "sessions"
 # OpenClaw's active-path message counts (fixtures/sessions/README.md, "OpenClaw branch")
@@ -39,21 +39,12 @@ def migrate(src: Path, dest: Path) -> dict:
     return json.loads(proc.stdout)
 
 
-def rows(target: Path) -> list[sqlite3.Row]:
-    con = sqlite3.connect(target)
-    con.row_factory = sqlite3.Row
-    try:
-        return con.execute("SELECT * FROM lcm_messages ORDER BY session_id, turn_index").fetchall()
-    finally:
-        con.close()
-
-
 @pytest.mark.parametrize("name", sorted(ACTIVE_PATH))
 def test_a_fresh_reconcile_imports_exactly_the_active_path(tmp_path, name):
     target = tmp_path / "t.sqlite"
     report = reconcile("--sessions", SESSIONS / f"{name}.jsonl", "--dest", target)
     assert report["messages"]["inserted"] == ACTIVE_PATH[name]
-    got = rows(target)
+    got = target_rows(target)
     assert len(got) == ACTIVE_PATH[name]
     assert [r["turn_index"] for r in got] == list(range(len(got)))
     metas = [json.loads(r["metadata"]) for r in got]
@@ -74,7 +65,7 @@ def test_reconciling_twice_imports_nothing_the_second_time(tmp_path):
     again = reconcile("--sessions", SESSIONS / "tool-heavy.jsonl", "--dest", target)
     assert again["messages"]["inserted"] == 0 and again["boundary_events"] == 0
     assert again["messages"]["already_present"] == ACTIVE_PATH["tool-heavy"]
-    assert len(rows(target)) == ACTIVE_PATH["tool-heavy"]
+    assert len(target_rows(target)) == ACTIVE_PATH["tool-heavy"]
 
 
 def test_token_counts_and_identity_hashes_agree_with_lossless_claws_backfill(tmp_path):
@@ -82,7 +73,7 @@ def test_token_counts_and_identity_hashes_agree_with_lossless_claws_backfill(tmp
     reconcile("--sessions", SESSIONS / "channel-telegram.jsonl", "--dest", target)
     expected = json.loads((SESSIONS / "expected" / "channel-telegram.expected.json").read_text())
     want = [(m["role"], m["token_count"], m["identity_hash"]) for m in expected["db"]["messages"]]
-    got = [(r["role"], r["token_count"], json.loads(r["metadata"])["identity_hash"]) for r in rows(target)]
+    got = [(r["role"], r["token_count"], json.loads(r["metadata"])["identity_hash"]) for r in target_rows(target)]
     assert got == want
 
 
@@ -109,7 +100,7 @@ def test_migrate_and_reconcile_in_either_order_leave_each_message_once(tmp_path,
         steps.reverse()
     for step in steps * 2:  # either order, more than once
         step()
-    got = rows(target)
+    got = target_rows(target)
     assert len(got) == ACTIVE_PATH[name], [json.loads(r["metadata"]).get("transcript_entry_id") for r in got]
     assert [r["turn_index"] for r in got] == list(range(len(got)))
     # every database row is in the target once, and the transcript's tail came from the transcript
@@ -232,7 +223,7 @@ def test_key_by_session_key_takes_the_key_from_sessions_json(tmp_path):
     (folder / "sessions.json").write_text(json.dumps({"agent:main:main": {"sessionId": "sess-1"}}))
     target = tmp_path / "t.sqlite"
     reconcile("--sessions", folder, "--dest", target, "--key-by", "session-key")
-    assert {r["session_id"] for r in rows(target)} == {"agent:main:main"}
+    assert {r["session_id"] for r in target_rows(target)} == {"agent:main:main"}
 
 
 def test_a_dry_run_reports_what_the_real_run_does_and_creates_nothing(tmp_path):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from conftest import run_cli, target_rows
 from test_reconcile import ACTIVE_PATH, build_pair, migrate, reconcile
 
 
@@ -38,17 +38,8 @@ def v1_pair(name: str, folder: Path) -> dict:
     return pair
 
 
-def messages(target: Path) -> list[sqlite3.Row]:
-    con = sqlite3.connect(target)
-    con.row_factory = sqlite3.Row
-    try:
-        return con.execute("SELECT * FROM lcm_messages ORDER BY session_id, turn_index").fetchall()
-    finally:
-        con.close()
-
-
 def identities(target: Path) -> Counter:
-    return Counter((r["session_id"], r["role"], json.loads(r["metadata"])["identity_hash"]) for r in messages(target))
+    return Counter((r["session_id"], r["role"], json.loads(r["metadata"])["identity_hash"]) for r in target_rows(target))
 
 
 def audit(state: Path, target: Path) -> tuple[int, dict]:
@@ -72,7 +63,7 @@ def test_reconcile_of_a_v1_transcript_then_migrate_of_its_lcm_db_holds_each_mess
     v1_pair(name, tmp_path / "state")
     target = tmp_path / "reconcile-first" / "lcm.sqlite"
     run_in_order(tmp_path / "state", target, "reconcile-first", with_src)
-    got = messages(target)
+    got = target_rows(target)
     assert len(got) == ACTIVE_PATH[name]
     assert [r["turn_index"] for r in got] == list(range(len(got)))
     code, report = audit(tmp_path / "state", target)
@@ -139,4 +130,4 @@ def test_audit_names_a_message_held_both_as_an_lcm_db_row_and_as_a_transcript_ro
     assert sorted(d["source_id"] for d in dups) == sorted(f"1:{seq}" for seq in range(1, 10))
     assert {d["problem"] for d in dups} == {"duplicated in target (2 rows)"}
     assert migrate(tmp_path / "state" / "lcm.db", target)["messages"]["inserted"] == 0
-    assert len(messages(target)) == 9 + 9
+    assert len(target_rows(target)) == 9 + 9
