@@ -13,7 +13,7 @@ never assumed. Format: https://www.sqlite.org/fileformat2.html (sections 1.3, 1.
 """
 from __future__ import annotations
 
-import mmap
+import os
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,14 +56,15 @@ class Layout:
 
 
 class PageFile:
-    """Read-only pages of one database file (mapped, not read: a large file costs no memory)."""
+    """Read-only pages of one database file, read one by one with pread. Not mapped: the kernel's readahead
+    around every mapped page a walk touches counted in the process's RSS (613 MB for the interior pages of a
+    4.5 GB source), where a read leaves those neighbours in the page cache only."""
 
     def __init__(self, path: Path):
         self.path = path
-        self._fh = open(path, "rb")
+        self._fh = open(path, "rb", buffering=0)
         size = Path(path).stat().st_size
-        self.map = mmap.mmap(self._fh.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
-        head = self.map[:100]
+        head = os.pread(self._fh.fileno(), 100, 0)
         if len(head) < 100 or head[:16] != HEADER:
             self.close()
             raise NotComparable(f"{path} is not a SQLite database")
@@ -77,11 +78,12 @@ class PageFile:
     def page(self, n: int) -> bytes:
         if not 1 <= n <= self.pages:
             raise NotComparable(f"page {n} is outside the file")
-        return self.map[(n - 1) * self.page_size: n * self.page_size]
+        data = os.pread(self._fh.fileno(), self.page_size, (n - 1) * self.page_size)
+        if len(data) != self.page_size:
+            raise NotComparable(f"page {n} is outside the file")
+        return data
 
     def close(self) -> None:
-        if isinstance(self.map, mmap.mmap):
-            self.map.close()
         self._fh.close()
 
     def __enter__(self):
