@@ -79,7 +79,7 @@ class _Run:
         self.existed = tgt.check_target(opts.target, open_it=not opts.dry_run)   # again: a run we waited for made it
         self.source_fp = shortcut.source_fingerprint(opts.src)
         self.opts_key = shortcut.options_key(opts.key_by, opts.session_filter)
-        self.bars = Progress(False)   # replaced by read(): the phases before the writer's
+        self.bars = Progress(opts.progress)   # the phases before the writer's (planning has its own bar)
         self.cache: snapcache.SnapshotCache | None = None
         self.warm: duck.Warmup | None = None
         self.snap: Snapshot | None = None
@@ -98,7 +98,6 @@ class _Run:
     def read(self) -> None:
         """The source's snapshot: the kept one brought up to date page by page, or a whole copy."""
         opts = self.opts
-        self.bars = Progress(opts.progress)   # the phases before the writer's (planning has its own bar)
         self.bars.phase("reading source")
         # a run that stores marks keeps its snapshot for the next run of the pair, which then copies and reads
         # only the pages that changed (lcm_etl/read/snapcache.py); a dry run or a filtered run leaves it alone

@@ -109,19 +109,18 @@ class SnapshotCache:
         return cls(folder, source, target)
 
     def sealed_run(self) -> str | None:
+        return (self._seal() or {}).get("run_id")
+
+    def _seal(self) -> dict | None:
+        """The seal, when it is of this copy (the file sealed) and this source."""
         try:
             seal = orjson.loads(self.seal_file.read_bytes())
         except (OSError, orjson.JSONDecodeError):
             return None
-        if seal.get("signature") != file_signature(self.db)[0] or seal.get("source") != str(self.source):
+        if not isinstance(seal, dict) or seal.get("signature") != file_signature(self.db)[0] \
+                or seal.get("source") != str(self.source):
             return None
-        return seal.get("run_id")
-
-    def _sealed_target(self) -> list | None:
-        try:
-            return orjson.loads(self.seal_file.read_bytes()).get("target_signature")
-        except (OSError, orjson.JSONDecodeError, AttributeError):
-            return None
+        return seal
 
     def unseal(self) -> None:
         self.seal_file.unlink(missing_ok=True)
@@ -159,9 +158,10 @@ class SnapshotCache:
     def snapshot(self, since_run: str | None, tmp_root: str | None) -> tuple[Snapshot, Changes | None]:
         """The source's snapshot, in the kept copy. With the copy sealed by `since_run`: only the differing
         pages are written, and what they hold is returned; otherwise the source is copied whole (None)."""
-        if since_run is not None and self.sealed_run() == since_run:
+        seal = self._seal() if since_run is not None else None
+        if seal is not None and seal.get("run_id") == since_run:
             memo = self._sealed_memo()
-            sealed_target = self._sealed_target()
+            sealed_target = seal.get("target_signature")
             self.target_untouched = sealed_target is not None and sealed_target == _target_signature(self.target)
             self.unseal()
             folder = Path(tempfile.mkdtemp(prefix="lcm-etl-", dir=tmp_root))
