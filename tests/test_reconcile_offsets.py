@@ -6,8 +6,8 @@ import json
 import sqlite3
 from pathlib import Path
 
-from conftest import ROOT, run_cli
-from test_reconcile import reconcile, rows
+from conftest import ROOT, run_cli, target_rows
+from test_reconcile import reconcile
 
 SESSIONS = ROOT / "fixtures" / "sessions"
 
@@ -36,7 +36,7 @@ def recorded(target: Path) -> list[tuple]:
 
 def held(target: Path) -> list[tuple]:
     """What the target holds of transcripts, by content: (role, content, entry id), in turn order."""
-    return [(r["role"], r["content"], json.loads(r["metadata"]).get("transcript_entry_id")) for r in rows(target)]
+    return [(r["role"], r["content"], json.loads(r["metadata"]).get("transcript_entry_id")) for r in target_rows(target)]
 
 
 def test_a_re_run_after_lines_were_appended_reads_only_the_new_lines(tmp_path):
@@ -65,7 +65,7 @@ def test_a_re_run_of_an_unchanged_file_reads_no_line(tmp_path):
     f = the_file(again)
     assert (f["read"], f["lines_read"], f["read_from_offset"]) == ("appended", 0, jsonl.stat().st_size)
     assert (again["messages"]["inserted"], again["boundary_events"]) == (0, 0)
-    assert len(rows(target)) == 21
+    assert len(target_rows(target)) == 21
 
 
 def test_a_file_rewritten_to_the_same_size_is_read_whole(tmp_path):
@@ -93,7 +93,7 @@ def test_a_shortened_file_is_read_whole_and_nothing_is_lost(tmp_path):
     report = reconcile("--sessions", jsonl, "--dest", target)
     f = the_file(report)
     assert (f["read"], f["lines_read"]) == ("whole", 12)
-    assert report["messages"]["inserted"] == 0 and len(rows(target)) == 21   # the target is the archive
+    assert report["messages"]["inserted"] == 0 and len(target_rows(target)) == 21   # the target is the archive
     assert recorded(target)[0][1:3] == (len(b"".join(lines[:12])), 12)
 
 
@@ -143,7 +143,7 @@ def test_after_an_undo_of_the_recording_run_the_file_is_read_whole_again(tmp_pat
     assert run_cli("undo", second["run_id"], "--dest", target, "-q").returncode == 0
     f = the_file(reconcile("--sessions", jsonl, "--dest", target))
     assert (f["read"], f["lines_read"]) == ("whole", 28)
-    assert len(rows(target)) == 21
+    assert len(target_rows(target)) == 21
 
 
 def test_a_transcript_reconciled_as_it_grows_line_by_line_ends_as_one_reconcile_of_the_whole_file(tmp_path):
