@@ -179,6 +179,40 @@ def test_pages_that_differ_are_found_and_an_identical_copy_has_none(tmp_path):
         assert pages.differing_pages(a, b, 0) is None   # over the limit: not worth proving
 
 
+
+def _page_file(path: Path, pages_: int) -> None:
+    """A file that PageFile reads as a SQLite database of 512-byte pages: a real header, then noise."""
+    with sqlite3.connect(path) as con:
+        con.execute("PRAGMA page_size = 512")
+        con.execute("CREATE TABLE t (x)")
+    head = path.read_bytes()[:512]
+    path.write_bytes(head + os.urandom(512 * (pages_ - 1)))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.integers(1, 1400), st.integers(-300, 300),
+       st.lists(st.tuples(st.integers(2, 1700), st.integers(0, 511)), max_size=40))
+def test_differing_pages_finds_exactly_the_pages_whose_bytes_differ(tmp_path_factory, size, grown, flips):
+    """Files of several 256-page chunks (each file half compared by its own thread), changed anywhere:
+    the answer is the page-by-page comparison, whatever the blocks and halves the search goes through."""
+    folder = tmp_path_factory.mktemp("pages")
+    old, new = folder / "old.db", folder / "new.db"
+    _page_file(old, size)
+    body = bytearray(old.read_bytes())
+    body = body + os.urandom(512 * grown) if grown > 0 else body[:max(512, len(body) + 512 * grown)]
+    for page, at in flips:
+        if (page - 1) * 512 + at < len(body):
+            body[(page - 1) * 512 + at] ^= 0xFF
+    new.write_bytes(bytes(body))
+    a, b = old.read_bytes(), bytes(body)
+    want = {n: b[(n - 1) * 512: n * 512] for n in range(1, len(b) // 512 + 1)
+            if b[(n - 1) * 512: n * 512] != a[(n - 1) * 512: n * 512]}
+    want.update({n: b"" for n in range(len(b) // 512 + 1, len(a) // 512 + 1)})
+    with pages.PageFile(new) as pn, pages.PageFile(old) as po:
+        assert pages.differing_pages(pn, po, len(want)) == want
+        if want:
+            assert pages.differing_pages(pn, po, len(want) - 1) is None
+
 CHANGES = {
     "append": lambda con, k: con.execute(APPEND, (f"grown {k}", 1 + k % 3)),
     "retitle": lambda con, k: con.execute("UPDATE conversations SET title = ? WHERE conversation_id = ?",
