@@ -209,5 +209,9 @@ def _fill_report(con, report: RunReport, filtered: bool) -> None:
 
 def stage(con: duckdb.DuckDBPyConnection, stage_path: Path, record_marks: bool = False) -> None:
     duck.attach_sqlite(con, str(stage_path), "stage", read_only=False)
+    # one transaction: the stage file is committed (and synced) once, not once per table (0.074 -> 0.038 s on
+    # a sync re-run, where the tables are small and the commits were the cost)
+    con.execute("BEGIN")
     run_stage(pipeline.STAGE, con, {"record_marks": record_marks})
+    con.execute("COMMIT")
     con.execute("DETACH stage")
