@@ -3,22 +3,30 @@
 The machines this runs on cannot download extensions, so the binary shipped in
 `duckdb-extension-sqlite-scanner` is LOADed by path and autoinstall/autoload are switched off: an
 accidental `INSTALL` would fail, never silently reach the network.
+
+This module imports DuckDB only where it is used: `migrate` imports it before reading the source, and
+Warmup imports DuckDB and the planning modules over it on its thread meanwhile (about 0.1 s of a sync
+re-run; tests/test_import_graph.py checks that importing `migrate` does not import DuckDB).
 """
 from __future__ import annotations
 
 import glob
+import importlib
 import os
 import threading
 from pathlib import Path
-
-import duckdb
+from typing import TYPE_CHECKING
 
 from lcm_etl.errors import BadInput, LcmEtlError, RunFailed
+
+if TYPE_CHECKING:
+    import duckdb
 
 DEFAULT_MEMORY_LIMIT = "96MB"
 
 
 def sqlite_scanner_path() -> str:
+    import duckdb
     import duckdb_extension_sqlite_scanner as pkg
 
     pattern = os.path.join(os.path.dirname(pkg.__file__), "extensions", f"v{duckdb.__version__}",
@@ -47,24 +55,27 @@ def connect(workdir: Path | None = None, memory_limit: str = DEFAULT_MEMORY_LIMI
     }
     if workdir is not None:
         config["temp_directory"] = str(workdir / "duckdb.tmp")
+    import duckdb
     con = duckdb.connect(":memory:", config=config)
     con.execute("SET TimeZone='UTC'")
     return con
 
 
 class Warmup:
-    """connect() and the scanner's LOAD (about 0.25 s together), on a thread while the caller does other
-    work: a sync re-run compares the source with its kept snapshot meanwhile (lcm_etl/read/snapcache.py). DuckDB
-    releases the GIL while it loads."""
+    """DuckDB's import and the planning modules' (about 0.1 s), connect() and the scanner's LOAD (about 0.15 s
+    more), on a thread while the caller does other work: a sync re-run compares the source with its kept
+    snapshot meanwhile (lcm_etl/read/snapcache.py), which waits on reads; DuckDB releases the GIL while it loads."""
 
-    def __init__(self, memory_limit: str = DEFAULT_MEMORY_LIMIT):
+    def __init__(self, memory_limit: str = DEFAULT_MEMORY_LIMIT, imports: tuple[str, ...] = ()):
         self._con: duckdb.DuckDBPyConnection | None = None
         self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, args=(memory_limit,), name="lcm-etl-duckdb", daemon=True)
+        self._thread = threading.Thread(target=self._run, args=(memory_limit, imports), name="lcm-etl-duckdb", daemon=True)
         self._thread.start()
 
-    def _run(self, memory_limit: str) -> None:
+    def _run(self, memory_limit: str, imports: tuple[str, ...]) -> None:
         try:
+            for name in ("duckdb", *imports):   # the caller's planning modules, loaded for it meanwhile
+                importlib.import_module(name)
             self._con = connect(None, memory_limit)
             ensure_sqlite_scanner(self._con)
         except BaseException as exc:   # raised again by take(), in the caller's thread
@@ -116,6 +127,7 @@ def _quote(text: str) -> str:
 def translate(exc: duckdb.Error, what: str) -> LcmEtlError:
     """The one mapping of DuckDB failures: resources are a runtime failure (exit 1), anything the data
     can cause (type mismatches, malformed files) is bad input (exit 2)."""
+    import duckdb
     first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     if isinstance(exc, duckdb.OutOfMemoryException):
         return RunFailed(f"planning ran out of its memory budget ({first}); raise --memory-limit; nothing was written")

@@ -3,6 +3,8 @@ only be understood, and changed, together."""
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "lcm_etl"
@@ -78,3 +80,12 @@ def test_each_package_imports_only_the_packages_before_it():
                    if m.split(".")[1] in LAYERS and i.split(".")[1] in LAYERS
                    and i.split(".")[1] != m.split(".")[1] and i.split(".")[1] not in LAYERS[m.split(".")[1]])
     assert wrong == []
+
+
+def test_importing_the_cli_and_migrate_leaves_duckdb_to_the_thread_that_warms_it():
+    """migrate reads the source first; DuckDB (0.1 s of imports) is imported meanwhile by duck.Warmup."""
+    code = ("import sys, lcm_etl.cli, lcm_etl.commands.migrate, lcm_etl.duck; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'duckdb' or m in "
+            "('lcm_etl.planning.plan', 'lcm_etl.planning.delta')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -5,11 +5,10 @@ import sqlite3
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import duckdb
-
-from lcm_etl.planning import delta, plan, shortcut
 from lcm_etl import duck
+from lcm_etl.planning import shortcut
 from lcm_etl.store import ledger, target as tgt
 from lcm_etl.read import snapcache
 from lcm_etl.store.runlock import target_lock
@@ -20,6 +19,15 @@ from lcm_etl.read.sources import Snapshot, check_sqlite_file, take_snapshot
 from lcm_etl.load.loader import SourceParts, Strategy, choose, load
 from lcm_etl.planning.pipeline import PROVENANCE, WRITE_MESSAGES, WRITE_REST
 from lcm_etl.load.write import WriteJob, record_run, write_failure
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from lcm_etl.planning import delta
+
+# DuckDB and the planning modules over it are imported by _Run.plan(), not here: duck.Warmup imports them
+# on its thread while the source is read (0.1 s of a sync re-run)
+_PLANNING = ("lcm_etl.planning.plan", "lcm_etl.planning.delta")
 
 
 @dataclass
@@ -86,7 +94,7 @@ class _Run:
         self.strategy: Strategy | None = None
         self.view: Snapshot | None = None   # a dry run's private copy of the target
         self.committed: str | None = None
-        self.rec: delta.Recorded | None = None
+        self.rec: ledger.Recorded | None = None
         self.changes: snapcache.Changes | None = None
 
     def unchanged_since(self) -> tuple[str, dict, str | None] | None:
@@ -104,8 +112,8 @@ class _Run:
         if not (opts.dry_run or opts.session_filter):
             self.cache = snapcache.SnapshotCache.for_pair(opts.src, opts.target)
         if not (opts.full or opts.session_filter or not self.existed or opts.dry_run):
-            self.rec = delta.recorded(opts.target, str(opts.src), self.opts_key)
-        self.warm = duck.Warmup(opts.memory_limit)   # DuckDB starts while the source is read
+            self.rec = ledger.recorded_marks(opts.target, str(opts.src), self.opts_key)
+        self.warm = duck.Warmup(opts.memory_limit, _PLANNING)   # DuckDB starts while the source is read
         if self.cache is not None:
             self.snap, self.changes = self.cache.snapshot(self.rec.run_id if self.rec else None, opts.tmp_dir)
         else:
@@ -115,6 +123,9 @@ class _Run:
 
     def plan(self) -> _Planned | None:
         """DuckDB: the marks and the target's state, the scope of a sync re-run, the plan, the stage file."""
+        import duckdb   # loaded by the Warmup thread (see the imports at the top)
+
+        from lcm_etl.planning import delta, plan
         opts, report, snap = self.opts, self.report, self.snap
         assert snap is not None and self.warm is not None
         proved = self.changes.conversations if self.changes else None
@@ -136,7 +147,7 @@ class _Run:
             target_db = self.view.path if self.view else opts.target if self.existed else None
             # a sync re-run plans only what changed since the previous run's marks (lcm_etl/planning/delta.py)
             if opts.dry_run and self.existed and not (opts.full or opts.session_filter):
-                self.rec = delta.recorded(target_db, str(opts.src), self.opts_key)
+                self.rec = ledger.recorded_marks(target_db, str(opts.src), self.opts_key)
             rec = self.rec
             params = plan.plan_params(opts.key_by, opts.batch_rows, str(opts.src))
             # a target as the previous run left it (its file unchanged since) has the marks that run stored
@@ -164,6 +175,8 @@ class _Run:
             con.close()
 
     def _report_sync(self, con: duckdb.DuckDBPyConnection, scope: delta.Scope | None, target_db: Path | None) -> None:
+        from lcm_etl.planning import delta   # loaded by the Warmup thread
+
         report, changes, rec = self.report, self.changes, self.rec
         if scope is not None and target_db is not None:
             delta.add_unchanged(con, report, target_db, str(self.opts.src))

@@ -36,13 +36,6 @@ from lcm_etl.read import subset
 from lcm_etl.planning.steps import run_stage
 
 @dataclass
-class Recorded:
-    """The marks the previous run stored, and that run's id."""
-    run_id: str
-    marks: list[tuple[str, str, str]]   # (kind, key, mark)
-
-
-@dataclass
 class Scope:
     """What a sync re-run plans: the sessions it re-reads, out of how many."""
     since_run: str
@@ -60,33 +53,7 @@ def mark_source(con: duckdb.DuckDBPyConnection, schema: SourceSchema) -> None:
     run_stage(pipeline.SOURCE_MARKS, con, {"schema_sig": schema_signature(schema)})
 
 
-def recorded(target_db: Path | None, source_label: str, opts_key: list) -> Recorded | None:
-    """The marks of the last `migrate` of this source into the target, if they can be trusted: that run
-    completed, planned the whole source with the same options and stored marks."""
-    if target_db is None:
-        return None
-    try:
-        con = sqlite3.connect(f"file:{target_db}?mode=ro", uri=True)
-    except sqlite3.Error:
-        return None
-    try:
-        row = ledger.last_run(con, source_label)
-        if not row or row[2] != "complete":
-            return None
-        counts = row[3]
-        marks_run = counts.get("marks_run")
-        if not marks_run or counts.get("options_key") != opts_key:
-            return None
-        marks = con.execute("SELECT kind, key, mark FROM lcm_etl_marks WHERE source_path = ? AND run_id = ?",
-                            (source_label, marks_run)).fetchall()
-        return Recorded(marks_run, marks) if marks else None
-    except (sqlite3.Error, orjson.JSONDecodeError, AttributeError):
-        return None
-    finally:
-        con.close()
-
-
-def narrow(con: duckdb.DuckDBPyConnection, rec: Recorded, params: dict, schema: SourceSchema, snapshot: Path,
+def narrow(con: duckdb.DuckDBPyConnection, rec: ledger.Recorded, params: dict, schema: SourceSchema, snapshot: Path,
            scratch: Path, proved: set[str] | None = None) -> Scope | None:
     """Decide the scope and narrow the plan to it (04 and 06 have run). `proved`: the conversations owning
     a row on a page that differs from the previous run's snapshot (lcm_etl/read/snapcache.py), everything else

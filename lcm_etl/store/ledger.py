@@ -209,3 +209,35 @@ def last_run(con: sqlite3.Connection, source_path: str | None = None) -> tuple[s
     counts = orjson.loads(row[3] or "{}")
     return row[0], row[1], row[2], counts if isinstance(counts, dict) else {}
 
+
+@dataclass
+class Recorded:
+    """The marks the previous run stored, and that run's id."""
+    run_id: str
+    marks: list[tuple[str, str, str]]   # (kind, key, mark)
+
+
+def recorded_marks(target_db: Path | None, source_label: str, opts_key: list) -> Recorded | None:
+    """The marks of the last `migrate` of this source into the target, if they can be trusted: that run
+    completed, planned the whole source with the same options and stored marks."""
+    if target_db is None:
+        return None
+    try:
+        con = sqlite3.connect(f"file:{target_db}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return None
+    try:
+        row = last_run(con, source_label)
+        if not row or row[2] != "complete":
+            return None
+        counts = row[3]
+        marks_run = counts.get("marks_run")
+        if not marks_run or counts.get("options_key") != opts_key:
+            return None
+        marks = con.execute("SELECT kind, key, mark FROM lcm_etl_marks WHERE source_path = ? AND run_id = ?",
+                            (source_label, marks_run)).fetchall()
+        return Recorded(marks_run, marks) if marks else None
+    except (sqlite3.Error, orjson.JSONDecodeError, AttributeError):
+        return None
+    finally:
+        con.close()
