@@ -9,8 +9,10 @@ refreshes the current bar twice a second, so its clock moves while such a statem
 from __future__ import annotations
 
 import threading
+from typing import TYPE_CHECKING
 
-from tqdm import tqdm
+if TYPE_CHECKING:
+    from tqdm import tqdm
 
 TICK_S = 0.5
 _FORMAT = "{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}]{postfix}"
@@ -31,6 +33,7 @@ class Progress:
         """Start a phase of `steps` steps (a count, or their labels in order, shown as each begins)."""
         if not self.enabled:
             return
+        from tqdm import tqdm   # here: a run without bars (--quiet, --json, no TTY) is spared its 40 ms import
         with self._lock:
             self._close_bar()
             self.labels = steps if isinstance(steps, tuple) else ()

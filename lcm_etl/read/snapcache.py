@@ -223,7 +223,7 @@ class SnapshotCache:
         for n in changed:   # parsed again from the new copy where it still is an interior page
             memo.pop(n, None)
         try:
-            new_owners, new_explained = _owners(self.db, changed, memo=memo)
+            new_owners, new_explained = _owners(self.db, changed, memo=memo, against=old_owners)
         except (pages.NotComparable, sqlite3.Error) as exc:
             return Changes(None, len(changed), f"cannot read the changed pages: {exc}")
         self._memo = memo
@@ -245,10 +245,12 @@ class SnapshotCache:
         return Changes({str(c) for c in owners}, len(changed))
 
 
-def _owners(db: Path, changed: set[int], index_cells: bool = False, memo: dict | None = None) -> tuple[dict, set[int]]:
+def _owners(db: Path, changed: set[int], index_cells: bool = False, memo: dict | None = None,
+            against: dict | None = None) -> tuple[dict, set[int]]:
     """In one copy: the conversations owning rows on the changed pages, and the changed pages accounted
     for (b-tree pages, free pages, overflow pages of rows on changed table leaves and, with `index_cells`,
-    of index entries on changed index pages, the lock-byte page)."""
+    of index entries on changed index pages, the lock-byte page). `against`: the other copy's rows; a row
+    not among them is changed whatever it holds, so it is not digested (most rows of a grown source)."""
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
         roots, table_of = _trees(con)
@@ -270,7 +272,9 @@ def _owners(db: Path, changed: set[int], index_cells: bool = False, memo: dict |
         for name, spans in ranges.items():
             for lo, hi in _merged(spans):
                 for row in con.execute(_OWNERS[name], (lo, hi)):
-                    rows[(name, row[0])] = (row[1], row[2], _digest(row[3:]))
+                    key = (name, row[0])
+                    rows[key] = (row[1], row[2], None if against is not None and key not in against
+                                 else _digest(row[3:]))
         return rows, explained & changed
     finally:
         con.close()
