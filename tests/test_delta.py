@@ -147,6 +147,46 @@ def test_a_new_conversation_is_re_planned_alone(synced):
     converged(src, target)
 
 
+def stored_and_read_marks(target) -> tuple[dict, dict]:
+    """The session marks the last run stored, and those 04_target_marks.sql reads from the target now."""
+    from lcm_etl.planning import pipeline, steps
+    con = open_db(target)
+    try:
+        stored = dict(con.execute("SELECT key, mark FROM lcm_etl_marks WHERE kind = 'session'").fetchall())
+        steps.run_stage(pipeline.TARGET_MARKS, con)
+        return stored, dict(con.execute("SELECT session_id, mark FROM temp.target_marks").fetchall())
+    finally:
+        con.close()
+
+
+def test_the_session_marks_a_run_stores_are_those_04_reads_from_the_target_it_leaves(synced):
+    """94 reads again only the sessions a run wrote and carries the others: the marks stored are still the
+    whole target's, after a first run, a sync that appends, one that adds a session, and one after another
+    writer changed a session in the target."""
+    src, target, _ = synced
+    stored, read = stored_and_read_marks(target)
+    assert stored == read and len(read) == 3
+    change(src, APPEND)
+    migrate_json(src, target)
+    assert stored_and_read_marks(target)[0] == stored_and_read_marks(target)[1] != read
+    change(src, ("INSERT INTO conversations (conversation_id, session_id, created_at, updated_at) "
+                 "VALUES (4, 'fresh-session', '2026-11-23 09:00:00', '2026-11-23 09:00:00')",),
+           ("INSERT INTO messages (conversation_id, seq, role, content, token_count, created_at) "
+            "VALUES (4, 0, 'user', 'a new start', 3, '2026-11-23 09:00:01')",))
+    migrate_json(src, target)
+    stored, read = stored_and_read_marks(target)
+    assert stored == read and len(read) == 4
+    con = open_db(target)
+    with con:   # another writer: a boundary event in the first session
+        con.execute("INSERT INTO lcm_compaction_events (session_id, fired_at, msg_before, tokens_before, "
+                    "tokens_after) SELECT min(session_id), '2026-11-23T09:00:00Z', 0, 0, 0 FROM lcm_messages")
+    con.close()
+    change(src, APPEND)
+    migrate_json(src, target)
+    stored, read = stored_and_read_marks(target)
+    assert stored == read and len(read) == 4
+
+
 @pytest.mark.parametrize("name", ["basic-0.15.3.db", "shared-session-newest.db", "multiparent-newest.db"])
 def test_a_sync_re_run_reports_the_whole_source_as_a_full_plan_does(tmp_path, name):
     src = copy_fixture(name, tmp_path / "src")

@@ -1,6 +1,7 @@
 -- step: target_marks
 -- engine: sqlite (a read-only connection to the target — an empty Remnic schema when there is none — whose
---         rows plan.py hands to DuckDB; and the target itself in the run's last transaction, before 95)
+--         rows plan.py hands to DuckDB; 94_target_marks_after.sql reads the same figures for the sessions a
+--         run wrote, in its last transaction)
 -- reads: lcm_messages, lcm_summary_nodes, lcm_compaction_events
 -- produces: TEMP TABLE target_marks(session_id, mark) — per target session: messages, highest message id,
 --           summaries, boundary events
@@ -8,7 +9,7 @@
 -- why: between two runs the target changes too (a live Remnic appends, `reconcile` or `undo` runs). A
 --      session whose mark differs from the one the last run stored is re-planned whole, whatever the source
 --      did. SQLite answers from the sessions' indexes alone (DuckDB's scanner would read every row); the same
---      statement gives the figures 95_write_provenance.sql stores at the end of a run, so the two agree.
+--      statement's figures (94 reads them per written session) are what 95_write_provenance.sql stores.
 DROP TABLE IF EXISTS temp.target_marks;
 
 CREATE TEMP TABLE target_marks AS

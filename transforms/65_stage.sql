@@ -1,7 +1,8 @@
 -- step: stage
 -- engine: duckdb (stage: plan tables → the stage file)
 -- reads: write_messages, write_present, part_plan, session_work, write_summaries, sum_edges, sum_plan,
---        message_refresh, summary_refresh, parent_updates, conversation_same, source_marks, source_global
+--        message_refresh, summary_refresh, parent_updates, conversation_same, source_marks, source_global,
+--        target_marks
 -- produces: the narrow plan tables in the stage file (a private SQLite file), read by the write steps
 -- key: batch
 -- why: the write steps run inside SQLite, next to the target, so content and payloads are copied by
@@ -60,3 +61,8 @@ CREATE TABLE stage.plan_marks AS
 SELECT 'conversation' AS kind, conversation_id AS key, mark FROM source_marks WHERE $record_marks
 UNION ALL
 SELECT 'global', '', mark FROM source_global WHERE $record_marks;
+
+-- the target's marks as planning read them (04_target_marks.sql), carried by 94 for the sessions this run
+-- does not write
+CREATE TABLE stage.plan_target_marks AS
+SELECT session_id, mark FROM target_marks WHERE $record_marks;

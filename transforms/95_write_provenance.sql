@@ -30,7 +30,7 @@ SELECT :source_path, 'summary', summary_id, session_id, reason,
 FROM plan.plan_skipped;
 
 -- marks (03_source_marks.sql, 04_target_marks.sql): the next run re-plans only what differs from them. The
--- session figures are the target's after this run (04 has just run on this connection); written only by a run that
+-- session figures are the target's after this run (94 has just run on this connection); written only by a run that
 -- planned the whole source (plan.plan_marks is empty under --session-filter)
 DELETE FROM lcm_etl_marks WHERE source_path = :source_path AND EXISTS (SELECT 1 FROM plan.plan_marks);
 
