@@ -4,13 +4,19 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test test-faults lint bench clean
+.PHONY: demo test test-faults lint bench bytecode clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test,lint]'
+	$(MAKE) --no-print-directory bytecode
 	touch $(STAMP)
+
+# the package's bytecode, as pip writes it for an installed package: an editable checkout is otherwise compiled
+# by every process where PYTHONDONTWRITEBYTECODE is set (0.2 s of each CLI run on the machines here)
+bytecode:
+	$(BIN)/python -m compileall -q lcm_etl
 
 demo: $(STAMP)
 	rm -rf build/demo
@@ -32,7 +38,7 @@ test-faults: $(STAMP)
 # SIZES / REPEAT: e.g. `make bench SIZES=200000 REPEAT=5`
 SIZES  ?= 200000,2000000
 REPEAT ?= 3
-bench: $(STAMP)
+bench: $(STAMP) bytecode
 	$(BIN)/python bench/run.py --sizes $(SIZES) --repeat $(REPEAT)
 
 clean:
