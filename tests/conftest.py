@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -16,6 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+# A suite started as a background job without job control has SIGINT ignored, and every lcm-etl it starts would
+# inherit that: the tests that press Ctrl-C would meet runs that cannot hear it (a CI run started that way saw
+# test_runs' interrupted run exit 0). A handler, unlike SIG_IGN, is reset to the default in the child.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE_DIR = ROOT / "fixtures" / "lossless-claw"
