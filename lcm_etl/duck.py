@@ -4,6 +4,15 @@ The machines this runs on cannot download extensions, so the binary shipped in
 `duckdb-extension-sqlite-scanner` is LOADed by path and autoinstall/autoload are switched off: an
 accidental `INSTALL` would fail, never silently reach the network.
 
+DuckDB checks the extension's signature on every LOAD: a SHA-256 over its 34 MB, about 0.1 s, which held
+the GIL while a sync re-run compared the source's pages on the main thread (0.1 s of a 1.3 s re-run). So the
+check is made once per installed file: a LOAD that passed it is remembered in the cache folder
+(lcm_etl/cachedir.py) with the file's identity (device, inode, size, mtime, ctime; a ctime cannot be set
+back), and while the file keeps that identity a connection loads it without checking it again
+(`allow_unsigned_extensions`, which the connection uses for this one file only: nothing else is ever
+LOADed, and autoloading is off). A file replaced, rewritten or touched since is checked again, and one
+that fails the check is not loaded and not remembered. LCM_ETL_CACHE_DIR=off checks on every LOAD.
+
 This module imports DuckDB only where it is used: `migrate` imports it before reading the source, and
 Warmup imports DuckDB and the planning modules over it on its thread meanwhile (about 0.1 s of a sync
 re-run; tests/test_import_graph.py checks that importing `migrate` does not import DuckDB).
@@ -11,6 +20,7 @@ re-run; tests/test_import_graph.py checks that importing `migrate` does not impo
 from __future__ import annotations
 
 import glob
+import hashlib
 import importlib
 import os
 import threading
@@ -19,6 +29,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
+from lcm_etl.cachedir import cache_root
 from lcm_etl.errors import BadInput, LcmEtlError, RunFailed
 
 if TYPE_CHECKING:
@@ -57,6 +68,8 @@ def connect(workdir: Path | None = None, memory_limit: str = DEFAULT_MEMORY_LIMI
     }
     if workdir is not None:
         config["temp_directory"] = str(workdir / "duckdb.tmp")
+    if verified_before(sqlite_scanner_path()):
+        config["allow_unsigned_extensions"] = True
     import duckdb
     con = duckdb.connect(":memory:", config=config)
     con.execute("SET TimeZone='UTC'")
@@ -110,10 +123,53 @@ def one(con: duckdb.DuckDBPyConnection, sql: str) -> tuple:
 
 
 def ensure_sqlite_scanner(con: duckdb.DuckDBPyConnection) -> None:
-    """LOAD costs about a third of a second (signature check), so only connections that attach pay it."""
+    """Only connections that attach pay the LOAD (and, the first time, the signature check)."""
     loaded = con.execute("SELECT loaded FROM duckdb_extensions() WHERE extension_name = 'sqlite_scanner'").fetchone()
     if not (loaded and loaded[0]):
-        con.execute(f"LOAD '{sqlite_scanner_path()}'")
+        load_extension(con, sqlite_scanner_path())
+
+
+def load_extension(con: duckdb.DuckDBPyConnection, path: str) -> None:
+    """LOAD the extension at path; a LOAD that checked its signature is remembered for the file."""
+    checked = con.execute("SELECT current_setting('allow_unsigned_extensions')").fetchone() != (True,)
+    con.execute(f"LOAD '{_quote(path)}'")
+    if checked:
+        remember_verified(path)
+
+
+def _trust_record(path: str) -> Path | None:
+    root = cache_root()
+    if root is None:
+        return None
+    return root / "verified-extensions" / (hashlib.sha256(os.path.realpath(path).encode()).hexdigest()[:24] + ".json")
+
+
+def _identity(path: str) -> list:
+    st = os.stat(path)
+    return [os.path.realpath(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def verified_before(path: str) -> bool:
+    """The file at path passed DuckDB's signature check in an earlier LOAD and has not changed since."""
+    record = _trust_record(path)
+    try:
+        return record is not None and orjson.loads(record.read_bytes()) == _identity(path)
+    except (OSError, orjson.JSONDecodeError):
+        return False
+
+
+def remember_verified(path: str) -> None:
+    """Best effort: a record that cannot be written means the next LOAD checks again."""
+    record = _trust_record(path)
+    if record is None:
+        return
+    try:
+        record.parent.mkdir(parents=True, exist_ok=True)
+        tmp = record.with_name(f"{record.name}.{os.getpid()}.{threading.get_ident()}")
+        tmp.write_bytes(orjson.dumps(_identity(path)))
+        os.replace(tmp, record)
+    except OSError:
+        pass
 
 
 def attach_sqlite(con: duckdb.DuckDBPyConnection, path: str, alias: str, read_only: bool = True) -> None:

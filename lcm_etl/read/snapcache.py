@@ -29,6 +29,7 @@ from pathlib import Path
 
 import orjson
 
+from lcm_etl.cachedir import cache_root
 from lcm_etl.read import pages
 from lcm_etl.errors import RunFailed
 from lcm_etl.read.sources import Snapshot, file_signature, fold_wal, take_snapshot, unchanged_but_appended
@@ -72,14 +73,6 @@ class Changes:
     conversations: set[str] | None
     pages: int
     why: str = ""
-
-
-def cache_root() -> Path | None:
-    where = os.environ.get("LCM_ETL_CACHE_DIR")
-    if where is not None:
-        return None if where.strip().lower() in ("", "off", "0", "none") else Path(where).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "lcm-etl"
 
 
 class SnapshotCache:
