@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Callable, TypeVar
 
 import duckdb
-from tqdm import tqdm
 
 from lcm_etl import duck
 from lcm_etl.planning import pipeline
 from lcm_etl.read import subset
 from lcm_etl.errors import BadInput
+from lcm_etl.progress import Progress
 from lcm_etl.report import RunReport
 from lcm_etl.read.source_schema import SourceSchema, normalized_views
 from lcm_etl.store.target import apply_schema
@@ -117,11 +117,13 @@ def build(con: duckdb.DuckDBPyConnection, key_by: str, session_filter: list[str]
     run_stage(pipeline.KEPT_SESSIONS, con, params)
     _select_sessions(con, session_filter, source_label)
     stage = pipeline.NEW_TARGET_PLAN if new_target else pipeline.PLAN
-    with tqdm(total=len(stage.steps), desc="planning", unit="step", disable=not progress, leave=False) as bar:
-        run_stage(stage, con, params, after_each=bar.update)
+    with Progress(progress) as bars:
+        bars.phase("planning", len(stage.steps))
+        run_stage(stage, con, params, after_each=bars.step)
+    batches = all_batches(con)
     # a sync re-run (lcm_etl/planning/delta.py) plans some sessions: no totals over the rest (as with a filter)
-    _fill_report(con, report, filtered=bool(session_filter) or scoped)
-    return PlannedRun(all_batches(con))
+    _fill_report(con, report, batches, filtered=bool(session_filter) or scoped)
+    return PlannedRun(batches)
 
 
 def plan_params(key_by: str, budget: int, source_label: str) -> dict:
@@ -159,52 +161,67 @@ def _one(con, sql: str) -> int:
     return int(row[0] or 0) if row else 0
 
 
-def _fill_report(con, report: RunReport, filtered: bool) -> None:
-    m = report.messages
-    m.inserted = _one(con, "SELECT count(*) FROM write_messages")
-    m.already_present = _one(con, "SELECT count(*) FROM msg_plan WHERE NOT is_new")
+# the report's counts, one query: each is a few milliseconds of DuckDB's overhead on its own, a sync re-run's
+# plan is small, and these were 15 of its 130 statements
+_COUNTS = {
+    "inserted_messages": "SELECT count(*) FROM write_messages",
+    "present_messages": "SELECT count(*) FROM msg_plan WHERE NOT is_new",
+    "inserted_parts": "SELECT count(*) FROM part_plan",
+    "parts_in_selected": "SELECT in_selected FROM part_counts",
+    "orphan_parts": "SELECT orphans FROM part_counts",
+    "inserted_summaries": "SELECT count(*) FROM write_summaries",
+    "present_summaries": "SELECT count(*) FROM sum_plan WHERE status = 'present'",
+    "collapsed_parents": "SELECT count(*) FROM write_summaries WHERE candidates > 1",
+    "dropped_parent_edges": "SELECT count(*) FROM sum_edges WHERE NOT kept AND source_id IN "
+                            "(SELECT summary_id FROM write_summaries)",
+    "cross_session_links": "SELECT sum(foreign_msgs) FROM write_summaries",
+    "boundary_events": "SELECT count(*) FROM session_work WHERE needs_boundary",
+    # in place (52_in_place_changes.sql): what lossless-claw changed in rows an earlier run imported
+    "updated_messages": "SELECT count(*) FROM message_refresh",
+    "updated_summaries": "SELECT count(*) FROM summary_refresh",
+    "parents_updated": "SELECT count(*) FROM parent_updates",
+    "conversations_changed": "SELECT count(*) FROM sessions WHERE session_id IN (SELECT session_id FROM selected) "
+                             "AND conversation_id NOT IN (SELECT conversation_id FROM conversation_same)",
+    "sessions_kept": "SELECT count(*) FROM sessions WHERE session_id <> rule_session",
+}
+
+
+def _fill_report(con, report: RunReport, batches: list[int], filtered: bool) -> None:
+    row = duck.one(con, "SELECT " + ", ".join(f"({sql}) AS {name}" for name, sql in _COUNTS.items()))
+    n = {name: int(v or 0) for name, v in zip(_COUNTS, row)}
+    m, p, s = report.messages, report.parts, report.summaries
+    m.inserted, m.already_present = n["inserted_messages"], n["present_messages"]
+    p.inserted = n["inserted_parts"]
+    p.already_present = n["parts_in_selected"] - p.inserted
+    s.inserted, s.already_present = n["inserted_summaries"], n["present_summaries"]
     if not filtered:
         m.skip("its conversation is not in the source",
                _one(con, "SELECT count(*) FROM src_messages WHERE message_id NOT IN (SELECT message_id FROM src_msgs)"))
-    p = report.parts
-    p.inserted = _one(con, "SELECT count(*) FROM part_plan")
-    in_selected, orphans = con.execute("SELECT in_selected, orphans FROM part_counts").fetchone()
-    p.already_present = int(in_selected or 0) - p.inserted
-    if not filtered:
-        p.skip("its message is not in the source (or not in any conversation)", int(orphans or 0))
-    s = report.summaries
-    s.inserted = _one(con, "SELECT count(*) FROM write_summaries")
-    s.already_present = _one(con, "SELECT count(*) FROM sum_plan WHERE status = 'present'")
+        p.skip("its message is not in the source (or not in any conversation)", n["orphan_parts"])
     scope = "session_id IN (SELECT session_id FROM selected)" + ("" if filtered else " OR session_id IS NULL")
-    for reason, n in con.execute(f"SELECT reason, count(*) FROM sum_plan WHERE status = 'skipped' AND ({scope}) "
-                                 "GROUP BY reason ORDER BY reason").fetchall():
-        s.skip(reason, n)
     report.skipped_summaries = [
         {"summary_id": sid, "session_id": sess, "reason": reason, "foreign_messages": foreign}
         for sid, sess, reason, foreign in con.execute(
             f"SELECT summary_id, session_id, reason, foreign_msgs FROM sum_plan WHERE status = 'skipped' AND ({scope}) "
             "ORDER BY summary_id").fetchall()]
-    report.cross_session_links_in_skipped = sum(s["foreign_messages"] for s in report.skipped_summaries)
-    report.collapsed_parents = _one(con, "SELECT count(*) FROM write_summaries WHERE candidates > 1")
-    report.dropped_parent_edges = _one(
-        con, "SELECT count(*) FROM sum_edges WHERE NOT kept AND source_id IN (SELECT summary_id FROM write_summaries)")
-    report.cross_session_links = _one(con, "SELECT sum(foreign_msgs) FROM write_summaries")
+    for reason in sorted({k["reason"] for k in report.skipped_summaries}):
+        s.skip(reason, sum(1 for k in report.skipped_summaries if k["reason"] == reason))
+    report.cross_session_links_in_skipped = sum(k["foreign_messages"] for k in report.skipped_summaries)
+    report.collapsed_parents = n["collapsed_parents"]
+    report.dropped_parent_edges = n["dropped_parent_edges"]
+    report.cross_session_links = n["cross_session_links"]
     report.sessions_touched = [r[0] for r in con.execute(
         "SELECT session_id FROM session_work ORDER BY session_id").fetchall()]
-    report.boundary_events = _one(con, "SELECT count(*) FROM session_work WHERE needs_boundary")
-    # in place (52_in_place_changes.sql): what lossless-claw changed in rows an earlier run imported
-    m.updated = _one(con, "SELECT count(*) FROM message_refresh")
-    s.updated = _one(con, "SELECT count(*) FROM summary_refresh")
-    report.parents_updated = _one(con, "SELECT count(*) FROM parent_updates")
-    report.changes = {what: n for what, n in con.execute(
+    report.boundary_events = n["boundary_events"]
+    m.updated, s.updated = n["updated_messages"], n["updated_summaries"]
+    report.parents_updated = n["parents_updated"]
+    report.changes = {what: k for what, k in con.execute(
         "SELECT what, count(*) FROM (SELECT unnest(string_split(changed, ', ')) AS what FROM message_refresh) "
         "GROUP BY what ORDER BY what"
     ).fetchall()}
-    report.conversations_changed = _one(
-        con, "SELECT count(*) FROM sessions WHERE session_id IN (SELECT session_id FROM selected) AND conversation_id "
-             "NOT IN (SELECT conversation_id FROM conversation_same)")
-    report.sessions_kept = _one(con, "SELECT count(*) FROM sessions WHERE session_id <> rule_session")
-    report.batches = len(all_batches(con))
+    report.conversations_changed = n["conversations_changed"]
+    report.sessions_kept = n["sessions_kept"]
+    report.batches = len(batches)
 
 
 def stage(con: duckdb.DuckDBPyConnection, stage_path: Path, record_marks: bool = False) -> None:
