@@ -38,31 +38,36 @@ from lcm_etl.read.sources import Snapshot, file_signature, fold_wal, take_snapsh
 # proving page by page, and their bytes are held in memory until written; the source is copied whole
 MAX_CHANGED_SHARE, MIN_CHANGED_LIMIT = 0.1, 256
 
-# source tables the plan reads (source_schema.normalized_views) -> each row of a rowid range with the one or two
-# conversations owning it, NULL when the owner does not exist (a row of no conversation):
-# (rowid, owner, owner, the row's own columns...)
-_RANGE = " WHERE {0}rowid > ? AND {0}rowid <= ?"
+# source tables the plan reads (source_schema.normalized_views) -> (alias, the one or two conversations owning
+# a row, NULL when the owner does not exist (a row of no conversation), the FROM clause); _owner_rows reads
+# (rowid, owner, owner[, the row's own columns...])
 _CONV = "LEFT JOIN conversations c ON c.conversation_id = {}.conversation_id"
+_C = "c.conversation_id, c.conversation_id"
 _OWNERS = {
-    "conversations": "SELECT rowid, conversation_id, conversation_id, * FROM conversations" + _RANGE.format(""),
-    "messages": "SELECT m.rowid, c.conversation_id, c.conversation_id, m.* FROM messages m "
-                + _CONV.format("m") + _RANGE.format("m."),
-    "message_parts": "SELECT p.rowid, c.conversation_id, c.conversation_id, p.* FROM message_parts p "
-                     "LEFT JOIN messages m ON m.message_id = p.message_id " + _CONV.format("m") + _RANGE.format("p."),
-    "summaries": "SELECT s.rowid, c.conversation_id, c.conversation_id, s.* FROM summaries s "
-                 + _CONV.format("s") + _RANGE.format("s."),
-    "summary_messages": "SELECT l.rowid, c.conversation_id, c.conversation_id, l.* FROM summary_messages l "
-                        "LEFT JOIN summaries s ON s.summary_id = l.summary_id " + _CONV.format("s")
-                        + _RANGE.format("l."),
+    "conversations": ("t", "t.conversation_id, t.conversation_id", "FROM conversations t"),
+    "messages": ("m", _C, "FROM messages m " + _CONV.format("m")),
+    "message_parts": ("p", _C, "FROM message_parts p LEFT JOIN messages m ON m.message_id = p.message_id "
+                      + _CONV.format("m")),
+    "summaries": ("s", _C, "FROM summaries s " + _CONV.format("s")),
+    "summary_messages": ("l", _C, "FROM summary_messages l LEFT JOIN summaries s ON s.summary_id = l.summary_id "
+                         + _CONV.format("s")),
     # an edge counts for the conversations of both its ends (03_source_marks.sql); of no end: an orphan
-    "summary_parents": "SELECT e.rowid, coalesce(c.conversation_id, pc.conversation_id), "
-                       "coalesce(pc.conversation_id, c.conversation_id), e.* FROM summary_parents e "
-                       "LEFT JOIN summaries s ON s.summary_id = e.summary_id " + _CONV.format("s") +
-                       " LEFT JOIN summaries p ON p.summary_id = e.parent_summary_id "
-                       "LEFT JOIN conversations pc ON pc.conversation_id = p.conversation_id" + _RANGE.format("e."),
-    "large_files": "SELECT f.rowid, c.conversation_id, c.conversation_id, f.* FROM large_files f "
-                   + _CONV.format("f") + _RANGE.format("f."),
+    "summary_parents": ("e", "coalesce(c.conversation_id, pc.conversation_id), "
+                             "coalesce(pc.conversation_id, c.conversation_id)",
+                        "FROM summary_parents e LEFT JOIN summaries s ON s.summary_id = e.summary_id "
+                        + _CONV.format("s") + " LEFT JOIN summaries p ON p.summary_id = e.parent_summary_id "
+                        "LEFT JOIN conversations pc ON pc.conversation_id = p.conversation_id"),
+    "large_files": ("f", _C, "FROM large_files f " + _CONV.format("f")),
 }
+
+
+def _owner_query(name: str, values: bool, by_range: bool = True) -> str:
+    """The rows of a rowid range (lo, hi], or the row of one rowid; with their values or without."""
+    alias, owners, source = _OWNERS[name]
+    where = f"{alias}.rowid > ? AND {alias}.rowid <= ?" if by_range else f"{alias}.rowid = ?"
+    return f"SELECT {alias}.rowid, {owners}{f', {alias}.*' if values else ''} {source} WHERE {where}"
+
+
 _LOWEST, _HIGHEST = -(1 << 63), (1 << 63) - 1
 
 
@@ -264,10 +269,13 @@ def _owners(db: Path, changed: set[int], index_cells: bool = False, memo: dict |
         rows: dict[tuple[str, int], tuple] = {}
         for name, spans in ranges.items():
             for lo, hi in _merged(spans):
-                for row in con.execute(_OWNERS[name], (lo, hi)):
-                    key = (name, row[0])
-                    rows[key] = (row[1], row[2], None if against is not None and key not in against
-                                 else _digest(row[3:]))
+                # beside a sealed copy's rows, only the keys: the values of a row the other copy lacks are not
+                # digested, and are most of a grown source's (its new messages' content, its parts' payloads)
+                for row in con.execute(_owner_query(name, values=against is None), (lo, hi)):
+                    rows[(name, row[0])] = (row[1], row[2], None if against is not None else _digest(row[3:]))
+        for name, rowid in rows.keys() & (against or {}).keys():   # rows on both sides: digested, one by one
+            row = con.execute(_owner_query(name, values=True, by_range=False), (rowid,)).fetchone()
+            rows[(name, rowid)] = (row[1], row[2], _digest(row[3:]))
         return rows, explained & changed
     finally:
         con.close()
