@@ -1,9 +1,8 @@
 -- step: source_marks
--- engine: duckdb (plan; before everything else, over the whole source)
+-- engine: duckdb (plan; over the whole source, or over a sync re-run's scope before 09)
 -- reads: src_conversations, src_messages, src_parts, src_summaries, src_summary_messages, src_summary_parents,
 --        src_large_files
--- produces: source_marks(conversation_id, mark) — one digest per source conversation;
---           source_global(mark) — the schema and the rows that belong to no conversation
+-- produces: source_marks(conversation_id, mark) — one digest per source conversation
 -- key: conversation_id
 -- why: cost follows the change (SPEC §8). A mark digests every value of a conversation the plan reads or
 --      that lossless-claw can change in place (reference/lossless-claw-in-place-changes.md): its row, its
@@ -55,14 +54,3 @@ SELECT CAST(c.conversation_id AS VARCHAR) AS conversation_id,
 FROM conv c
 LEFT JOIN msg USING (conversation_id) LEFT JOIN part USING (conversation_id) LEFT JOIN summ USING (conversation_id)
 LEFT JOIN link USING (conversation_id) LEFT JOIN edge USING (conversation_id) LEFT JOIN files USING (conversation_id);
-
--- rows of no known conversation are skipped by the plan; a change among them still calls for a full plan
-CREATE OR REPLACE TABLE source_global AS
-SELECT concat_ws(':', $schema_sig,
-         (SELECT count(*) FROM src_messages WHERE conversation_id NOT IN (SELECT conversation_id FROM src_conversations)),
-         (SELECT count(*) FROM src_parts WHERE message_id NOT IN (SELECT message_id FROM src_messages)),
-         (SELECT count(*) FROM src_summaries
-          WHERE conversation_id NOT IN (SELECT conversation_id FROM src_conversations)),
-         (SELECT count(*) FROM src_summary_messages WHERE summary_id NOT IN (SELECT summary_id FROM src_summaries)),
-         (SELECT count(*) FROM src_summary_parents WHERE summary_id NOT IN (SELECT summary_id FROM src_summaries)
-            AND parent_summary_id NOT IN (SELECT summary_id FROM src_summaries))) AS mark;

@@ -92,7 +92,7 @@ def add_unchanged(con: duckdb.DuckDBPyConnection, report, target_db: Path, sourc
     """A sync re-run planned only its scope; the report still speaks of the whole source. The rows of the
     conversations it did not re-read are where the previous runs left them: counted by their marks (every
     message and part of a conversation is imported; a summary is unless lcm_etl_skipped says why not), and
-    the rows of no conversation by the global mark (03_source_marks.sql)."""
+    the rows of no conversation by the global mark (02_source_global.sql)."""
     counts = duck.one(
         con, "SELECT coalesce(sum(CAST(split_part(mark, ':', 2) AS BIGINT)), 0), "
              "coalesce(sum(CAST(split_part(mark, ':', 4) AS BIGINT)), 0), "

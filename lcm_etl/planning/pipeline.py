@@ -42,7 +42,7 @@ TARGET_PROVENANCE = Stage("target provenance", "duckdb", "the plan database, lcm
                           "attached read-only as prov (empty ones when it has none)", ("06_target_provenance",))
 SESSIONS = Stage("sessions", "duckdb", _PLAN_DB, ("10_sessions",))
 # cost follows the change (lcm_etl/planning/delta.py): marks of the source and the target, and what a sync re-run re-plans
-SOURCE_MARKS = Stage("source marks", "duckdb", _PLAN_DB, ("03_source_marks",),
+SOURCE_MARKS = Stage("source marks", "duckdb", _PLAN_DB, ("02_source_global", "03_source_marks"),
                      when="the previous run's snapshot is not kept (lcm_etl/read/snapcache.py), or the run plans everything")
 TARGET_MARKS = Stage("target marks", "sqlite", "a read-only connection to the target (an empty Remnic schema when "
                      "there is none); plan.py hands the rows to DuckDB", ("04_target_marks",),
