@@ -35,11 +35,13 @@ lint: $(STAMP)
 test-faults: $(STAMP)
 	$(BIN)/python -m pytest -m slow tests/faults
 
-# SIZES / REPEAT: e.g. `make bench SIZES=200000 REPEAT=5`
+# SIZES / REPEAT / SYNC_REPEAT / SYNC_ONLY: e.g. `make bench SIZES=200000 REPEAT=5`, or SPEC §8's shares alone:
+# `make bench SIZES=200000 REPEAT=3 SYNC_REPEAT=3 SYNC_ONLY=1`
 SIZES  ?= 200000,2000000
 REPEAT ?= 3
+SYNC_REPEAT ?= 1
 bench: $(STAMP) bytecode
-	$(BIN)/python bench/run.py --sizes $(SIZES) --repeat $(REPEAT)
+	$(BIN)/python bench/run.py --sizes $(SIZES) --repeat $(REPEAT) --sync-repeat $(SYNC_REPEAT) $(if $(SYNC_ONLY),--sync-only)
 
 clean:
 	rm -rf $(VENV) build .pytest_cache

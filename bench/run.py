@@ -9,11 +9,13 @@ into a new target and into one that already holds it. It prints wall time, peak 
 the yardstick, and writes the figures to bench/out/results.json. Nothing here asserts a time.
 
 The disk and the shared host make single timings vary by ±20-50 %, so `--repeat N` runs the yardstick
-and the new-target migrate N times each, alternating (yardstick, migrate, yardstick, ...), and reports
-their medians with the range; every case starts after a `sync` and a one-second pause, so writeback
+and the new-target migrate N times, and `--sync-repeat M` each sync re-run M times (each after a setup of
+its own: a first run on the earlier source), alternating (yardstick, first run, re-runs, yardstick, ...),
+and reports their medians with the range, and each migrate's share of the first run's median (SPEC §8's
+targets are shares); `--sync-only` runs only those cases; every case starts after a `sync` and a one-second pause, so writeback
 left by the previous case is not charged to the next.
 
-usage: python bench/run.py [--sizes 200000,2000000] [--repeat 1]
+usage: python bench/run.py [--sizes 200000,2000000] [--repeat 1] [--sync-repeat 1] [--sync-only]
 """
 from __future__ import annotations
 
@@ -78,7 +80,11 @@ def median_of(runs: list[dict]) -> dict:
     return row
 
 
-def bench_size(n: int, repeat: int = 1) -> list[dict]:
+# sync re-runs: (growth share, with the kept snapshot)
+SYNC_CASES = ((0.01, True), (0.001, True), (0.01, False), (0.001, False))
+
+
+def bench_size(n: int, repeat: int = 1, sync_repeat: int = 1, sync_only: bool = False) -> list[dict]:
     src = source(n)
     work = OUT / f"work-{n}"
     shutil.rmtree(work, ignore_errors=True)
@@ -105,35 +111,45 @@ def bench_size(n: int, repeat: int = 1) -> list[dict]:
     lcm = [str(LCM_ETL)]
     y = work / "yardstick.sqlite"
     yard_runs, new_runs = [], []
-    for _ in range(repeat):   # alternate, so a slow spell of the host hits both sides alike
-        if sqlite3:
-            yard_runs.append(timed("yardstick (sqlite3 CLI)", [sqlite3, str(y), "-cmd",
-                                                               f"ATTACH 'file:{src}?mode=ro' AS src"],
-                                   stdin=ROOT / "bench" / "sqlite-yardstick.sql"))
-            clean(y)
-        clean(target)
-        new_runs.append(timed("migrate (new target)", lcm + ["migrate", "--src", str(src), "--dest", str(target),
-                                                              "-q"]))
-    rows += ([median_of(yard_runs)] if yard_runs else []) + [median_of(new_runs)]
-    case("migrate (no-op re-run)", lcm + ["migrate", "--src", str(src), "--dest", str(target), "-q"])
-    case("migrate --full (no-op, full plan)", lcm + ["migrate", "--src", str(src), "--dest", str(target), "-q",
-                                                    "--full"])
-    case("migrate --dry-run (new)", lcm + ["migrate", "--src", str(src), "--dest", str(work / "none.sqlite"),
-                                           "--dry-run", "-q"])
-    case("audit (clean target)", lcm + ["audit", "--src", str(src), "--dest", str(target), "-q"])
-    # a sync re-run (SPEC §8): the source as it was, migrated, then grown; with the snapshot the first run
-    # kept (the default), and without one (LCM_ETL_CACHE_DIR=off: the marks of every conversation compared)
-    for share, keep in ((0.01, True), (0.001, True), (0.01, False), (0.001, False)):
+    synced_runs: dict[tuple[float, bool], list[dict]] = {case: [] for case in SYNC_CASES}
+
+    def sync_rerun(share: float, keep: bool) -> dict:
+        """A sync re-run (SPEC §8): the source as it was, migrated, then grown; with the snapshot the first run
+        kept (the default), or without one (LCM_ETL_CACHE_DIR=off: the marks of every conversation compared)."""
         grown, synced = work / "grown.db", work / "sync.sqlite"
         env = None if keep else {"LCM_ETL_CACHE_DIR": "off"}
         subprocess.run([sys.executable, str(ROOT / "tests" / "tools" / "earlier.py"), str(src), str(grown),
                         "--shape", "tail", "--share", str(share)], check=True, stdout=subprocess.DEVNULL)
         run(lcm + ["migrate", "--src", str(grown), "--dest", str(synced), "-q"], env={**cached, **(env or {})})
         shutil.copyfile(src, grown)   # the newest messages (and the summaries over them) arrive
-        case(f"migrate (re-run after {share:.1%} growth{'' if keep else ', no kept snapshot'})",
-             lcm + ["migrate", "--src", str(grown), "--dest", str(synced), "-q"], env=env)
+        r = timed(f"migrate (re-run after {share:.1%} growth{'' if keep else ', no kept snapshot'})",
+                  lcm + ["migrate", "--src", str(grown), "--dest", str(synced), "-q"], env=env)
         clean(synced)
         shutil.rmtree(work / "cache", ignore_errors=True)
+        return r
+
+    # alternate, so a slow spell of the host hits every case alike: the yardstick, a first run, the re-runs
+    for i in range(max(repeat, sync_repeat)):
+        if sqlite3 and i < repeat:
+            yard_runs.append(timed("yardstick (sqlite3 CLI)", [sqlite3, str(y), "-cmd",
+                                                               f"ATTACH 'file:{src}?mode=ro' AS src"],
+                                   stdin=ROOT / "bench" / "sqlite-yardstick.sql"))
+            clean(y)
+        if i < repeat:
+            clean(target)
+            new_runs.append(timed("migrate (new target)", lcm + ["migrate", "--src", str(src), "--dest",
+                                                                  str(target), "-q"]))
+        for share, keep in SYNC_CASES if i < sync_repeat else ():
+            synced_runs[(share, keep)].append(sync_rerun(share, keep))
+    rows += ([median_of(yard_runs)] if yard_runs else []) + [median_of(new_runs)]
+    if not sync_only:
+        case("migrate (no-op re-run)", lcm + ["migrate", "--src", str(src), "--dest", str(target), "-q"])
+        case("migrate --full (no-op, full plan)", lcm + ["migrate", "--src", str(src), "--dest", str(target), "-q",
+                                                        "--full"])
+        case("migrate --dry-run (new)", lcm + ["migrate", "--src", str(src), "--dest", str(work / "none.sqlite"),
+                                               "--dry-run", "-q"])
+        case("audit (clean target)", lcm + ["audit", "--src", str(src), "--dest", str(target), "-q"])
+    rows += [median_of(runs) for runs in synced_runs.values()]
     shutil.rmtree(work, ignore_errors=True)
     return rows
 
@@ -172,14 +188,17 @@ def bench_reconcile() -> list[dict]:
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| messages | case | wall (s) | peak RSS (MB) | ratio to yardstick |", "|---:|---|---:|---:|---:|"]
+    lines = ["| messages | case | wall (s) | peak RSS (MB) | ratio to yardstick | share of the first run |",
+             "|---:|---|---:|---:|---:|---:|"]
     yard = {r["size"]: r["wall_s"] for r in rows if r["case"].startswith("yardstick")}
+    first = {r["size"]: r["wall_s"] for r in rows if r["case"] == "migrate (new target)"}
     for r in rows:
         ratio = f"{r['wall_s'] / yard[r['size']]:.2f}x" if r["size"] in yard else "-"
+        share = f"{r['wall_s'] / first[r['size']]:.1%}" if r["size"] in first and r["case"].startswith("migrate") else "-"
         wall = f"{r['wall_s']:.2f}" + (f" (median of {r['runs']}: {r['wall_min_s']:.2f}-{r['wall_max_s']:.2f})"
                                        if r.get("runs") else "")
         rss = f"{r['peak_rss_mb']:.0f}" + (f" (max {r['peak_rss_max_mb']:.0f})" if r.get("runs") else "")
-        lines.append(f"| {r['size']:,} | {r['case']} | {wall} | {rss} | {ratio} |")
+        lines.append(f"| {r['size']:,} | {r['case']} | {wall} | {rss} | {ratio} | {share} |")
     return "\n".join(lines)
 
 
@@ -187,13 +206,18 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="200000,2000000")
     ap.add_argument("--repeat", type=int, default=1, help="runs of the yardstick and the new-target migrate")
+    ap.add_argument("--sync-repeat", type=int, default=1,
+                    help="runs of each sync re-run (each after its own setup), alternating with the runs above")
+    ap.add_argument("--sync-only", action="store_true",
+                    help="only the yardstick, the first run and the sync re-runs (SPEC §8's targets); no reconcile")
     args = ap.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     print(f"lcm-etl benchmark on {os.cpu_count()} cores; {time.strftime('%Y-%m-%d %H:%M:%S')}")
     rows: list[dict] = []
     for n in (int(x) for x in args.sizes.split(",") if x):
-        rows += bench_size(n, args.repeat)
-    rows += bench_reconcile()
+        rows += bench_size(n, args.repeat, args.sync_repeat, args.sync_only)
+    if not args.sync_only:
+        rows += bench_reconcile()
     print()
     print(table(rows))
     (OUT / "results.json").write_text(json.dumps(rows, indent=1))
