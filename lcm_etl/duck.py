@@ -68,7 +68,7 @@ def connect(workdir: Path | None = None, memory_limit: str = DEFAULT_MEMORY_LIMI
     }
     if workdir is not None:
         config["temp_directory"] = str(workdir / "duckdb.tmp")
-    if verified_before(sqlite_scanner_path()):
+    if _scanner_verified_before():
         config["allow_unsigned_extensions"] = True
     import duckdb
     con = duckdb.connect(":memory:", config=config)
@@ -130,11 +130,20 @@ def ensure_sqlite_scanner(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def load_extension(con: duckdb.DuckDBPyConnection, path: str) -> None:
-    """LOAD the extension at path; a LOAD that checked its signature is remembered for the file."""
+    """LOAD the extension at path; a LOAD that checked its signature is remembered for the file, if the file
+    kept one identity from before the LOAD to after it (one swapped in meanwhile is not what was checked)."""
     checked = con.execute("SELECT current_setting('allow_unsigned_extensions')").fetchone() != (True,)
+    before = _identity(path)
     con.execute(f"LOAD '{_quote(path)}'")
-    if checked:
-        remember_verified(path)
+    if checked and _identity(path) == before:
+        remember_verified(path, before)
+
+
+def _scanner_verified_before() -> bool:
+    try:
+        return verified_before(sqlite_scanner_path())
+    except RunFailed:   # no scanner installed: said by the connection that needs it (ensure_sqlite_scanner)
+        return False
 
 
 def _trust_record(path: str) -> Path | None:
@@ -158,7 +167,7 @@ def verified_before(path: str) -> bool:
         return False
 
 
-def remember_verified(path: str) -> None:
+def remember_verified(path: str, identity: list) -> None:
     """Best effort: a record that cannot be written means the next LOAD checks again."""
     record = _trust_record(path)
     if record is None:
@@ -166,7 +175,7 @@ def remember_verified(path: str) -> None:
     try:
         record.parent.mkdir(parents=True, exist_ok=True)
         tmp = record.with_name(f"{record.name}.{os.getpid()}.{threading.get_ident()}")
-        tmp.write_bytes(orjson.dumps(_identity(path)))
+        tmp.write_bytes(orjson.dumps(identity))
         os.replace(tmp, record)
     except OSError:
         pass
