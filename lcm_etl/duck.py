@@ -133,9 +133,9 @@ def load_extension(con: duckdb.DuckDBPyConnection, path: str) -> None:
     """LOAD the extension at path; a LOAD that checked its signature is remembered for the file, if the file
     kept one identity from before the LOAD to after it (one swapped in meanwhile is not what was checked)."""
     checked = con.execute("SELECT current_setting('allow_unsigned_extensions')").fetchone() != (True,)
-    before = _identity(path)
-    con.execute(f"LOAD '{_quote(path)}'")
-    if checked and _identity(path) == before:
+    before = _identity_or_none(path)
+    con.execute(f"LOAD '{_quote(path)}'")   # a file gone meanwhile fails here, as it always did
+    if checked and before is not None and _identity_or_none(path) == before:
         remember_verified(path, before)
 
 
@@ -156,6 +156,13 @@ def _trust_record(path: str) -> Path | None:
 def _identity(path: str) -> list:
     st = os.stat(path)
     return [os.path.realpath(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def _identity_or_none(path: str) -> list | None:
+    try:
+        return _identity(path)
+    except OSError:
+        return None
 
 
 def verified_before(path: str) -> bool:

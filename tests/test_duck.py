@@ -113,3 +113,10 @@ def test_with_the_cache_off_every_load_checks_the_signature(monkeypatch):
         con = duck.connect()
         duck.ensure_sqlite_scanner(con)
         assert not _unsigned_allowed(con)
+
+
+def test_a_missing_extension_file_fails_as_duckdb_says_and_records_nothing(cache, tmp_path):
+    con = duckdb.connect(config={"autoload_known_extensions": False})
+    with pytest.raises(duckdb.IOException):
+        duck.load_extension(con, str(tmp_path / "gone.duckdb_extension"))
+    assert not (cache / "verified-extensions").exists()
