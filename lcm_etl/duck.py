@@ -7,8 +7,8 @@ accidental `INSTALL` would fail, never silently reach the network.
 DuckDB checks the extension's signature on every LOAD: a SHA-256 over its 34 MB, about 0.1 s, which held
 the GIL while a sync re-run compared the source's pages on the main thread (0.1 s of a 1.3 s re-run). So the
 check is made once per installed file: a LOAD that passed it is remembered in the cache folder
-(lcm_etl/cachedir.py) with the file's identity (device, inode, size, mtime, ctime; a ctime cannot be set
-back), and while the file keeps that identity a connection loads it without checking it again
+(lcm_etl/cachedir.py) with the file's identity (inode, size, mtime, ctime: sources.file_signature, as the kept
+snapshot's seal; a ctime cannot be set back; the record is named after the file's real path), and while the file keeps that identity a connection loads it without checking it again
 (`allow_unsigned_extensions`, which the connection uses for this one file only: nothing else is ever
 LOADed, and autoloading is off). A file replaced, rewritten or touched since is checked again, and one
 that fails the check is not loaded and not remembered. LCM_ETL_CACHE_DIR=off checks on every LOAD.
@@ -31,11 +31,13 @@ import orjson
 
 from lcm_etl.cachedir import cache_root
 from lcm_etl.errors import BadInput, LcmEtlError, RunFailed
+from lcm_etl.read.sources import file_signature
 
 if TYPE_CHECKING:
     import duckdb
 
 DEFAULT_MEMORY_LIMIT = "96MB"
+VERIFIED_FOLDER = "verified-extensions"   # in the cache folder: one record per extension file that passed the check
 
 
 def sqlite_scanner_path() -> str:
@@ -133,9 +135,9 @@ def load_extension(con: duckdb.DuckDBPyConnection, path: str) -> None:
     """LOAD the extension at path; a LOAD that checked its signature is remembered for the file, if the file
     kept one identity from before the LOAD to after it (one swapped in meanwhile is not what was checked)."""
     checked = con.execute("SELECT current_setting('allow_unsigned_extensions')").fetchone() != (True,)
-    before = _identity_or_none(path)
+    before = _identity(path)
     con.execute(f"LOAD '{_quote(path)}'")   # a file gone meanwhile fails here, as it always did
-    if checked and before is not None and _identity_or_none(path) == before:
+    if checked and before is not None and _identity(path) == before:
         remember_verified(path, before)
 
 
@@ -150,26 +152,22 @@ def _trust_record(path: str) -> Path | None:
     root = cache_root()
     if root is None:
         return None
-    return root / "verified-extensions" / (hashlib.sha256(os.path.realpath(path).encode()).hexdigest()[:24] + ".json")
+    return root / VERIFIED_FOLDER / (hashlib.sha256(os.path.realpath(path).encode()).hexdigest()[:24] + ".json")
 
 
-def _identity(path: str) -> list:
-    st = os.stat(path)
-    return [os.path.realpath(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
-
-
-def _identity_or_none(path: str) -> list | None:
-    try:
-        return _identity(path)
-    except OSError:
-        return None
+def _identity(path: str) -> list | None:
+    """The file's inode, size, mtime and ctime (the identity the kept snapshot's seal trusts too); None when
+    it cannot be stat'ed."""
+    return file_signature(Path(path))[0]
 
 
 def verified_before(path: str) -> bool:
     """The file at path passed DuckDB's signature check in an earlier LOAD and has not changed since."""
-    record = _trust_record(path)
+    record, identity = _trust_record(path), _identity(path)
+    if record is None or identity is None:
+        return False
     try:
-        return record is not None and orjson.loads(record.read_bytes()) == _identity(path)
+        return orjson.loads(record.read_bytes()) == identity
     except (OSError, orjson.JSONDecodeError):
         return False
 

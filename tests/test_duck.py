@@ -104,7 +104,7 @@ def test_a_tampered_extension_is_refused_and_not_remembered(cache, extension_cop
     with pytest.raises(duckdb.IOException, match="signature is either missing or invalid"):
         duck.load_extension(con, extension_copy)
     assert not duck.verified_before(extension_copy)
-    assert not (cache / "verified-extensions").exists()
+    assert not (cache / duck.VERIFIED_FOLDER).exists()
 
 
 def test_with_the_cache_off_every_load_checks_the_signature(monkeypatch):
@@ -119,4 +119,4 @@ def test_a_missing_extension_file_fails_as_duckdb_says_and_records_nothing(cache
     con = duckdb.connect(config={"autoload_known_extensions": False})
     with pytest.raises(duckdb.IOException):
         duck.load_extension(con, str(tmp_path / "gone.duckdb_extension"))
-    assert not (cache / "verified-extensions").exists()
+    assert not (cache / duck.VERIFIED_FOLDER).exists()

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from lcm_etl import duck
 from conftest import copy_fixture, migrate_json, run_cli
 from undolib import digest
 from lcm_etl.commands import migrate as migrate_module
@@ -158,7 +159,7 @@ def test_with_the_cache_off_no_copy_is_kept(tmp_path):
     proc = run_cli("migrate", "--src", src, "--dest", tmp_path / "out2.sqlite", "-q",
                    env={**os.environ, "LCM_ETL_CACHE_DIR": str(cache)})
     assert proc.returncode == 0, proc.stderr
-    pairs = [p for p in cache.iterdir() if p.name != "verified-extensions"]   # that one: lcm_etl/duck.py
+    pairs = [p for p in cache.iterdir() if p.name != duck.VERIFIED_FOLDER]
     assert pairs and all((p / "seal.json").exists() for p in pairs)
     assert snapcache.SnapshotCache.for_pair(src, tmp_path / "out.sqlite").sealed_run() is None
 

@@ -39,7 +39,7 @@ from lcm_etl.read.sources import Snapshot, file_signature, fold_wal, take_snapsh
 MAX_CHANGED_SHARE, MIN_CHANGED_LIMIT = 0.1, 256
 
 # source tables the plan reads (source_schema.normalized_views) -> (alias, the one or two conversations owning
-# a row, NULL when the owner does not exist (a row of no conversation), the FROM clause); _owner_rows reads
+# a row, NULL when the owner does not exist (a row of no conversation), the FROM clause); _owner_query selects
 # (rowid, owner, owner[, the row's own columns...])
 _CONV = "LEFT JOIN conversations c ON c.conversation_id = {}.conversation_id"
 _C = "c.conversation_id, c.conversation_id"
