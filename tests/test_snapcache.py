@@ -5,6 +5,7 @@ that the target is what the same re-run gives without a kept snapshot (LCM_ETL_C
 from __future__ import annotations
 
 import json
+import marshal
 import os
 import shutil
 import sqlite3
@@ -17,7 +18,7 @@ from lcm_etl import duck
 from conftest import copy_fixture, migrate_json, run_cli
 from undolib import digest
 from lcm_etl.commands import migrate as migrate_module
-from lcm_etl.read import pages, snapcache
+from lcm_etl.read import pages, snapcache, sources
 
 FIXTURE = "basic-0.15.3.db"   # three conversations, one session each
 
@@ -252,6 +253,7 @@ def test_syncs_with_a_kept_snapshot_end_where_syncs_without_one_end(tmp_path_fac
         without_cache("migrate", "--src", str(twin_src), "--dest", str(twin))
         assert remnic_content(target) == remnic_content(twin)
         assert_kept_layout_is_the_copys(kept(src, target))
+        assert_kept_digests_are_the_copys(kept(src, target), target)
 
 
 def assert_kept_layout_is_the_copys(cache: snapcache.SnapshotCache) -> None:
@@ -259,6 +261,55 @@ def assert_kept_layout_is_the_copys(cache: snapcache.SnapshotCache) -> None:
     memo, fresh = cache._sealed_memo(), snapcache._interior_pages(cache.db)
     assert fresh and memo, "the copy has interior pages and the seal keeps them"
     assert {n: memo.get(n) for n in fresh} == fresh
+
+
+def ledger_digest(target: Path) -> str:
+    with sqlite3.connect(target) as con:
+        return con.execute("SELECT source_sha256 FROM lcm_etl_runs WHERE status = 'complete' "
+                           "ORDER BY started_at DESC, rowid DESC LIMIT 1").fetchone()[0]
+
+
+def assert_kept_digests_are_the_copys(cache: snapcache.SnapshotCache, target: Path) -> None:
+    """The chunk digests kept with the seal, and the snapshot digest the last run recorded, are those of the
+    copy hashed whole, however many of them the run hashed again."""
+    whole = sources.chunk_digests(cache.db)
+    assert cache._sealed_digests() == (whole, cache.db.stat().st_size)
+    assert ledger_digest(target) == sources.snapshot_digest(whole)
+
+
+def test_a_re_run_hashes_again_only_the_chunks_it_wrote(pair):
+    src, target, _, _, _ = pair
+    cache = kept(src, target)
+    digests, size = cache._sealed_digests()
+    assert len(digests) > 10
+    stale = b"\0" * 32   # not a SHA-256 of these bytes: wherever it survives, the run did not hash the chunk
+    cache.digests_file.write_bytes(marshal.dumps((sources.file_signature(cache.db)[0], size, [stale] * len(digests))))
+    change(src, APPEND, "one more", 2)
+    migrate_json(src, target)
+    after, _ = cache._sealed_digests()
+    whole = sources.chunk_digests(cache.db)
+    hashed = [i for i, d in enumerate(after) if d != stale]
+    assert 0 in hashed and len(hashed) < len(after) / 2, hashed   # the header's chunk and the few written
+    assert [after[i] for i in hashed] == [whole[i] for i in hashed]
+    assert ledger_digest(target) == sources.snapshot_digest(after)
+
+
+def test_chunks_written_from_the_sources_wal_are_hashed_again(pair):
+    """Rows a live writer holds in the -wal only reach the copy when it is folded: their chunks too are
+    hashed again, not taken from the sealed digests."""
+    src, target, _, _, _ = pair
+    writer = sqlite3.connect(src, isolation_level=None)
+    try:
+        writer.execute("PRAGMA journal_mode=WAL")
+        writer.execute("PRAGMA wal_autocheckpoint=0")   # the rows stay in the -wal while the run reads them
+        for k in range(20):
+            writer.execute(APPEND, (f"in the wal {k} " + "w" * 3000, 1 + k % 3))
+        assert Path(f"{src}-wal").stat().st_size > 20 * 4096
+        report = migrate_json(src, target)
+        assert report["messages"]["inserted"] == 20
+        assert_kept_digests_are_the_copys(kept(src, target), target)
+    finally:
+        writer.close()
 
 
 def test_a_kept_layout_is_used_only_with_the_copy_it_was_parsed_from(pair):
@@ -306,5 +357,30 @@ def test_a_source_with_deep_b_trees_grows_and_the_kept_layout_follows_it(tmp_pat
         assert remnic_content(target) == remnic_content(twin)
         cache = kept(src, target)
         assert_kept_layout_is_the_copys(cache)
+        assert_kept_digests_are_the_copys(cache, target)
         with pages.PageFile(cache.db) as pf:
             assert len(cache._sealed_memo()) > 20 and pf.pages > 1000   # deep enough to be worth it
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 40), st.integers(0, 3), st.lists(st.integers(0, 39), max_size=6), st.integers(-2, 2))
+def test_chunk_digests_from_the_written_chunks_equal_the_whole_files(tmp_path_factory, chunks, tail, written, grow):
+    """A file of `chunks` 64 KiB chunks (and `tail` bytes more) whose `written` chunks are changed and which
+    then grows or shrinks by `grow` chunks: its digests from the old ones and the written chunks are the
+    digests of the new file, hashed whole."""
+    path = tmp_path_factory.mktemp("digests") / "f"
+    size = chunks * sources.DIGEST_CHUNK + tail
+    path.write_bytes(os.urandom(size))
+    old = sources.chunk_digests(path)
+    assert len(old) == -(-size // sources.DIGEST_CHUNK)
+    with open(path, "r+b") as fh:
+        for i in written:
+            if i * sources.DIGEST_CHUNK < size:
+                fh.seek(i * sources.DIGEST_CHUNK + 7)
+                fh.write(b"written")
+        fh.truncate(max(size + grow * sources.DIGEST_CHUNK, 1))
+        if grow > 0:
+            fh.seek(size)
+            fh.write(os.urandom(grow * sources.DIGEST_CHUNK))
+    known = sources.KnownDigests(old, size, set(written))
+    assert sources.chunk_digests(path, known) == sources.chunk_digests(path)

@@ -226,7 +226,7 @@ class _Run:
         if self.committed and self.cache is not None:
             # the kept copy is this run's snapshot; sealed last, with the target as the run leaves it (a
             # new target's building name, removed above, changed its ctime)
-            self.cache.seal(self.committed)
+            self.cache.seal(self.committed, self.snap.digests if self.snap else None)
 
 
 def _background_failure(strategy: Strategy | None, opts: MigrateOptions, snapshot: Path) -> None:

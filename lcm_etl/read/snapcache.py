@@ -32,7 +32,8 @@ import orjson
 from lcm_etl.cachedir import cache_root
 from lcm_etl.read import pages
 from lcm_etl.errors import RunFailed
-from lcm_etl.read.sources import Snapshot, file_signature, fold_wal, take_snapshot, unchanged_but_appended
+from lcm_etl.read.sources import (DIGEST_CHUNK, KnownDigests, Snapshot, file_signature, fold_wal, take_snapshot,
+                                  unchanged_but_appended)
 
 # more differing pages than this share of the source (or than 1 MB of pages on a small one): not worth
 # proving page by page, and their bytes are held in memory until written; the source is copied whole
@@ -90,6 +91,9 @@ class SnapshotCache:
         # parses only the interior pages that changed, not the thousand above a 200k-message source's leaves
         self.memo_file = folder / "layout.marshal"
         self._memo: dict | None = None   # the memo for the copy as this run leaves it
+        # the copy's chunk digests (sources.chunk_digests): a re-run hashes only the chunks it writes
+        self.digests_file = folder / "digests.marshal"
+        self._written: set[int] = set()   # the chunks _refresh wrote
         # the target is as the sealing run left it (its marks are the recorded ones): set by snapshot()
         self.target_untouched = False
 
@@ -123,6 +127,7 @@ class SnapshotCache:
     def unseal(self) -> None:
         self.seal_file.unlink(missing_ok=True)
         self.memo_file.unlink(missing_ok=True)
+        self.digests_file.unlink(missing_ok=True)
 
     def _sealed_memo(self) -> dict:
         """The interior pages of the sealed copy, parsed when it was sealed (empty when not kept)."""
@@ -132,7 +137,15 @@ class SnapshotCache:
             return {}
         return memo if signature == file_signature(self.db)[0] and isinstance(memo, dict) else {}
 
-    def seal(self, run_id: str) -> None:
+    def _sealed_digests(self) -> tuple[list[bytes], int] | None:
+        """The sealed copy's chunk digests and size, when kept for this very file."""
+        try:
+            signature, size, digests = marshal.loads(self.digests_file.read_bytes())
+        except (OSError, EOFError, ValueError, TypeError):
+            return None
+        return (digests, size) if signature == file_signature(self.db)[0] and isinstance(digests, list) else None
+
+    def seal(self, run_id: str, digests: list[bytes] | None = None) -> None:
         """The run that read the copy has committed: the copy is its snapshot. The run has landed whatever
         happens here: a seal that cannot be written only costs the next run a whole copy."""
         if self._memo is None:   # a whole copy: its interior pages, parsed once for every re-run after it
@@ -142,6 +155,8 @@ class SnapshotCache:
                              "signature": signature, "target_signature": _target_signature(self.target)})
         if self._memo:
             self._write(self.memo_file, marshal.dumps((signature, self._memo)))
+        if digests is not None and signature is not None:   # the snapshot's, hashed for the run's ledger row
+            self._write(self.digests_file, marshal.dumps((signature, signature[1], digests)))
         self._write(self.seal_file, body)
 
     @staticmethod
@@ -158,7 +173,7 @@ class SnapshotCache:
         pages are written, and what they hold is returned; otherwise the source is copied whole (None)."""
         seal = self._seal() if since_run is not None else None
         if seal is not None and seal.get("run_id") == since_run:
-            memo = self._sealed_memo()
+            memo, digests = self._sealed_memo(), self._sealed_digests()
             sealed_target = seal.get("target_signature")
             self.target_untouched = sealed_target is not None and sealed_target == _target_signature(self.target)
             self.unseal()
@@ -174,7 +189,8 @@ class SnapshotCache:
                 shutil.rmtree(folder, ignore_errors=True)
                 raise
             if changes is not None:
-                return Snapshot(self.source, self.db, folder, self.db.stat().st_size), changes
+                known = KnownDigests(digests[0], digests[1], self._written) if digests else None
+                return Snapshot(self.source, self.db, folder, self.db.stat().st_size, known=known), changes
             shutil.rmtree(folder, ignore_errors=True)
         self.unseal()
         self._memo = None
@@ -209,6 +225,9 @@ class SnapshotCache:
             old_owners, old_explained = _owners(self.db, changed, memo=memo)
         except (pages.NotComparable, sqlite3.Error):
             return None
+        # the chunks whose digests change: the pages written here or by folding the WAL, and page 1 (the
+        # header SQLite rewrites when the folded copy leaves WAL mode); a change of length is chunk_digests'
+        self._written = {(n - 1) * page_size // DIGEST_CHUNK for n in changed} | {0}
         with open(self.db, "r+b") as fh:
             for n, data in sorted(diff.items()):
                 if data:

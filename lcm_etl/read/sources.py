@@ -67,6 +67,54 @@ def check_sqlite_file(path: Path, what: str = "source") -> Path:
     return path
 
 
+# The snapshot's digest is a hash list: the SHA-256 of the SHA-256s of each 64 KiB of the file, in order. A
+# sync re-run brings the kept copy up to date page by page (lcm_etl/read/snapcache.py) and hashes again only
+# the chunks it wrote, not the whole file (0.47 s of a core for a 452 MB source). 64 KiB is a multiple of every
+# SQLite page size, so a page lies in one chunk.
+DIGEST_CHUNK = 1 << 16
+
+
+@dataclass
+class KnownDigests:
+    """The chunk digests of a file as it was (`size` bytes long), and the chunks written since."""
+    digests: list[bytes]
+    size: int
+    written: set[int]
+
+
+def chunk_digests(path: Path, known: KnownDigests | None = None) -> list[bytes]:
+    """Each DIGEST_CHUNK's SHA-256. With `known`, a chunk not written since is taken from it: only the written
+    chunks and those from the old or new end of the file on (the last one, if the length changed) are read."""
+    with open(path, "rb", buffering=0) as fh:
+        size = os.fstat(fh.fileno()).st_size
+        count = -(-size // DIGEST_CHUNK)
+        if known is None:
+            known = KnownDigests([], 0, set())
+        keep = min(len(known.digests), min(size, known.size) // DIGEST_CHUNK)
+        out = []
+        buf = bytearray(1 << 22)
+        view = memoryview(buf)
+        i = 0
+        while i < count:
+            if i < keep and i not in known.written:
+                out.append(known.digests[i])
+                i += 1
+                continue
+            # read the run of chunks to hash in blocks of 4 MiB (64 chunks)
+            run = 1
+            while run < 64 and i + run < count and not (i + run < keep and i + run not in known.written):
+                run += 1
+            got = os.preadv(fh.fileno(), [view[:run * DIGEST_CHUNK]], i * DIGEST_CHUNK)
+            for at in range(0, got, DIGEST_CHUNK):
+                out.append(hashlib.sha256(view[at:min(at + DIGEST_CHUNK, got)]).digest())
+            i += run
+    return out
+
+
+def snapshot_digest(digests: list[bytes]) -> str:
+    return hashlib.sha256(b"".join(digests)).hexdigest()
+
+
 @dataclass
 class Snapshot:
     """A private, consistent, single-file copy of a source database (WAL content folded in)."""
@@ -74,6 +122,10 @@ class Snapshot:
     path: Path
     folder: Path
     size: int
+    # the digests of the copy as a previous run sealed it, with its size and the chunks written since
+    # (lcm_etl/read/snapcache.py): only those chunks are hashed again
+    known: KnownDigests | None = None
+    digests: list[bytes] | None = None   # each DIGEST_CHUNK's SHA-256, once hashed (kept for the next run)
     _digest: threading.Thread | None = None
     _sha256: list = field(default_factory=list)
     _discard: threading.Thread | None = None
@@ -81,8 +133,8 @@ class Snapshot:
 
     @property
     def sha256(self) -> str:
-        """The snapshot's content hash (for the run ledger), computed in a background thread: hashlib
-        releases the GIL, so hashing a large source overlaps with other work instead of adding to it."""
+        """The snapshot's content digest (for the run ledger; see snapshot_digest), computed in a background
+        thread: hashlib releases the GIL, so hashing a large source overlaps with other work."""
         self.hash_in_background().join()
         return self._sha256[0]
 
@@ -95,11 +147,8 @@ class Snapshot:
 
     def _start_hashing(self) -> threading.Thread:
         def work():
-            h = hashlib.sha256()
-            with open(self.path, "rb") as fh:
-                for chunk in iter(lambda: fh.read(1 << 22), b""):
-                    h.update(chunk)
-            self._sha256.append(h.hexdigest())
+            self.digests = chunk_digests(self.path, self.known)
+            self._sha256.append(snapshot_digest(self.digests))
         digest = threading.Thread(target=work, name="lcm-etl-sha256", daemon=True)
         digest.start()
         return digest
