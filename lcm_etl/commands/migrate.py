@@ -96,6 +96,7 @@ class _Run:
         self.committed: str | None = None
         self.rec: ledger.Recorded | None = None
         self.changes: snapcache.Changes | None = None
+        self.scope: delta.Scope | None = None   # a sync re-run's (lcm_etl/planning/delta.py)
 
     def unchanged_since(self) -> tuple[str, dict, str | None] | None:
         """The previous run, when it makes this one a no-op (lcm_etl/planning/shortcut.py)."""
@@ -153,8 +154,10 @@ class _Run:
             # a target as the previous run left it (its file unchanged since) has the marks that run stored
             known = [(k, m) for kind, k, m in rec.marks if kind == "session"] \
                 if rec and proved is not None and self.cache and self.cache.target_untouched else None
-            scope = plan.load_target_state(con, target_db, snap.folder, (lambda: delta.narrow(
-                con, rec, params, schema, snap.path, snap.folder, proved)) if rec else None, known)
+            scope = plan.load_target_state(con, target_db, snap.folder, (lambda: self._narrow(
+                delta.narrow(con, rec, params, schema, snap.path, snap.folder, proved))) if rec else None, known)
+            if scope is not None:
+                delta.enter_scope(con, scope, schema)
             self.bars.close()
             planned = plan.build(con, opts.key_by, opts.session_filter, opts.batch_rows, report, str(opts.src),
                                  opts.progress, new_target=not self.existed, scoped=scope is not None)
@@ -172,7 +175,13 @@ class _Run:
             _background_failure(self.strategy, opts, snap.path)   # a full disk shows first where the builder writes
             raise duck.translate(exc, plan.unreadable_source(opts.src)) from None
         finally:
+            if self.scope is not None:   # not left copying into the run's folder, which is removed next
+                self.scope.copied_or_failed()
             con.close()
+
+    def _narrow(self, scope: delta.Scope | None) -> delta.Scope | None:
+        self.scope = scope
+        return scope
 
     def _report_sync(self, con: duckdb.DuckDBPyConnection, scope: delta.Scope | None, target_db: Path | None) -> None:
         from lcm_etl.planning import delta   # loaded by the Warmup thread

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
@@ -43,6 +44,30 @@ class Scope:
     sessions_total: int
     conversations_changed: int
     source_subset: Path   # the scope's rows (lcm_etl/read/subset.py): what the plan read, and the writer reads
+    carry_marks: bool     # the changed conversations are the kept snapshot's: the others' marks are carried (09)
+    # the copy of those rows runs on a thread while the target's are read (SQLite and DuckDB release the GIL)
+    _copying: threading.Thread | None = None
+    _failed: list[BaseException] = field(default_factory=list)
+
+    def copy_source_rows(self, snapshot: Path, conversations: list[str]) -> None:
+        def work() -> None:
+            try:
+                subset.source_subset(snapshot, self.source_subset, conversations)
+            except BaseException as exc:   # raised in the planning thread by copied()
+                self._failed.append(exc)
+        self._copying = threading.Thread(target=work, name="lcm-etl-scope", daemon=True)
+        self._copying.start()
+
+    def copied_or_failed(self) -> None:
+        if self._copying is not None:
+            self._copying.join()
+
+    def copied(self) -> Path:
+        """The scope's source rows, once copied (a failure to copy them is raised here)."""
+        self.copied_or_failed()
+        if self._failed:
+            raise self._failed[0]
+        return self.source_subset
 
 
 def schema_signature(schema: SourceSchema) -> str:
@@ -55,10 +80,10 @@ def mark_source(con: duckdb.DuckDBPyConnection, schema: SourceSchema) -> None:
 
 def narrow(con: duckdb.DuckDBPyConnection, rec: ledger.Recorded, params: dict, schema: SourceSchema, snapshot: Path,
            scratch: Path, proved: set[str] | None = None) -> Scope | None:
-    """Decide the scope and narrow the plan to it (04 and 06 have run). `proved`: the conversations owning
-    a row on a page that differs from the previous run's snapshot (lcm_etl/read/snapcache.py), everything else
-    being proved unchanged by its bytes; without it the marks of 03 (run over the whole source) are
-    compared with the recorded ones. None: plan everything."""
+    """Decide the scope (04 and 06 have run) and start copying its source rows; enter_scope then narrows
+    the plan to them. `proved`: the conversations owning a row on a page that differs from the previous
+    run's snapshot (lcm_etl/read/snapcache.py), everything else being proved unchanged by its bytes; without
+    it the marks of 03 (run over the whole source) are compared with the recorded ones. None: plan everything."""
     duck.table_of_strings(con, "recorded_marks", ["kind", "key", "mark"], rec.marks)
     was = next((m for kind, _, m in rec.marks if kind == "global"), None)
     if proved is not None and (was or "").split(":", 1)[0] != schema_signature(schema):
@@ -76,16 +101,22 @@ def narrow(con: duckdb.DuckDBPyConnection, rec: ledger.Recorded, params: dict, s
     sessions, changed, total = duck.one(
         con, "SELECT (SELECT count(*) FROM scope_sessions), (SELECT count(*) FROM changed_convs), "
              "(SELECT count(DISTINCT session_id) FROM sessions)")
-    # from here on `src` is the scope's rows only (lcm_etl/read/subset.py): the views and the steps are the same
-    rows = subset.source_subset(snapshot, scratch / "scope-source.sqlite", keys)
+    scope = Scope(rec.run_id, sessions, total, changed, scratch / "scope-source.sqlite", proved is not None)
+    scope.copy_source_rows(snapshot, keys)   # while 05 reads the target's rows of the scope
+    return scope
+
+
+def enter_scope(con: duckdb.DuckDBPyConnection, scope: Scope, schema: SourceSchema) -> None:
+    """From here on `src` is the scope's rows only (lcm_etl/read/subset.py): the views and the steps are the
+    same."""
+    rows = scope.copied()
     con.execute("DETACH src")
     duck.attach_sqlite(con, str(rows), "src")
     for view in normalized_views(schema, "duckdb"):   # read once: the steps read the views many times over
         con.execute(f"CREATE OR REPLACE TABLE scoped_{view} AS SELECT * FROM {view}")
         con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT * FROM scoped_{view}")
-    if proved is not None:   # the scope's marks now; the rest are the recorded ones, proved unchanged
+    if scope.carry_marks:   # the scope's marks now; the rest are the recorded ones, proved unchanged
         run_stage(pipeline.CARRIED_MARKS, con, {"schema_sig": schema_signature(schema)})
-    return Scope(rec.run_id, sessions, total, changed, rows)
 
 
 def add_unchanged(con: duckdb.DuckDBPyConnection, report, target_db: Path, source_label: str) -> None:
