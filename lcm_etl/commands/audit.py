@@ -115,7 +115,8 @@ def _audit_source(opts: AuditOptions, source: Snapshot, target_db: Path | None, 
     con = plan.open_source(source.path, schema, source.original, opts.memory_limit)
     try:
         plan.load_target_state(con, target_db, source.folder)
-        plan.build(con, opts.key_by, opts.session_filter, 50_000, report, str(source.original))
+        planned = plan.build(con, opts.key_by, opts.session_filter, 50_000, str(source.original))
+        plan.report_plan(con, report, planned, filtered=bool(opts.session_filter))
         duck.attach_sqlite(con, str(hashes), "hashes")
         for name in ("src_message_hashes", "src_summary_hashes"):
             con.execute(f"CREATE OR REPLACE TABLE {name} AS SELECT * FROM hashes.{name}")

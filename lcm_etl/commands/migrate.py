@@ -16,7 +16,7 @@ from lcm_etl.progress import Progress
 from lcm_etl.report import RunReport, now_iso
 from lcm_etl.read.source_schema import detect_schema, normalized_views
 from lcm_etl.read.sources import Snapshot, check_sqlite_file, take_snapshot
-from lcm_etl.load.loader import SourceParts, Strategy, choose, load
+from lcm_etl.load.loader import SourceParts, Strategy, choose, load, staged
 from lcm_etl.planning.pipeline import PROVENANCE, WRITE_MESSAGES, WRITE_REST
 from lcm_etl.load.write import WriteJob, record_run, write_failure
 
@@ -159,18 +159,23 @@ class _Run:
             if scope is not None:
                 delta.enter_scope(con, scope, schema)
             self.bars.close()
-            planned = plan.build(con, opts.key_by, opts.session_filter, opts.batch_rows, report, str(opts.src),
-                                 opts.progress, new_target=not self.existed, scoped=scope is not None)
+            planned = plan.build(con, opts.key_by, opts.session_filter, opts.batch_rows, str(opts.src),
+                                 opts.progress, new_target=not self.existed)
+            stage_path = snap.folder / "stage.sqlite"
+            rows = scope.source_subset if scope else snap.path
+            if not opts.dry_run:   # staged before the report is filled: the parts flattener starts meanwhile
+                self.bars.phase("staging")
+                plan.stage(con, stage_path, record_marks=not opts.session_filter)
+                self.bars.close()
+                assert self.strategy is not None
+                staged(self.strategy, stage_path, {"src": rows}, normalized_views(schema, "sqlite"))
+            plan.report_plan(con, report, planned, filtered=bool(opts.session_filter) or scope is not None)
             self._report_sync(con, scope, target_db)
             if opts.dry_run:
                 return None
-            stage_path = snap.folder / "stage.sqlite"
-            self.bars.phase("staging")
-            plan.stage(con, stage_path, record_marks=not opts.session_filter)
-            self.bars.close()
             if not (self.strategy and self.strategy.takes_spare_work):   # else a builder thread hashes when free
                 snap.hash_in_background()   # for the ledger; once DuckDB is done, so it does not slow planning
-            return _Planned(stage_path, planned.batches, scope.source_subset if scope else snap.path)
+            return _Planned(stage_path, planned.batches, rows)
         except duckdb.Error as exc:
             _background_failure(self.strategy, opts, snap.path)   # a full disk shows first where the builder writes
             raise duck.translate(exc, plan.unreadable_source(opts.src)) from None

@@ -115,6 +115,9 @@ class BuiltAside:
     def failed(self) -> BaseException | None:
         return self.fill.failed()
 
+    def staged(self, stage: Path, attach: dict[str, Path], views: dict[str, str]) -> None:
+        pass   # a new target's work that needs no plan started when it was chosen; the rest runs in load
+
     def close(self) -> None:
         """Always, at the end of the run (twice does no harm)."""
         try:
@@ -162,7 +165,7 @@ class InOneTransaction:
 
     def before(self, job: WriteJob, bars: Progress) -> dict[str, int]:
         if self.flattener is None and self.flatten:
-            self.flattener = planned_flattener(job)
+            self.flattener = planned_flattener(job.stage, job.attach, job.views)
         self.attached = ("scratch",) if self.flattener else ()
         return {}
 

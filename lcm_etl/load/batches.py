@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from contextlib import closing
 from functools import partial
+from pathlib import Path
 from typing import Callable
 
 from lcm_etl.store import ledger, target as tgt
@@ -28,18 +29,24 @@ class InBatches:
     def __init__(self, stages: tuple[Stage, ...], flatten: bool):
         self.stages = stages     # run per batch (lcm_etl/planning/pipeline.py)
         self.flatten = flatten   # parts are flattened by pipeline.FLATTEN (migrate), else not (reconcile)
+        self.early: Flattener | None = None   # started once the stage exists, while the report is filled
+
+    def staged(self, stage: Path, attach: dict[str, Path], views: dict[str, str]) -> None:
+        if self.flatten:
+            self.early = planned_flattener(stage, attach, views)
 
     def failed(self) -> BaseException | None:
-        return None   # nothing runs in the background before the load
+        return None   # the flattener's failure, if any, is raised where the load attaches its rows
 
     def close(self) -> None:
-        pass
+        if self.early is not None and self.early.thread.is_alive():
+            self.early.cancel()
 
     def load(self, job: WriteJob, finished_at: Callable[[], str], bars: Progress) -> dict[str, int]:
         # a build killed after it was linked into place leaves its private name behind (a second hard link
         # to this very target): drop the name, never the data
         building_path(job.target).unlink(missing_ok=True)
-        scratch = planned_flattener(job) if self.flatten else None
+        scratch = self.early or (planned_flattener(job.stage, job.attach, job.views) if self.flatten else None)
         try:
             return self._batches(job, finished_at, bars, scratch)
         finally:

@@ -32,6 +32,9 @@ class Strategy(Protocol):
 
     def load(self, job: WriteJob, finished_at: Callable[[], str], bars: Progress) -> dict[str, int]: ...
 
+    # the plan is staged (and indexed): work that needs only the stage and the source may start
+    def staged(self, stage: Path, attach: dict[str, Path], views: dict[str, str]) -> None: ...
+
     def failed(self) -> BaseException | None: ...   # what work started before the plan stopped on, if it did
 
     def close(self) -> None: ...   # always, at the end of the run: background work stopped, private files gone
@@ -67,6 +70,13 @@ def choose(target: Path, existed: bool, stages: tuple[Stage, ...], lock_timeout:
     # a new target takes every part: flatten them while DuckDB plans (with a filter: the planned ones, later)
     early = None if parts.planned else Flattener(parts.folder, parts.attach, parts.views, ALL_OWNERS).start()
     return BuiltAside(file, InOneTransaction(stages, flatten=True, flattener=early), parts.release)
+
+
+def staged(strategy: Strategy, stage: Path, attach: dict[str, Path], views: dict[str, str]) -> None:
+    """The stage is complete: index it (before any reader attaches it), then let the strategy start on it
+    while the command still fills its report."""
+    index_stage(stage)
+    strategy.staged(stage, attach, views)
 
 
 def load(job: WriteJob, strategy: Strategy, finished_at: Callable[[], str]) -> dict[str, int]:

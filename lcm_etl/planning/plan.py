@@ -111,8 +111,7 @@ def empty_target(folder: Path) -> Path:
 
 
 def build(con: duckdb.DuckDBPyConnection, key_by: str, session_filter: list[str], budget: int,
-          report: RunReport, source_label: str, progress: bool = False, new_target: bool = False,
-          scoped: bool = False) -> PlannedRun:
+          source_label: str, progress: bool = False, new_target: bool = False) -> PlannedRun:
     params = plan_params(key_by, budget, source_label)
     run_stage(pipeline.SESSIONS, con, params)
     run_stage(pipeline.KEPT_SESSIONS, con, params)
@@ -121,10 +120,13 @@ def build(con: duckdb.DuckDBPyConnection, key_by: str, session_filter: list[str]
     with Progress(progress) as bars:
         bars.phase("planning", len(stage.steps))
         run_stage(stage, con, params, after_each=bars.step)
-    batches = all_batches(con)
-    # a sync re-run (lcm_etl/planning/delta.py) plans some sessions: no totals over the rest (as with a filter)
-    _fill_report(con, report, batches, filtered=bool(session_filter) or scoped)
-    return PlannedRun(batches)
+    return PlannedRun(all_batches(con))
+
+
+def report_plan(con: duckdb.DuckDBPyConnection, report: RunReport, planned: PlannedRun, filtered: bool) -> None:
+    """What the plan does, into the report (a dry run's report is this). `filtered`: a session filter, or a
+    sync re-run (lcm_etl/planning/delta.py) that planned some sessions: no totals over the rest."""
+    _fill_report(con, report, planned.batches, filtered)
 
 
 def plan_params(key_by: str, budget: int, source_label: str) -> dict:
