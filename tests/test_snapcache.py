@@ -297,7 +297,7 @@ def test_a_re_run_hashes_again_only_the_chunks_it_wrote(pair):
 def test_chunks_written_from_the_sources_wal_are_hashed_again(pair):
     """Rows a live writer holds in the -wal only reach the copy when it is folded: their chunks too are
     hashed again, not taken from the sealed digests."""
-    src, target, _, _, _ = pair
+    src, target, first_run, _, _ = pair
     writer = sqlite3.connect(src, isolation_level=None)
     try:
         writer.execute("PRAGMA journal_mode=WAL")
@@ -306,6 +306,7 @@ def test_chunks_written_from_the_sources_wal_are_hashed_again(pair):
             writer.execute(APPEND, (f"in the wal {k} " + "w" * 3000, 1 + k % 3))
         assert Path(f"{src}-wal").stat().st_size > 20 * 4096
         report = migrate_json(src, target)
+        assert report["extra"]["snapshot"].endswith(f"pages changed since the one kept from run {first_run}")
         assert report["messages"]["inserted"] == 20
         assert_kept_digests_are_the_copys(kept(src, target), target)
     finally:

@@ -168,7 +168,7 @@ class _Run:
                 plan.stage(con, stage_path, record_marks=not opts.session_filter)
                 self.bars.close()
                 assert self.strategy is not None
-                staged(self.strategy, stage_path, {"src": rows}, normalized_views(schema, "sqlite"))
+                staged(self.strategy, opts.target, stage_path, {"src": rows}, normalized_views(schema, "sqlite"))
             plan.report_plan(con, report, planned, filtered=bool(opts.session_filter) or scope is not None)
             self._report_sync(con, scope, target_db)
             if opts.dry_run:

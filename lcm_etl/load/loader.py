@@ -72,10 +72,14 @@ def choose(target: Path, existed: bool, stages: tuple[Stage, ...], lock_timeout:
     return BuiltAside(file, InOneTransaction(stages, flatten=True, flattener=early), parts.release)
 
 
-def staged(strategy: Strategy, stage: Path, attach: dict[str, Path], views: dict[str, str]) -> None:
+def staged(strategy: Strategy, target: Path, stage: Path, attach: dict[str, Path], views: dict[str, str]) -> None:
     """The stage is complete: index it (before any reader attaches it), then let the strategy start on it
-    while the command still fills its report."""
-    index_stage(stage)
+    while the command still fills its report. SQLite or the disk failing here is the one-line error of a
+    failed write, as in load."""
+    try:
+        index_stage(stage)
+    except (sqlite3.Error, OSError) as exc:
+        raise write_failure(exc, target, strategy.existed, attach.get("src")) from None
     strategy.staged(stage, attach, views)
 
 

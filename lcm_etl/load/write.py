@@ -63,7 +63,8 @@ def prepare(con: sqlite3.Connection, job: WriteJob, work_tables: bool = True) ->
 
 
 def index_stage(stage: Path) -> None:
-    """Once, before any reader attaches the stage: without these SQLite would scan a plan table per row."""
+    """Before any reader attaches the stage (loader.staged, else loader.load): without these SQLite would scan
+    a plan table per row. Again on an indexed stage, it only reads its schema (a flattener may be reading it)."""
     with closing(sqlite3.connect(stage, isolation_level=None)) as con:
         private_file(con)   # the run's own file: one transaction, no journal and no fsync per index
         con.execute("BEGIN")

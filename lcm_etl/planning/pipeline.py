@@ -48,7 +48,7 @@ TARGET_MARKS = Stage("target marks", "sqlite", "a read-only connection to the ta
                      "there is none); plan.py hands the rows to DuckDB", ("04_target_marks",),
                      when="the target is not proved as the previous run left it (its file unchanged since: "
                           "then its marks are the ones that run stored, lcm_etl/read/snapcache.py)")
-SYNC_SCOPE = Stage("sync scope", "duckdb", _PLAN_DB + "; the source views are then narrowed to the scope",
+SYNC_SCOPE = Stage("sync scope", "duckdb", _PLAN_DB + "; the source views are narrowed to the scope after target state (delta.enter_scope)",
                    ("10_sessions", "08_sync_scope"), when="the previous migrate of this source stored marks")
 CARRIED_MARKS = Stage("carried marks", "duckdb", "the plan database, the scope's rows read through the src_* views "
                       "(lcm_etl/read/subset.py)", ("03_source_marks", "09_carried_marks"),

@@ -84,7 +84,7 @@ class KnownDigests:
 
 def chunk_digests(path: Path, known: KnownDigests | None = None) -> list[bytes]:
     """Each DIGEST_CHUNK's SHA-256. With `known`, a chunk not written since is taken from it: only the written
-    chunks and those from the old or new end of the file on (the last one, if the length changed) are read."""
+    chunks, and every chunk from the one holding the end of the shorter of the two lengths on, are read."""
     with open(path, "rb", buffering=0) as fh:
         size = os.fstat(fh.fileno()).st_size
         count = -(-size // DIGEST_CHUNK)
@@ -104,7 +104,13 @@ def chunk_digests(path: Path, known: KnownDigests | None = None) -> list[bytes]:
             run = 1
             while run < 64 and i + run < count and not (i + run < keep and i + run not in known.written):
                 run += 1
-            got = os.preadv(fh.fileno(), [view[:run * DIGEST_CHUNK]], i * DIGEST_CHUNK)
+            want = min(run * DIGEST_CHUNK, size - i * DIGEST_CHUNK)
+            got = 0
+            while got < want:   # a read may return less than asked for
+                n = os.preadv(fh.fileno(), [view[got:want]], i * DIGEST_CHUNK + got)
+                if n <= 0:
+                    raise OSError(errno.EIO, f"{path} ended at {i * DIGEST_CHUNK + got} bytes, not {size}")
+                got += n
             for at in range(0, got, DIGEST_CHUNK):
                 out.append(hashlib.sha256(view[at:min(at + DIGEST_CHUNK, got)]).digest())
             i += run
