@@ -181,7 +181,7 @@ class _Run:
             raise duck.translate(exc, plan.unreadable_source(opts.src)) from None
         finally:
             if self.scope is not None:   # not left copying into the run's folder, which is removed next
-                self.scope.copied_or_failed()
+                self.scope.wait()
             con.close()
 
     def _narrow(self, scope: delta.Scope | None) -> delta.Scope | None:

@@ -58,13 +58,14 @@ class Scope:
         self._copying = threading.Thread(target=work, name="lcm-etl-scope", daemon=True)
         self._copying.start()
 
-    def copied_or_failed(self) -> None:
+    def wait(self) -> None:
+        """Until the copy has ended, whichever way (copied() says which)."""
         if self._copying is not None:
             self._copying.join()
 
     def copied(self) -> Path:
         """The scope's source rows, once copied (a failure to copy them is raised here)."""
-        self.copied_or_failed()
+        self.wait()
         if self._failed:
             raise self._failed[0]
         return self.source_subset

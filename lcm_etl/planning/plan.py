@@ -123,12 +123,6 @@ def build(con: duckdb.DuckDBPyConnection, key_by: str, session_filter: list[str]
     return PlannedRun(all_batches(con))
 
 
-def report_plan(con: duckdb.DuckDBPyConnection, report: RunReport, planned: PlannedRun, filtered: bool) -> None:
-    """What the plan does, into the report (a dry run's report is this). `filtered`: a session filter, or a
-    sync re-run (lcm_etl/planning/delta.py) that planned some sessions: no totals over the rest."""
-    _fill_report(con, report, planned.batches, filtered)
-
-
 def plan_params(key_by: str, budget: int, source_label: str) -> dict:
     return {"key_by": key_by, "ws": WHITESPACE, "budget": budget, "source_path": source_label}
 
@@ -189,7 +183,9 @@ _COUNTS = {
 }
 
 
-def _fill_report(con, report: RunReport, batches: list[int], filtered: bool) -> None:
+def report_plan(con: duckdb.DuckDBPyConnection, report: RunReport, planned: PlannedRun, filtered: bool) -> None:
+    """What the plan does, into the report (a dry run's report is this). `filtered`: a session filter, or a
+    sync re-run (lcm_etl/planning/delta.py) that planned some sessions: no totals over the rest."""
     row = duck.one(con, "SELECT " + ", ".join(f"({sql}) AS {name}" for name, sql in _COUNTS.items()))
     n = {name: int(v or 0) for name, v in zip(_COUNTS, row)}
     m, p, s = report.messages, report.parts, report.summaries
@@ -224,7 +220,7 @@ def _fill_report(con, report: RunReport, batches: list[int], filtered: bool) -> 
     ).fetchall()}
     report.conversations_changed = n["conversations_changed"]
     report.sessions_kept = n["sessions_kept"]
-    report.batches = len(batches)
+    report.batches = len(planned.batches)
 
 
 def stage(con: duckdb.DuckDBPyConnection, stage_path: Path, record_marks: bool = False) -> None:
