@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from lcm_etl.cachedir import cache_root
+from lcm_etl.cachedir import cache_root, write_atomically
 from lcm_etl.errors import BadInput, LcmEtlError, RunFailed
 from lcm_etl.read.sources import file_signature
 
@@ -175,15 +175,8 @@ def verified_before(path: str) -> bool:
 def remember_verified(path: str, identity: list) -> None:
     """Best effort: a record that cannot be written means the next LOAD checks again."""
     record = _trust_record(path)
-    if record is None:
-        return
-    try:
-        record.parent.mkdir(parents=True, exist_ok=True)
-        tmp = record.with_name(f"{record.name}.{os.getpid()}.{threading.get_ident()}")
-        tmp.write_bytes(orjson.dumps(identity))
-        os.replace(tmp, record)
-    except OSError:
-        pass
+    if record is not None:
+        write_atomically(record, orjson.dumps(identity))
 
 
 def attach_sqlite(con: duckdb.DuckDBPyConnection, path: str, alias: str, read_only: bool = True) -> None:

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import orjson
 
-from lcm_etl.cachedir import cache_root
+from lcm_etl.cachedir import cache_root, write_atomically
 from lcm_etl.read import pages
 from lcm_etl.errors import RunFailed
 from lcm_etl.read.sources import (DIGEST_CHUNK, KnownDigests, Snapshot, file_signature, fold_wal, take_snapshot,
@@ -154,19 +154,10 @@ class SnapshotCache:
         body = orjson.dumps({"run_id": run_id, "source": str(self.source), "target": str(self.target),
                              "signature": signature, "target_signature": _target_signature(self.target)})
         if self._memo:
-            self._write(self.memo_file, marshal.dumps((signature, self._memo)))
+            write_atomically(self.memo_file, marshal.dumps((signature, self._memo)))
         if digests is not None and signature is not None:   # the snapshot's, hashed for the run's ledger row
-            self._write(self.digests_file, marshal.dumps((signature, signature[1], digests)))
-        self._write(self.seal_file, body)
-
-    @staticmethod
-    def _write(path: Path, body: bytes) -> None:
-        tmp = path.with_suffix(".tmp")
-        try:
-            tmp.write_bytes(body)
-            os.replace(tmp, path)
-        except OSError:
-            tmp.unlink(missing_ok=True)
+            write_atomically(self.digests_file, marshal.dumps((signature, signature[1], digests)))
+        write_atomically(self.seal_file, body)
 
     def snapshot(self, since_run: str | None, tmp_root: str | None) -> tuple[Snapshot, Changes | None]:
         """The source's snapshot, in the kept copy. With the copy sealed by `since_run`: only the differing
