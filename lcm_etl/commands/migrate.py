@@ -198,9 +198,10 @@ class _Run:
                                     f"({scope.conversations_changed} conversations changed since run "
                                     f"{scope.since_run}); the others are unchanged (--full re-plans all)")
         if changes is not None:
+            how = "" if changes.compared else " (its main file untouched since: only its WAL was read)"
             report.extra["snapshot"] = (
-                f"{changes.pages} pages changed since the one kept from run {rec.run_id}" if rec is not None
-                else f"{changes.pages} pages changed since the one kept, and {changes.why}: planned everything")
+                f"{changes.pages} pages changed since the one kept from run {rec.run_id}{how}" if rec is not None
+                else f"{changes.pages} pages changed since the one kept{how}, and {changes.why}: planned everything")
 
     def load(self, planned: _Planned) -> None:
         """Into the target by the strategy chosen before planning; the ledger row in the last transaction."""

@@ -222,6 +222,18 @@ def wal_pages(wal: Path, page_size: int) -> set[int]:
     return out
 
 
+def wal_salts(wal: Path) -> str | None:
+    """The salts of a WAL file's header (hex), None when it has no header. SQLite changes them each time it
+    resets the WAL, the only time it writes over committed frames: equal salts, no frame committed under
+    them has been overwritten since."""
+    try:
+        with open(wal, "rb") as fh:
+            head = fh.read(32)
+    except FileNotFoundError:
+        return None
+    return head[16:24].hex() if len(head) == 32 else None
+
+
 def differing_pages(new: PageFile, old: PageFile, limit: int) -> dict[int, bytes] | None:
     """Pages of `new` whose bytes differ from `old`'s (page number -> new bytes; pages past the end of
     `old` count, pages past the end of `new` map to b""). None when more than `limit` differ. Read with

@@ -23,6 +23,7 @@ import os
 import shutil
 import sqlite3
 import tempfile
+import time
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,8 +33,8 @@ import orjson
 from lcm_etl.cachedir import cache_root, write_atomically
 from lcm_etl.read import pages
 from lcm_etl.errors import RunFailed
-from lcm_etl.read.sources import (DIGEST_CHUNK, KnownDigests, Snapshot, file_signature, fold_wal, take_snapshot,
-                                  unchanged_but_appended)
+from lcm_etl.read.sources import (DIGEST_CHUNK, KnownDigests, Snapshot, SourceRead, file_signature, fold_wal,
+                                  take_snapshot, unchanged_but_appended)
 
 # more differing pages than this share of the source (or than 1 MB of pages on a small one): not worth
 # proving page by page, and their bytes are held in memory until written; the source is copied whole
@@ -79,6 +80,9 @@ class Changes:
     conversations: set[str] | None
     pages: int
     why: str = ""
+    # the main file was compared with the copy page by page; False: it was proved untouched since the copy was
+    # read (SourceRead), and only the pages in its WAL were looked at
+    compared: bool = True
 
 
 class SnapshotCache:
@@ -96,6 +100,7 @@ class SnapshotCache:
         self._written: set[int] = set()   # the chunks _refresh wrote
         # the target is as the sealing run left it (its marks are the recorded ones): set by snapshot()
         self.target_untouched = False
+        self.read: SourceRead | None = None   # what this run's copy was read from, kept with the seal
 
     @classmethod
     def for_pair(cls, source: Path, target: Path) -> SnapshotCache | None:
@@ -151,8 +156,11 @@ class SnapshotCache:
         if self._memo is None:   # a whole copy: its interior pages, parsed once for every re-run after it
             self._memo = _interior_pages(self.db)
         signature = file_signature(self.db)[0]
+        # a main file written just before it was read proves nothing by its signature: the next run compares it
+        read = self.read.as_json() if self.read is not None and self.read.settled() else None
         body = orjson.dumps({"run_id": run_id, "source": str(self.source), "target": str(self.target),
-                             "signature": signature, "target_signature": _target_signature(self.target)})
+                             "signature": signature, "target_signature": _target_signature(self.target),
+                             "source_read": read})
         if self._memo:
             write_atomically(self.memo_file, marshal.dumps((signature, self._memo)))
         if digests is not None and signature is not None:   # the snapshot's, hashed for the run's ledger row
@@ -170,7 +178,7 @@ class SnapshotCache:
             self.unseal()
             folder = Path(tempfile.mkdtemp(prefix="lcm-etl-", dir=tmp_root))
             try:
-                changes = self._refresh(folder, memo)
+                changes = self._refresh(folder, memo, seal.get("source_read"))
             except OSError as exc:   # the copy is unsealed: the next run copies the source whole
                 shutil.rmtree(folder, ignore_errors=True)
                 why = "disk full" if exc.errno == errno.ENOSPC else exc.strerror or str(exc)
@@ -181,35 +189,53 @@ class SnapshotCache:
                 raise
             if changes is not None:
                 known = KnownDigests(digests[0], digests[1], self._written) if digests else None
-                return Snapshot(self.source, self.db, folder, self.db.stat().st_size, known=known), changes
+                return Snapshot(self.source, self.db, folder, self.db.stat().st_size, known=known,
+                                read=self.read), changes
             shutil.rmtree(folder, ignore_errors=True)
         self.unseal()
         self._memo = None
-        return take_snapshot(self.source, "source", tmp_root, into=self.db), None
+        snap = take_snapshot(self.source, "source", tmp_root, into=self.db)
+        self.read = snap.read
+        return snap, None
 
-    def _refresh(self, scratch: Path, memo: dict) -> Changes | None:
+    def _refresh(self, scratch: Path, memo: dict, sealed_read: dict | None) -> Changes | None:
         """Compare, then write the differing pages and fold the source's WAL into the copy. None when the
-        copy cannot be brought up to date page by page (then the caller copies the source whole)."""
+        copy cannot be brought up to date page by page (then the caller copies the source whole).
+
+        The main file is not compared when it is the one the copy was read from (sealed_read: its signature,
+        settled, and the WAL's salts then): every page the copy can differ in is then in the WAL. The copy is
+        that main file with the WAL's frames committed then folded in; the main file has not been written
+        since (no checkpoint), and the WAL has not been reset (same salts), so those frames are still in it,
+        with every frame committed since: folding the WAL as it is now writes each such page."""
         incoming = scratch / "incoming-wal"
         wal = Path(str(self.source) + "-wal")
+        trusted = sealed_read if isinstance(sealed_read, dict) else None
         for _ in range(20):
-            before = file_signature(self.source)
+            at, before = time.time_ns(), file_signature(self.source)
+            untouched = trusted is not None and before[0] == trusted.get("main")
             try:
                 with pages.PageFile(self.source) as new, pages.PageFile(self.db) as old:
                     limit = max(int(MAX_CHANGED_SHARE * max(new.pages, old.pages)), MIN_CHANGED_LIMIT)
-                    diff = pages.differing_pages(new, old, limit)
+                    if new.page_size != old.page_size:
+                        raise pages.NotComparable("page size changed")
+                    diff = {} if untouched else pages.differing_pages(new, old, limit)
                     page_size, new_pages = new.page_size, new.pages
             except pages.NotComparable:
                 return None
             incoming.unlink(missing_ok=True)
             if wal.exists():
                 shutil.copyfile(wal, incoming)
+            if untouched and trusted and trusted.get("wal_salts") is not None \
+                    and pages.wal_salts(incoming) != trusted["wal_salts"]:
+                trusted = None   # the WAL was reset since: frames the copy holds may be gone from it; compare
+                continue
             if unchanged_but_appended(before, file_signature(self.source)):
                 break
         else:
             raise RunFailed(f"source kept changing while it was copied: {self.source}; retry when it is quieter")
         if diff is None:
             return None
+        self.read = SourceRead(before[0], pages.wal_salts(incoming), at)
         try:
             changed = set(diff) | (pages.wal_pages(incoming, page_size) if incoming.exists() else set())
             # interior pages outside `changed` hold the same bytes in the sealed copy, the old one and the new
@@ -233,13 +259,14 @@ class SnapshotCache:
         try:
             new_owners, new_explained = _owners(self.db, changed, memo=memo, against=old_owners)
         except (pages.NotComparable, sqlite3.Error) as exc:
-            return Changes(None, len(changed), f"cannot read the changed pages: {exc}")
+            return Changes(None, len(changed), f"cannot read the changed pages: {exc}", not untouched)
         self._memo = memo
         unexplained = changed - old_explained - new_explained
         if unexplained:   # overflow pages of index entries (rare: an indexed value of over ~1000 bytes)
             unexplained -= _owners(self.db, changed, index_cells=True, memo=memo)[1]
         if unexplained:
-            return Changes(None, len(changed), f"{len(unexplained)} changed pages are not rows lcm-etl can place")
+            return Changes(None, len(changed), f"{len(unexplained)} changed pages are not rows lcm-etl can place",
+                           not untouched)
         # a row on a changed page may be unchanged itself (its neighbour grew): compare the rows
         owners: set = set()
         for key in old_owners.keys() | new_owners.keys():
@@ -249,8 +276,8 @@ class SnapshotCache:
                     if row is not None:
                         owners.update(row[:2])
         if None in owners:
-            return Changes(None, len(changed), "rows of no conversation changed")
-        return Changes({str(c) for c in owners}, len(changed))
+            return Changes(None, len(changed), "rows of no conversation changed", not untouched)
+        return Changes({str(c) for c in owners}, len(changed), compared=not untouched)
 
 
 def _owners(db: Path, changed: set[int], index_cells: bool = False, memo: dict | None = None,

@@ -18,10 +18,12 @@ import shutil
 import sqlite3
 import tempfile
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from lcm_etl.errors import BadInput, RunFailed
+from lcm_etl.read.pages import wal_salts
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 
@@ -121,6 +123,30 @@ def snapshot_digest(digests: list[bytes]) -> str:
     return hashlib.sha256(b"".join(digests)).hexdigest()
 
 
+# a main file changed less than this before it was read may change again within its timestamps' resolution
+# (a second on some file systems, two on FAT) without its signature changing: its signature proves nothing
+SETTLED_NS = 2_000_000_000
+
+
+@dataclass(frozen=True)
+class SourceRead:
+    """What a snapshot was read from: the source's main file (file_signature) and its WAL's header salts (None:
+    no WAL), as they were when the copy was bracketed, and when. lcm_etl/read/snapcache.py keeps it with the
+    copy: while the main file keeps that signature and the WAL those salts, every page that can differ from
+    the copy is in the WAL (lossless-claw's writes land there; only a checkpoint writes the main file)."""
+    main: list
+    wal_salts: str | None
+    at_ns: int
+
+    def settled(self) -> bool:
+        """The main file had not been written for SETTLED_NS when it was read, so any later write changes
+        its signature (its ctime, which no call can set back, moves past the recorded one)."""
+        return self.at_ns - max(self.main[2], self.main[3]) > SETTLED_NS
+
+    def as_json(self) -> dict:
+        return {"main": self.main, "wal_salts": self.wal_salts}
+
+
 @dataclass
 class Snapshot:
     """A private, consistent, single-file copy of a source database (WAL content folded in)."""
@@ -131,6 +157,7 @@ class Snapshot:
     # the digests of the copy as a previous run sealed it, with its size and the chunks written since
     # (lcm_etl/read/snapcache.py): only those chunks are hashed again
     known: KnownDigests | None = None
+    read: SourceRead | None = None   # what the copy was read from
     digests: list[bytes] | None = None   # each DIGEST_CHUNK's SHA-256, once hashed (kept for the next run)
     _digest: threading.Thread | None = None
     _sha256: list = field(default_factory=list)
@@ -203,7 +230,7 @@ def take_snapshot(path: Path, what: str = "source", tmp_root: str | None = None,
     copy = into or folder / "snapshot.db"
     try:
         for _ in range(attempts):
-            before = file_signature(path)
+            at, before = time.time_ns(), file_signature(path)
             for suffix in ("-wal", "-journal"):
                 Path(str(copy) + suffix).unlink(missing_ok=True)
             shutil.copyfile(path, copy)
@@ -214,8 +241,9 @@ def take_snapshot(path: Path, what: str = "source", tmp_root: str | None = None,
                 break
         else:
             raise RunFailed(f"{what} kept changing while it was copied: {path}; retry when it is quieter")
+        read = SourceRead(before[0], wal_salts(Path(str(copy) + "-wal")), at)
         fold_wal(copy, path, what)
-        return Snapshot(original=path, path=copy, folder=folder, size=copy.stat().st_size)
+        return Snapshot(original=path, path=copy, folder=folder, size=copy.stat().st_size, read=read)
     except OSError as exc:
         _remove(folder, into)
         why = ("disk full" if exc.errno == errno.ENOSPC else exc.strerror or str(exc))

@@ -1,0 +1,192 @@
+"""The kept snapshot while lossless-claw writes to its WAL (lcm_etl/read/snapcache.py, sources.SourceRead): a
+re-run whose source's main file is the one the copy was read from (no checkpoint since) reads only the WAL,
+and ends where the same runs without a kept snapshot end. Anything else — a checkpoint, a WAL reset, a main
+file written just before it was read — is compared page by page, as before.
+
+lossless-claw holds its database open in WAL mode; `writer` does the same here (wal_autocheckpoint off, so a
+checkpoint happens only where a test makes one). A main file proves itself unchanged only once it has not been
+written for sources.SETTLED_NS when it is read: the tests wait that long where they want the shortcut."""
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from conftest import copy_fixture, migrate_api, migrate_json
+from test_snapcache import APPEND, FIXTURE, kept, remnic_content, without_cache
+from lcm_etl.read import pages, sources
+
+UNTOUCHED = "(its main file untouched since: only its WAL was read)"
+
+
+@contextmanager
+def writer(db: Path):
+    con = sqlite3.connect(db, isolation_level=None)
+    try:
+        con.execute("PRAGMA journal_mode=WAL")
+        con.execute("PRAGMA wal_autocheckpoint=0")
+        yield con
+    finally:
+        con.close()
+
+
+def settle(db: Path) -> None:
+    """Wait until the main file was last written more than SETTLED_NS ago."""
+    st_ = db.stat()
+    wait = (max(st_.st_mtime_ns, st_.st_ctime_ns) + sources.SETTLED_NS) / 1e9 - time.time() + 0.05
+    if wait > 0:
+        time.sleep(wait)
+
+
+def append(con: sqlite3.Connection, n: int, tag: str) -> None:
+    for k in range(n):
+        con.execute(APPEND, (f"{tag} {k}", 1 + k % 3))
+
+
+@pytest.fixture
+def sources_pair(tmp_path):
+    src, twin_src = copy_fixture(FIXTURE, tmp_path / "src"), copy_fixture(FIXTURE, tmp_path / "twin")
+    return src, tmp_path / "out" / "lcm.sqlite", twin_src, tmp_path / "twin-out" / "lcm.sqlite"
+
+
+def both(src: Path, target: Path, twin_src: Path, twin: Path) -> dict:
+    """The run with the kept snapshot, and the same run of the twin without one: the targets agree."""
+    report = migrate_json(src, target)
+    without_cache("migrate", "--src", str(twin_src), "--dest", str(twin))
+    assert remnic_content(target) == remnic_content(twin)
+    return report
+
+
+def test_rows_appended_to_the_wal_since_the_last_run_are_read_from_the_wal_alone(sources_pair):
+    src, target, twin_src, twin = sources_pair
+    with writer(src) as live, writer(twin_src) as twin_live:
+        for con in (live, twin_live):
+            append(con, 3, "before")
+        settle(src)
+        first = both(src, target, twin_src, twin)
+        assert kept(src, target)._seal()["source_read"]["wal_salts"] == pages.wal_salts(Path(f"{src}-wal"))
+        main = src.read_bytes()
+        for con in (live, twin_live):
+            append(con, 5, "after")
+        assert src.read_bytes() == main   # the new rows are in the WAL only
+        report = both(src, target, twin_src, twin)
+        assert report["extra"]["snapshot"].endswith(f"since the one kept from run {first['run_id']} {UNTOUCHED}")
+        assert report["extra"]["sync"].startswith("3 of 3 sessions re-planned")
+        assert report["messages"]["inserted"] == 5
+
+
+def test_a_summary_repaired_in_the_wal_is_found_without_comparing_the_main_file(sources_pair):
+    src, target, twin_src, twin = sources_pair
+    with writer(src) as live, writer(twin_src) as twin_live:
+        settle(src)
+        both(src, target, twin_src, twin)
+        summary = live.execute("SELECT summary_id FROM summaries ORDER BY summary_id LIMIT 1").fetchone()[0]
+        for con in (live, twin_live):
+            con.execute("UPDATE summaries SET content = content || ' (repaired)' WHERE summary_id = ?", (summary,))
+        report = both(src, target, twin_src, twin)
+        assert report["extra"]["snapshot"].endswith(UNTOUCHED)
+        assert report["extra"]["sync"].startswith("1 of 3 sessions re-planned (1 conversations changed")
+        assert report["summaries"]["updated"] == 1
+
+
+def test_a_checkpoint_since_the_last_run_is_compared_page_by_page(sources_pair):
+    src, target, twin_src, twin = sources_pair
+    with writer(src) as live, writer(twin_src) as twin_live:
+        settle(src)
+        both(src, target, twin_src, twin)
+        for con in (live, twin_live):
+            append(con, 4, "checkpointed")
+            con.execute("PRAGMA wal_checkpoint(TRUNCATE)")   # the main file is written, the WAL emptied
+        report = both(src, target, twin_src, twin)
+        assert "pages changed since the one kept" in report["extra"]["snapshot"]
+        assert UNTOUCHED not in report["extra"]["snapshot"]
+        assert report["messages"]["inserted"] == 4
+
+
+def test_a_wal_reset_since_the_last_run_is_compared_page_by_page(sources_pair):
+    """Every frame checkpointed before the run, the WAL kept: the next write starts the WAL again under new salts
+    without writing the main file. The main file's signature alone would let the run skip the comparison."""
+    src, target, twin_src, twin = sources_pair
+    with writer(src) as live, writer(twin_src) as twin_live:
+        for con in (live, twin_live):
+            append(con, 2, "backfilled")
+            con.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        settle(src)
+        both(src, target, twin_src, twin)
+        salts, main = pages.wal_salts(Path(f"{src}-wal")), sources.file_signature(src)[0]
+        for con in (live, twin_live):
+            append(con, 3, "after the reset")
+        assert pages.wal_salts(Path(f"{src}-wal")) != salts and sources.file_signature(src)[0] == main
+        report = both(src, target, twin_src, twin)
+        assert UNTOUCHED not in report["extra"]["snapshot"]
+        assert report["messages"]["inserted"] == 3
+
+
+def test_a_main_file_written_just_before_the_run_is_compared_next_time(sources_pair):
+    src, target, twin_src, twin = sources_pair
+    with writer(src) as live, writer(twin_src) as twin_live:
+        both(src, target, twin_src, twin)   # the fixture was copied a moment ago: its signature proves nothing
+        assert kept(src, target)._seal()["source_read"] is None
+        for con in (live, twin_live):
+            append(con, 2, "late")
+        report = both(src, target, twin_src, twin)
+        assert UNTOUCHED not in report["extra"]["snapshot"]
+        assert report["messages"]["inserted"] == 2
+
+
+# a live source's history: rows appended to the WAL, summaries repaired there, checkpoints now and then
+LIVE = {
+    "append": lambda con, k: append(con, 1 + k % 3, f"live {k}"),
+    "repair": lambda con, k: con.execute(
+        "UPDATE summaries SET content = content || ? WHERE summary_id = "
+        "(SELECT summary_id FROM summaries ORDER BY summary_id LIMIT 1 OFFSET ?)", (f" (repair {k})", k % 2)),
+    "passive checkpoint": lambda con, k: con.execute("PRAGMA wal_checkpoint(PASSIVE)"),
+    "truncate checkpoint": lambda con, k: con.execute("PRAGMA wal_checkpoint(TRUNCATE)"),
+}
+
+
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.lists(st.sampled_from(sorted(LIVE)), min_size=1, max_size=3), min_size=2, max_size=4))
+def test_syncs_of_a_live_source_end_where_syncs_without_a_kept_snapshot_end(tmp_path_factory, monkeypatch, rounds):
+    """In-process runs (no interpreter start-up per run) with a shorter settling time, so that most rounds
+    take the WAL-only path: the targets agree after every round whichever path each took."""
+    monkeypatch.setattr(sources, "SETTLED_NS", 150_000_000)
+    folder = tmp_path_factory.mktemp("live")
+    src, twin_src = copy_fixture(FIXTURE, folder / "src"), copy_fixture(FIXTURE, folder / "twin")
+    target, twin = folder / "out" / "lcm.sqlite", folder / "twin-out" / "lcm.sqlite"
+    wal = Path(f"{src}-wal")
+    with writer(src) as live, writer(twin_src) as twin_live:
+        settle(src)
+        migrate_api(src, target)
+        plain_api(twin_src, twin)
+        for k, changes in enumerate(rounds):
+            main, salts = sources.file_signature(src)[0], pages.wal_salts(wal)
+            for con in (live, twin_live):
+                for j, name in enumerate(changes):
+                    LIVE[name](con, 3 * k + j)
+            # the shortcut is taken exactly when no checkpoint wrote the main file and the WAL was not reset
+            expected = sources.file_signature(src)[0] == main and salts in (None, pages.wal_salts(wal))
+            settle(src)
+            report = migrate_api(src, target)
+            if "shortcut" not in report["extra"]:   # else nothing changed at all (a checkpoint of nothing new)
+                assert report["extra"]["snapshot"].endswith(UNTOUCHED) == expected, (changes, report["extra"])
+            plain_api(twin_src, twin)
+            assert remnic_content(target) == remnic_content(twin)
+
+
+def plain_api(src: Path, dest: Path) -> None:
+    """A run without a kept snapshot, in-process."""
+    before = os.environ.get("LCM_ETL_CACHE_DIR")
+    os.environ["LCM_ETL_CACHE_DIR"] = "off"
+    try:
+        migrate_api(src, dest)
+    finally:
+        if before is None:
+            os.environ.pop("LCM_ETL_CACHE_DIR", None)
+        else:
+            os.environ["LCM_ETL_CACHE_DIR"] = before
