@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import subprocess
+import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -43,6 +45,11 @@ def settle(db: Path) -> None:
         time.sleep(wait)
 
 
+def salts(db: Path) -> bytes:
+    """The salts in the header of the database's WAL (SQLite draws new ones each time it resets the WAL)."""
+    return Path(f"{db}-wal").read_bytes()[16:24]
+
+
 def append(con: sqlite3.Connection, n: int, tag: str) -> None:
     for k in range(n):
         con.execute(APPEND, (f"{tag} {k}", 1 + k % 3))
@@ -69,7 +76,8 @@ def test_rows_appended_to_the_wal_since_the_last_run_are_read_from_the_wal_alone
             append(con, 3, "before")
         settle(src)
         first = both(src, target, twin_src, twin)
-        assert kept(src, target)._seal()["source_read"]["wal_salts"] == pages.wal_salts(Path(f"{src}-wal"))
+        recorded = kept(src, target)._seal()["source_read"]["wal"]
+        assert recorded["frames"] > 0 and recorded == pages.wal_frames(Path(f"{src}-wal"))
         main = src.read_bytes()
         for con in (live, twin_live):
             append(con, 5, "after")
@@ -110,7 +118,7 @@ def test_a_checkpoint_since_the_last_run_is_compared_page_by_page(sources_pair):
 
 def test_a_wal_reset_since_the_last_run_is_compared_page_by_page(sources_pair):
     """Every frame checkpointed before the run, the WAL kept: the next write starts the WAL again under new salts
-    without writing the main file. The main file's signature alone would let the run skip the comparison."""
+    without writing the main file. The frames the copy folded are no longer in the WAL: the run compares."""
     src, target, twin_src, twin = sources_pair
     with writer(src) as live, writer(twin_src) as twin_live:
         for con in (live, twin_live):
@@ -118,25 +126,70 @@ def test_a_wal_reset_since_the_last_run_is_compared_page_by_page(sources_pair):
             con.execute("PRAGMA wal_checkpoint(PASSIVE)")
         settle(src)
         both(src, target, twin_src, twin)
-        salts, main = pages.wal_salts(Path(f"{src}-wal")), sources.file_signature(src)[0]
+        was, main = salts(src), sources.file_signature(src)[0]
         for con in (live, twin_live):
             append(con, 3, "after the reset")
-        assert pages.wal_salts(Path(f"{src}-wal")) != salts and sources.file_signature(src)[0] == main
+        assert salts(src) != was and sources.file_signature(src)[0] == main
         report = both(src, target, twin_src, twin)
         assert UNTOUCHED not in report["extra"]["snapshot"]
         assert report["messages"]["inserted"] == 3
 
 
-def test_a_main_file_written_just_before_the_run_is_compared_next_time(sources_pair):
+def test_a_main_file_written_just_before_the_run_is_compared_next_time(sources_pair, monkeypatch):
+    """In-process, with an hour's settling time: the fixture copied a moment ago is always too fresh."""
+    monkeypatch.setattr(sources, "SETTLED_NS", 3600 * 10**9)
     src, target, twin_src, twin = sources_pair
     with writer(src) as live, writer(twin_src) as twin_live:
-        both(src, target, twin_src, twin)   # the fixture was copied a moment ago: its signature proves nothing
+        migrate_api(src, target)
         assert kept(src, target)._seal()["source_read"] is None
         for con in (live, twin_live):
             append(con, 2, "late")
-        report = both(src, target, twin_src, twin)
+        report = migrate_api(src, target)
+        assert "pages changed since the one kept" in report["extra"]["snapshot"]
         assert UNTOUCHED not in report["extra"]["snapshot"]
         assert report["messages"]["inserted"] == 2
+
+
+# a writer that commits twice, on pages of two tables, and dies (no checkpoint on close): the first commit's end
+# is printed
+DYING_WRITER = """
+import os, sqlite3, sys
+con = sqlite3.connect(sys.argv[1], isolation_level=None)
+con.execute("PRAGMA wal_autocheckpoint=0")
+con.execute("UPDATE conversations SET title = 'kept' WHERE conversation_id = (SELECT min(conversation_id) FROM conversations)")
+print(os.path.getsize(sys.argv[1] + "-wal"), flush=True)
+con.execute("UPDATE messages SET content = 'lost in a power cut' WHERE message_id = 1")
+os._exit(0)
+"""
+
+
+def test_commits_lost_from_the_wal_after_the_run_read_them_are_found_by_comparing(tmp_path):
+    """A power cut under synchronous=NORMAL (lossless-claw's setting) loses the WAL's last commits, which the
+    run had read; the writer then writes new frames where they were, under the same salts, and the main file
+    is untouched. The kept copy must not keep the lost change: the run compares, and the copy is the source."""
+    src = copy_fixture(FIXTURE, tmp_path / "src")
+    target = tmp_path / "out" / "lcm.sqlite"
+    with writer(src):
+        pass   # WAL mode; closing checkpoints: the main file holds everything
+    script = tmp_path / "writer.py"
+    script.write_text(DYING_WRITER)
+    kept_end = int(subprocess.run([sys.executable, str(script), str(src)], capture_output=True, text=True,
+                                  check=True).stdout)
+    settle(src)
+    migrate_json(src, target)   # reads the lost commit
+    os.truncate(f"{src}-wal", kept_end)   # the power cut: the unsynced commit is gone, the -shm rebuilt
+    Path(f"{src}-shm").unlink()
+    with writer(src) as live:
+        # on another table's pages than the lost change: only a comparison finds that one
+        live.execute("UPDATE summaries SET content = content || ' (after the reboot)' "
+                     "WHERE summary_id = (SELECT min(summary_id) FROM summaries)")
+        assert live.execute("SELECT content FROM messages WHERE message_id = 1").fetchone()[0] != "lost in a power cut"
+        report = migrate_json(src, target)
+        assert "pages changed since the one kept" in report["extra"]["snapshot"]
+        assert UNTOUCHED not in report["extra"]["snapshot"]
+        for table in ("messages", "summaries", "conversations"):
+            assert live.execute(f"SELECT * FROM {table} ORDER BY rowid").fetchall() == \
+                sqlite3.connect(kept(src, target).db).execute(f"SELECT * FROM {table} ORDER BY rowid").fetchall()
 
 
 # a live source's history: rows appended to the WAL, summaries repaired there, checkpoints now and then
@@ -165,12 +218,12 @@ def test_syncs_of_a_live_source_end_where_syncs_without_a_kept_snapshot_end(tmp_
         migrate_api(src, target)
         plain_api(twin_src, twin)
         for k, changes in enumerate(rounds):
-            main, salts = sources.file_signature(src)[0], pages.wal_salts(wal)
+            main, was = sources.file_signature(src)[0], salts(src) if wal.stat().st_size else None
             for con in (live, twin_live):
                 for j, name in enumerate(changes):
                     LIVE[name](con, 3 * k + j)
             # the shortcut is taken exactly when no checkpoint wrote the main file and the WAL was not reset
-            expected = sources.file_signature(src)[0] == main and salts in (None, pages.wal_salts(wal))
+            expected = sources.file_signature(src)[0] == main and was in (None, salts(src))
             settle(src)
             report = migrate_api(src, target)
             if "shortcut" not in report["extra"]:   # else nothing changed at all (a checkpoint of nothing new)

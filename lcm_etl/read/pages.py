@@ -13,6 +13,7 @@ never assumed. Format: https://www.sqlite.org/fileformat2.html (sections 1.3, 1.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import struct
 from dataclasses import dataclass, field
@@ -222,16 +223,37 @@ def wal_pages(wal: Path, page_size: int) -> set[int]:
     return out
 
 
-def wal_salts(wal: Path) -> str | None:
-    """The salts of a WAL file's header (hex), None when it has no header. SQLite changes them each time it
-    resets the WAL, the only time it writes over committed frames: equal salts, no frame committed under
-    them has been overwritten since."""
+def wal_frames(wal: Path, limit: int | None = None) -> dict | None:
+    """A WAL file's frames from its start as far as they carry its header's salts (the frames of its current
+    cycle; SQLite writes them in order): how many, and a digest of the header and of each frame's header (the
+    page it holds, the salts, and the running checksum over every frame before it and its own bytes). None
+    when there is no WAL header. With `limit`, of the first `limit` frames only."""
     try:
-        with open(wal, "rb") as fh:
-            head = fh.read(32)
+        fh = open(wal, "rb")
     except FileNotFoundError:
         return None
-    return head[16:24].hex() if len(head) == 32 else None
+    with fh:
+        head = fh.read(32)
+        if len(head) < 32:
+            return None
+        page_size, salts = int.from_bytes(head[8:12], "big"), head[16:24]
+        digest, n = hashlib.sha256(head), 0
+        while limit is None or n < limit:
+            frame = fh.read(24)
+            if len(frame) < 24 or frame[8:16] != salts:
+                break
+            digest.update(frame)
+            n += 1
+            fh.seek(page_size, 1)
+    return {"frames": n, "headers": digest.hexdigest()}
+
+
+def wal_keeps(wal: Path, earlier: dict) -> bool:
+    """The WAL still holds, unchanged, the frames `earlier` (wal_frames of an earlier copy of it) describes. A
+    reset (new salts), a WAL deleted, or frames lost and written again (a power loss under synchronous=NORMAL
+    drops commits that were not synced; SQLite then writes new frames where they were, under the same salts)
+    all change the digest of those frames' headers, whose running checksums cover every byte before them."""
+    return wal_frames(wal, earlier["frames"]) == earlier
 
 
 def differing_pages(new: PageFile, old: PageFile, limit: int) -> dict[int, bytes] | None:

@@ -203,13 +203,13 @@ class SnapshotCache:
         copy cannot be brought up to date page by page (then the caller copies the source whole).
 
         The main file is not compared when it is the one the copy was read from (sealed_read: its signature,
-        settled, and the WAL's salts then): every page the copy can differ in is then in the WAL. The copy is
+        settled, and the WAL's frames then): every page the copy can differ in is then in the WAL. The copy is
         that main file with the WAL's frames committed then folded in; the main file has not been written
-        since (no checkpoint), and the WAL has not been reset (same salts), so those frames are still in it,
-        with every frame committed since: folding the WAL as it is now writes each such page."""
+        since (no checkpoint), and those frames are still in the WAL, unchanged (pages.wal_keeps), with every
+        frame committed since: folding the WAL as it is now writes each such page."""
         incoming = scratch / "incoming-wal"
         wal = Path(str(self.source) + "-wal")
-        trusted = sealed_read if isinstance(sealed_read, dict) else None
+        trusted = sealed_read if isinstance(sealed_read, dict) and "wal" in sealed_read else None
         for _ in range(20):
             at, before = time.time_ns(), file_signature(self.source)
             untouched = trusted is not None and before[0] == trusted.get("main")
@@ -225,9 +225,8 @@ class SnapshotCache:
             incoming.unlink(missing_ok=True)
             if wal.exists():
                 shutil.copyfile(wal, incoming)
-            if untouched and trusted and trusted.get("wal_salts") is not None \
-                    and pages.wal_salts(incoming) != trusted["wal_salts"]:
-                trusted = None   # the WAL was reset since: frames the copy holds may be gone from it; compare
+            if untouched and trusted and trusted["wal"] is not None and not pages.wal_keeps(incoming, trusted["wal"]):
+                trusted = None   # frames the copy holds may be gone from the WAL (reset, lost): compare
                 continue
             if unchanged_but_appended(before, file_signature(self.source)):
                 break
@@ -235,7 +234,7 @@ class SnapshotCache:
             raise RunFailed(f"source kept changing while it was copied: {self.source}; retry when it is quieter")
         if diff is None:
             return None
-        self.read = SourceRead(before[0], pages.wal_salts(incoming), at)
+        self.read = SourceRead(before[0], pages.wal_frames(incoming), at)
         try:
             changed = set(diff) | (pages.wal_pages(incoming, page_size) if incoming.exists() else set())
             # interior pages outside `changed` hold the same bytes in the sealed copy, the old one and the new

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lcm_etl.errors import BadInput, RunFailed
-from lcm_etl.read.pages import wal_salts
+from lcm_etl.read.pages import wal_frames
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 
@@ -130,12 +130,12 @@ SETTLED_NS = 2_000_000_000
 
 @dataclass(frozen=True)
 class SourceRead:
-    """What a snapshot was read from: the source's main file (file_signature) and its WAL's header salts (None:
-    no WAL), as they were when the copy was bracketed, and when. lcm_etl/read/snapcache.py keeps it with the
-    copy: while the main file keeps that signature and the WAL those salts, every page that can differ from
+    """What a snapshot was read from: the source's main file (file_signature) and its WAL's frames (pages.wal_frames;
+    None: no WAL), as they were when the copy was bracketed, and when. lcm_etl/read/snapcache.py keeps it with
+    the copy: while the main file keeps that signature and the WAL those frames, every page that can differ from
     the copy is in the WAL (lossless-claw's writes land there; only a checkpoint writes the main file)."""
     main: list
-    wal_salts: str | None
+    wal: dict | None
     at_ns: int
 
     def settled(self) -> bool:
@@ -144,7 +144,7 @@ class SourceRead:
         return self.at_ns - max(self.main[2], self.main[3]) > SETTLED_NS
 
     def as_json(self) -> dict:
-        return {"main": self.main, "wal_salts": self.wal_salts}
+        return {"main": self.main, "wal": self.wal}
 
 
 @dataclass
@@ -241,7 +241,7 @@ def take_snapshot(path: Path, what: str = "source", tmp_root: str | None = None,
                 break
         else:
             raise RunFailed(f"{what} kept changing while it was copied: {path}; retry when it is quieter")
-        read = SourceRead(before[0], wal_salts(Path(str(copy) + "-wal")), at)
+        read = SourceRead(before[0], wal_frames(Path(str(copy) + "-wal")), at)
         fold_wal(copy, path, what)
         return Snapshot(original=path, path=copy, folder=folder, size=copy.stat().st_size, read=read)
     except OSError as exc:
