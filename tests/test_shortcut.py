@@ -4,7 +4,10 @@ from __future__ import annotations
 import json
 import sqlite3
 
-from conftest import copy_fixture, run_cli
+import pytest
+
+from conftest import copy_fixture, migrate_api, run_cli
+from lcm_etl.planning import shortcut
 
 
 def migrate(src, dest, *extra) -> dict:
@@ -71,3 +74,29 @@ def test_a_dry_run_after_a_run_reports_what_the_real_run_then_does(tmp_path):
     real = migrate(src, dest)
     for kind in ("messages", "parts", "summaries"):
         assert dry[kind] == real[kind]
+
+
+ONE_MORE = ("INSERT INTO messages (conversation_id, seq, role, content, token_count, created_at) "
+            "VALUES (1, 501, 'user', 'within the same tick', 2, '2026-12-01 00:00:01')")
+
+
+@pytest.mark.parametrize("journal", ["DELETE", "WAL"])
+def test_a_commit_that_keeps_every_file_time_and_size_is_still_seen(tmp_path, monkeypatch, journal):
+    """A commit within the clock tick of the last run's read can leave the files' times (and sizes) as they
+    were: the shortcut is made to see identical signatures here, and must still notice the commit, by the
+    database header's change counter (rollback journal) or the -wal's frames (WAL)."""
+    monkeypatch.setattr(shortcut, "file_signature", lambda path: ["the same", "every time"])
+    src = copy_fixture("multiparent-newest.db", tmp_path / "src")
+    dest = tmp_path / "t.sqlite"
+    con = sqlite3.connect(src, isolation_level=None)
+    try:
+        con.execute(f"PRAGMA journal_mode={journal}")
+        con.execute("PRAGMA wal_autocheckpoint=0")   # WAL: the commit stays in the -wal, as lossless-claw's do
+        migrate_api(src, dest)
+        assert "shortcut" in migrate_api(src, dest)["extra"]   # nothing changed: the shortcut is taken
+        con.execute(ONE_MORE)
+        report = migrate_api(src, dest)
+        assert "shortcut" not in report["extra"]
+        assert report["messages"]["inserted"] == 1
+    finally:
+        con.close()

@@ -5,7 +5,12 @@ that nothing is missing. That costs a few seconds per 100k messages, because SQL
 pages those rows live on. When the last run recorded in the target's ledger was a `migrate` of
 
 - the same source file, byte for byte unchanged: same inode, size, mtime and ctime of `lcm.db` and
-  `lcm.db-wal` (ctime cannot be set back by any tool, so a rewrite or restore always changes it);
+  `lcm.db-wal` (ctime cannot be set back by any tool, so a rewrite or restore always changes it), and the same
+  contents where a commit leaves its mark: the database header (a commit in rollback-journal mode increments
+  its change counter) and the -wal's frames (pages.wal_frames; a commit in WAL mode adds frames). File times
+  are stamped at the resolution of a clock tick (a second or two on some file systems), so a commit just after
+  the last run read the source could keep every time and size (a WAL reset writes over frames in place, and a
+  rollback-mode commit over pages); these marks do not depend on the clock;
 - with the same options that decide the content (session rule, session filter);
 - into a target that still holds exactly what that run left: per Remnic table the row count and the
   highest rowid (a deletion, an insertion by Remnic or by `reconcile` changes one of them),
@@ -22,6 +27,7 @@ from pathlib import Path
 import orjson
 
 from lcm_etl.store import ledger
+from lcm_etl.read.pages import wal_frames
 from lcm_etl.read.sources import file_signature
 
 # What a full re-plan of an unchanged source reports besides the per-kind totals; the ledger records it
@@ -31,7 +37,12 @@ FINGERPRINT_TABLES = ("lcm_messages", "lcm_message_parts", "lcm_summary_nodes", 
 
 
 def source_fingerprint(src: Path) -> list:
-    return [str(src.resolve()), file_signature(src)]
+    try:
+        with open(src, "rb") as fh:
+            header = fh.read(100).hex()
+    except OSError:
+        header = None   # the run reports the missing or unreadable source itself
+    return [str(src.resolve()), file_signature(src), header, wal_frames(Path(f"{src}-wal"))]
 
 
 def options_key(key_by: str, session_filter: list[str]) -> list:
