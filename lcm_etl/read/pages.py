@@ -16,6 +16,8 @@ from __future__ import annotations
 import hashlib
 import os
 import struct
+from collections.abc import Generator
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -198,29 +200,34 @@ def overflow_pages(pf: PageFile, n: int) -> set[int]:
     return out
 
 
-def wal_pages(wal: Path, page_size: int) -> set[int]:
-    """Every page a WAL file may hold a newer copy of: the frames that carry the header's salts (a superset
-    of the frames SQLite will read, which is all a conservative comparison needs)."""
-    out: set[int] = set()
+def _wal_headers(wal: Path) -> Generator[bytes, None, None]:
+    """A WAL file's 32-byte header, then the 24-byte header of each whole frame, in file order (nothing when
+    the file is missing or too short for a header)."""
     try:
         fh = open(wal, "rb")
     except FileNotFoundError:
-        return out
+        return
     with fh:
         head = fh.read(32)
         if len(head) < 32:
-            return out
+            return
+        yield head
+        page_size = int.from_bytes(head[8:12], "big")
+        while len(frame := fh.read(24)) == 24:
+            yield frame
+            fh.seek(page_size, 1)
+
+
+def wal_pages(wal: Path, page_size: int) -> set[int]:
+    """Every page a WAL file may hold a newer copy of: the frames that carry the header's salts (a superset
+    of the frames SQLite will read, which is all a conservative comparison needs)."""
+    with closing(_wal_headers(wal)) as headers:
+        head = next(headers, None)
+        if head is None:
+            return set()
         if int.from_bytes(head[8:12], "big") != page_size:
             raise NotComparable("the WAL's page size differs from the database's")
-        salts = head[16:24]
-        while True:
-            frame = fh.read(24)
-            if len(frame) < 24:
-                break
-            if frame[8:16] == salts:
-                out.add(int.from_bytes(frame[0:4], "big"))
-            fh.seek(page_size, 1)
-    return out
+        return {int.from_bytes(frame[0:4], "big") for frame in headers if frame[8:16] == head[16:24]}
 
 
 def wal_frames(wal: Path, limit: int | None = None) -> dict | None:
@@ -228,23 +235,16 @@ def wal_frames(wal: Path, limit: int | None = None) -> dict | None:
     cycle; SQLite writes them in order): how many, and a digest of the header and of each frame's header (the
     page it holds, the salts, and the running checksum over every frame before it and its own bytes). None
     when there is no WAL header. With `limit`, of the first `limit` frames only."""
-    try:
-        fh = open(wal, "rb")
-    except FileNotFoundError:
-        return None
-    with fh:
-        head = fh.read(32)
-        if len(head) < 32:
+    with closing(_wal_headers(wal)) as headers:
+        head = next(headers, None)
+        if head is None:
             return None
-        page_size, salts = int.from_bytes(head[8:12], "big"), head[16:24]
         digest, n = hashlib.sha256(head), 0
-        while limit is None or n < limit:
-            frame = fh.read(24)
-            if len(frame) < 24 or frame[8:16] != salts:
+        for frame in headers:
+            if (limit is not None and n >= limit) or frame[8:16] != head[16:24]:
                 break
             digest.update(frame)
             n += 1
-            fh.seek(page_size, 1)
     return {"frames": n, "headers": digest.hexdigest()}
 
 
