@@ -189,8 +189,7 @@ class SnapshotCache:
                 raise
             if changes is not None:
                 known = KnownDigests(digests[0], digests[1], self._written) if digests else None
-                return Snapshot(self.source, self.db, folder, self.db.stat().st_size, known=known,
-                                read=self.read), changes
+                return Snapshot(self.source, self.db, folder, self.db.stat().st_size, known=known), changes
             shutil.rmtree(folder, ignore_errors=True)
         self.unseal()
         self._memo = None
@@ -258,14 +257,14 @@ class SnapshotCache:
         try:
             new_owners, new_explained = _owners(self.db, changed, memo=memo, against=old_owners)
         except (pages.NotComparable, sqlite3.Error) as exc:
-            return Changes(None, len(changed), f"cannot read the changed pages: {exc}", not untouched)
+            return Changes(None, len(changed), f"cannot read the changed pages: {exc}", compared=not untouched)
         self._memo = memo
         unexplained = changed - old_explained - new_explained
         if unexplained:   # overflow pages of index entries (rare: an indexed value of over ~1000 bytes)
             unexplained -= _owners(self.db, changed, index_cells=True, memo=memo)[1]
         if unexplained:
             return Changes(None, len(changed), f"{len(unexplained)} changed pages are not rows lcm-etl can place",
-                           not untouched)
+                           compared=not untouched)
         # a row on a changed page may be unchanged itself (its neighbour grew): compare the rows
         owners: set = set()
         for key in old_owners.keys() | new_owners.keys():
@@ -275,7 +274,7 @@ class SnapshotCache:
                     if row is not None:
                         owners.update(row[:2])
         if None in owners:
-            return Changes(None, len(changed), "rows of no conversation changed", not untouched)
+            return Changes(None, len(changed), "rows of no conversation changed", compared=not untouched)
         return Changes({str(c) for c in owners}, len(changed), compared=not untouched)
 
 
