@@ -53,6 +53,17 @@ def session_filter_option(f):
                         help="only this resolved session id (repeatable); an id no session has is exit 2")(f)
 
 
+def transcripts_options(f):
+    """--sessions and --include-archived: what reconcile (and audit) read of OpenClaw's transcripts."""
+    f = click.option("--include-archived", is_flag=True,
+                     help="also import archived transcripts (a store's deleted windows, *.jsonl.deleted.*/.reset.* "
+                          "files, the doctor's *.jsonl.imported-* originals); they are listed either way")(f)
+    return click.option("--sessions", "sessions", multiple=True, metavar="PATH", type=TEXT_PATH,
+                        help="an openclaw-agent.sqlite session store, an agent folder, a state folder, a .jsonl "
+                             "transcript or a sessions folder (repeatable; default: every agent's store and legacy "
+                             "JSONL under $OPENCLAW_STATE_DIR, else ~/.openclaw)")(f)
+
+
 def run_options(f):
     f = output_options(f)
     f = key_by_option(f)
@@ -253,8 +264,7 @@ def _dask_runner():
 
 
 @cli.command(epilog=EPILOG)
-@click.option("--sessions", "sessions", multiple=True, metavar="PATH", type=TEXT_PATH,
-              help="transcript file or sessions folder (repeatable; default $OPENCLAW_STATE_DIR/agents/*/sessions/)")
+@transcripts_options
 @click.option("--src", "src", metavar="PATH", type=TEXT_PATH, help="lossless-claw database whose rows count as already held (optional)")
 @target_options("to write (created when absent, with its folders)")
 @run_options
@@ -262,16 +272,17 @@ def _dask_runner():
 @click.option("--strict", is_flag=True, help="an unparsable transcript line is an error, not a skipped line")
 @watch_options
 @handled
-def reconcile(sessions, src, dest, memory_dir, dry_run, session_filter, key_by, as_json, quiet, debug, lock_timeout,
-              batch_rows, memory_limit, strict, watch, interval):
-    """Bring in what JSONL transcripts hold and neither lcm.db nor the target has (crash recovery)."""
+def reconcile(sessions, include_archived, src, dest, memory_dir, dry_run, session_filter, key_by, as_json, quiet, debug,
+              lock_timeout, batch_rows, memory_limit, strict, watch, interval):
+    """Bring in what OpenClaw's transcripts hold and neither lcm.db nor the target has (crash recovery)."""
     from lcm_etl.commands.reconcile import ReconcileOptions, reconcile as run
     from lcm_etl.store.target import resolve_target
 
     watching = _watching(watch, interval, dry_run)
     opts = ReconcileOptions(sessions=list(sessions), target=resolve_target(dest, memory_dir),
                             src=expand(src) if src else None, dry_run=dry_run, session_filter=list(session_filter),
-                            key_by=key_by, strict=strict, lock_timeout=lock_timeout, batch_rows=batch_rows,
+                            key_by=key_by, strict=strict, include_archived=include_archived,
+                            lock_timeout=lock_timeout, batch_rows=batch_rows,
                             progress=progress_wanted(as_json, quiet) and not watching, memory_limit=memory_limit)
     if watching:
         from lcm_etl.commands.watch import reconcile_inputs
@@ -284,25 +295,29 @@ def reconcile(sessions, src, dest, memory_dir, dry_run, session_filter, key_by, 
 
 @cli.command(epilog=EPILOG)
 @source_option
-@click.option("--sessions", "sessions", multiple=True, metavar="PATH", type=TEXT_PATH,
-              help="also check JSONL transcripts (file or sessions folder, repeatable)")
+@transcripts_options
 @target_options("to check (read only; never created)")
 @session_filter_option
 @key_by_option
 @output_options
 @memory_limit_option
 @handled
-def audit(src, sessions, dest, memory_dir, session_filter, key_by, as_json, quiet, debug, memory_limit):
+def audit(sessions, include_archived, src, dest, memory_dir, session_filter, key_by, as_json, quiet, debug, memory_limit):
     """Read-only: is everything in the sources in the target? Exit 0 clean, 3 pending or different."""
     from lcm_etl.commands.audit import AuditOptions, as_text, audit as run
     from lcm_etl.errors import EXIT_PENDING
     from lcm_etl.store.target import resolve_target
 
-    # without --src the default lcm.db is audited too; with --sessions alone it may be absent (audit.py)
-    source = resolve_src(src) if (src or not sessions) else None
+    from lcm_etl.read.openclaw_state import state_folder
+
+    # without --src the default lcm.db is audited too; with --sessions alone it may be absent (audit.py). With
+    # neither, the default installation: its lcm.db, and the transcripts reconcile would read by default
+    defaults = not src and not sessions and (state_folder() / "agents").is_dir()
+    source = resolve_src(src) if (src or not (sessions or defaults)) else None
     report, findings = run(AuditOptions(target=resolve_target(dest, memory_dir), src=source, sessions=list(sessions),
                                         session_filter=list(session_filter), key_by=key_by,
-                                        memory_limit=memory_limit, default_src=None if src else default_source()))
+                                        memory_limit=memory_limit, default_src=None if src else default_source(),
+                                        default_transcripts=defaults, include_archived=include_archived))
     if as_json:
         click.echo(orjson.dumps({**report.as_dict(), "differences": findings}).decode())
     elif not quiet:

@@ -5,6 +5,8 @@ Counters describe this run only: a re-run that finds everything present reports 
 """
 from __future__ import annotations
 
+from collections import Counter
+
 import datetime as dt
 from dataclasses import asdict, dataclass, field
 
@@ -132,7 +134,7 @@ class RunReport:
         return "\n".join(lines)
 
 
-_RENDERED = {"transcripts_read", "lines_read", "files_read_from_offset"}   # extra keys as_text renders in its own words
+_RENDERED = {"transcripts_read", "lines_read", "files_read_from_offset", "rewritten_in_place"}   # extra keys as_text renders in its own words
 
 
 def now_iso() -> str:
@@ -148,7 +150,10 @@ def transcript_lines(extra: dict, limit: int) -> list[str]:
         notes = [f"{f['messages_on_path']} messages on the active path ({f['imported']} imported, "
                  f"{f['already_present']} already present)"]
         if f.get("read") == "appended":
-            notes.append(f"read from byte {f['read_from_offset']} ({f['lines_read']} new lines)")
+            notes.append(f"read past seq {f['read_from_offset']} ({f['lines_read']} new rows)" if f.get("kind") == "window"
+                         else f"read from byte {f['read_from_offset']} ({f['lines_read']} new lines)")
+        if f.get("projection") == "fresh, differs":
+            notes.append("OpenClaw's materialized path differs from the path read (its entry ids, in order)")
         if f["abandoned_branch_entries"]:
             notes.append(f"{f['abandoned_branch_entries']} abandoned-branch entries not imported")
         if f["replays"]:
@@ -157,9 +162,29 @@ def transcript_lines(extra: dict, limit: int) -> list[str]:
             notes.append(f"extra session headers at lines {', '.join(map(str, f['extra_headers']))} ignored")
         if f["unknown_entry_types"]:
             notes.append(f"{f['unknown_entry_types']} entries of unknown type ignored")
-        lines.append(f"  {f['file']}: " + "; ".join(notes))
+        where = f"{f['file']} window {f['window']}" if f.get("kind") == "window" else f["file"]
+        lines.append(f"  {where}: " + "; ".join(notes))
     if len(files) > limit:
         lines.append(f"  ... {len(files) - limit} more transcripts (see --json)")
+    for st in extra.get("stores", []):
+        lines.append(f"  session store {st['store']} (agent {st['agent_id']}, user_version {st['user_version']}): "
+                     f"{st['windows']} windows, {st['archives']} archives")
+    archives = extra.get("archives", [])
+    if archives:
+        kinds = Counter(a["reason"] for a in archives)
+        read = sum(a["imported"] for a in archives)
+        lines.append(f"  archives found {len(archives)} (" + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items()))
+                     + f"): {read} read" + ("" if read == len(archives) else
+                                            ", the others left out (--include-archived, or name the file, reads them)"))
+        for a in archives[:limit]:
+            lines.append(f"    {a['reason']} archive {a['archive']} in {a['where']}, session {a['session_id']}"
+                         + (" (the session is still held live)" if a["session_still_held"] else "")
+                         + ("" if a["imported"] else ": left out"))
+        if len(archives) > limit:
+            lines.append(f"    ... {len(archives) - limit} more archives (see --json)")
+    if extra.get("rewritten_in_place"):
+        lines.append(f"  entries OpenClaw rewrote in place since they were imported: {extra['rewritten_in_place']} "
+                     "(the target keeps the text it imported; docs/mapping.md)")
     left_out = extra.get("files_skipped", [])
     for f in left_out[:limit]:
         lines.append(f"  left out {f['file']}: {f['reason']}")

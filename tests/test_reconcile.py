@@ -212,8 +212,10 @@ def test_a_sessions_folder_skips_checkpoints_trajectories_and_archives(tmp_path)
     report = reconcile("--sessions", folder, "--dest", tmp_path / "t.sqlite")
     assert report["extra"]["transcripts_read"] == 1
     skipped = {Path(s["file"]).name for s in report["extra"]["files_skipped"]}
-    assert {"sess-1.checkpoint.0a1b.jsonl", "sess-1.trajectory.jsonl",
-            "sess-1.jsonl.reset.2026-08-01T08-25-10.924Z"} <= skipped
+    assert {"sess-1.checkpoint.0a1b.jsonl", "sess-1.trajectory.jsonl"} <= skipped
+    # an archive is listed as one, and left out unless asked for
+    assert [(a["archive"], a["reason"], a["imported"]) for a in report["extra"]["archives"]] == [
+        ("sess-1.jsonl.reset.2026-08-01T08-25-10.924Z", "reset", False)]
 
 
 def test_key_by_session_key_takes_the_key_from_sessions_json(tmp_path):

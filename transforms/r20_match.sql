@@ -3,7 +3,7 @@
 -- reads: jsonl_messages (active-path messages of every transcript, from lcm_etl/read/transcripts.py),
 --        jsonl_appended (sessions whose files were read from the offset a previous run recorded),
 --        jsonl_abandoned (entry id, role, inner timestamp of messages off the path), held_lcm (lcm.db rows, when --src is given), held_tgt (target rows), selected
--- produces: jsonl_plan(message_id, session_id, matched_by, is_new, new_rank, plan_turn, ...)
+-- produces: jsonl_plan(message_id, session_id, matched_by, rewritten, is_new, new_rank, plan_turn, ...)
 -- key: transcript entry id per session; else lossless-claw's identity (role + canonical content) with
 --      occurrence counting; or a rewrite: same role and inner timestamp as a held entry that the file
 --      keeps on an abandoned branch
@@ -73,7 +73,12 @@ WITH first_copy AS (
               WHEN j.message_id IN (SELECT message_id FROM by_id) THEN 'entry id'
               WHEN j.message_id IN (SELECT message_id FROM rewrites) THEN 'rewrite'
               WHEN r.occurrence <= coalesce(s.n, 0) THEN 'identity'
-         END AS matched_by
+         END AS matched_by,
+         -- held under its entry id with other content: OpenClaw rewrote the entry in place (its doctor's label
+         -- rewrite keeps seq and id). The held row keeps the text it was imported with; counted, never re-imported.
+         j.first AND j.message_id IN (SELECT message_id FROM by_id)
+           AND NOT EXISTS (SELECT 1 FROM held h WHERE h.session_id = j.session_id AND h.entry_id = j.entry_id
+                           AND (h.identity_hash = j.identity_hash OR h.identity_hash IS NULL)) AS rewritten
   FROM first_copy j
   LEFT JOIN rest r USING (message_id)
   LEFT JOIN spare s ON s.session_id = r.session_id AND s.identity_hash = r.identity_hash

@@ -67,6 +67,10 @@ class AuditOptions:
     # --sessions without --src: the lcm.db the other commands default to. Read when it exists (the target must
     # hold its messages too); when it does not, the transcripts are audited alone and the report says so.
     default_src: Path | None = None
+    # read the transcripts reconcile reads by default (every agent's store and legacy JSONL under
+    # $OPENCLAW_STATE_DIR) although --sessions names none: `audit` run with no input named audits the installation
+    default_transcripts: bool = False
+    include_archived: bool = False
 
 
 def audit(opts: AuditOptions) -> tuple[RunReport, list[dict]]:
@@ -91,7 +95,7 @@ def audit(opts: AuditOptions) -> tuple[RunReport, list[dict]]:
         if source is not None:
             snaps.append(source)
             findings += _audit_source(opts, source, target_db, report)
-        if opts.sessions:
+        if opts.sessions or opts.default_transcripts:
             findings += _audit_transcripts(opts, source, target_db, report)
     except duckdb.Error as exc:
         raise duck.translate(exc, "inputs could not be read") from None
@@ -179,11 +183,20 @@ def _sha256_hex(value: bytes | None) -> str | None:
 def _audit_transcripts(opts: AuditOptions, source: Snapshot | None, target_db: Path | None,
                        report: RunReport) -> list[dict]:
     ropts = ReconcileOptions(sessions=opts.sessions, target=opts.target, src=opts.src,
-                             session_filter=opts.session_filter, key_by=opts.key_by, memory_limit=opts.memory_limit)
-    transcripts, _ = read_all(ropts)
+                             session_filter=opts.session_filter, key_by=opts.key_by, memory_limit=opts.memory_limit,
+                             include_archived=opts.include_archived)
+    reading = read_all(ropts)
     work = tempfile.TemporaryDirectory(prefix="lcm-etl-")
-    con = plan_transcripts(ropts, transcripts, target_db, source, now_iso(), Path(work.name))
     try:
+        con = plan_transcripts(ropts, reading.transcripts, target_db, source, now_iso(), Path(work.name))
+    except BaseException:
+        reading.close()
+        work.cleanup()
+        raise
+    try:
+        report.extra["transcripts_read"] = len(reading.transcripts)
+        report.extra["stores"] = reading.stores
+        report.extra["archives"] = reading.archives
         rows = con.execute("""
             SELECT 'transcript message', 'missing in target', p.session_id,
                    m.file || ':' || coalesce(m.entry_id, '#' || (p.path_index + 1)), m.role
@@ -193,6 +206,7 @@ def _audit_transcripts(opts: AuditOptions, source: Snapshot | None, target_db: P
         return [dict(zip(FINDING_KEYS, r)) for r in rows]
     finally:
         con.close()
+        reading.close()
         work.cleanup()
 
 

@@ -7,8 +7,6 @@ Every file is read and validated before anything is written: one bad file means 
 """
 from __future__ import annotations
 
-import glob
-import os
 import sqlite3
 import tempfile
 import time
@@ -30,7 +28,10 @@ from lcm_etl.planning import pipeline
 from lcm_etl.planning.steps import run_stage
 from lcm_etl.store.target import check_target, target_view
 from lcm_etl.read.transcript_rows import FileSession, arrow_tables, file_sessions, stage_content
-from lcm_etl.read.transcript_files import discover_transcripts
+from lcm_etl.read.openclaw_state import Inputs, archive_kind, archive_session_id, find_inputs, state_folder
+from lcm_etl.read.openclaw_store import OpenStore, StoreWindow
+from lcm_etl.read.store_reads import (ArchiveOrigin, archive_listing, read_archive_file, read_store_archive,
+                                      read_window)
 from lcm_etl.read.transcripts import Transcript, TranscriptError
 from lcm_etl.load.loader import choose, load
 from lcm_etl.load.write import WriteJob
@@ -57,30 +58,107 @@ class ReconcileOptions:
     session_filter: list[str] = field(default_factory=list)
     key_by: str = "session-id"
     strict: bool = False
+    include_archived: bool = False
     lock_timeout: float = 10.0
     batch_rows: int = 50_000
     progress: bool = False
     memory_limit: str = "96MB"
 
 
-def default_session_dirs() -> list[str]:
-    state = Path(os.environ.get("OPENCLAW_STATE_DIR") or "~/.openclaw").expanduser()
-    return sorted(glob.glob(str(state / "agents" / "*" / "sessions")))
+@dataclass
+class Reading:
+    """Everything read from the transcripts' sources, before the target is looked at. It keeps each session
+    store's snapshot open until closed: a window read past its recorded seq may have to be read whole again
+    (reread), from the same snapshot."""
+    transcripts: list[Transcript]
+    strict: bool = False
+    skipped: list[tuple[Path, str]] = field(default_factory=list)
+    archives: list[dict] = field(default_factory=list)    # every archive found, read or not (store_reads.archive_listing)
+    stores: list[dict] = field(default_factory=list)      # every session store read
+    open_stores: dict[Path, OpenStore] = field(default_factory=dict)
+    work: tempfile.TemporaryDirectory | None = None
+
+    def reread(self, t: Transcript) -> Transcript:
+        """The same transcript, read whole."""
+        if isinstance(t.origin, StoreWindow):
+            return _guarded(lambda: read_window(self.open_stores[t.origin.store], t.origin, None, self.strict))
+        return _read(t.path, None, self.strict)
+
+    def close(self) -> None:
+        for store in self.open_stores.values():
+            store.close()
+        self.open_stores.clear()
+        if self.work is not None:
+            self.work.cleanup()
+            self.work = None
 
 
-def read_all(opts: ReconcileOptions, records: dict | None = None) -> tuple[list[Transcript], list[tuple[Path, str]]]:
-    """Every transcript, each read whole, or from the offset its record proves (`records`: a re-run, SPEC §8)."""
-    given = [expand(p) for p in opts.sessions] or [Path(p) for p in default_session_dirs()]
-    if not given:
-        raise BadInput("no transcripts: pass --sessions PATH (a .jsonl file or a sessions folder); none found "
-                       "under $OPENCLAW_STATE_DIR/agents/*/sessions/")
+def read_all(opts: ReconcileOptions, records: dict | None = None) -> Reading:
+    """Every transcript: each session store's windows (whole, or past the seq its record proves: a re-run,
+    SPEC §8), each live JSONL file (whole, or from its recorded offset), and the archives asked for. Store
+    windows come first, then live files, then archives: where two hold the same entry, the first is read."""
+    given = [expand(p) for p in opts.sessions]
     for p in given:
         if not p.exists():
-            raise BadInput(f"transcript path not found: {p} (pass --sessions with a .jsonl file or a sessions folder)")
-    files, skipped = discover_transcripts(given, {p for p in given if p.is_file()})
+            raise BadInput(f"transcript path not found: {p} (pass --sessions with an openclaw-agent.sqlite, an agent "
+                           "folder, a state folder, a .jsonl file or a sessions folder)")
+    if not given and not (state_folder() / "agents").is_dir():
+        raise BadInput(f"no transcripts: nothing under {state_folder()}/agents/ (set OPENCLAW_STATE_DIR, or pass "
+                       "--sessions with an openclaw-agent.sqlite, an agent or state folder, or a .jsonl file)")
+    inputs = find_inputs(given)
     records = records or {}
-    return [_read(f, offsets.usable(records.get(offsets.file_key(f)), opts.key_by, _held_by(opts)), opts.strict)
-            for f in files], skipped
+
+    def record(key: str):
+        return offsets.usable(records.get(key), opts.key_by, _held_by(opts))
+
+    reading = Reading([], opts.strict, list(inputs.skipped), work=tempfile.TemporaryDirectory(prefix="lcm-etl-"))
+    try:
+        _read_into(reading, inputs, opts, record)
+    except BaseException:
+        reading.close()
+        raise
+    return reading
+
+
+def _read_into(reading: Reading, inputs: Inputs, opts: ReconcileOptions, record) -> None:
+    assert reading.work is not None
+    for path in inputs.stores:
+        store = reading.open_stores[path] = _open_store(path, Path(reading.work.name), opts.memory_limit)
+        c = store.contents
+        reading.stores.append({"store": str(path), "agent_id": c.agent_id, "user_version": c.user_version,
+                               "windows": len(c.windows), "archives": len(c.archives),
+                               "compressed_rows": c.compressed})
+        for w in c.windows:
+            reading.transcripts.append(_guarded(lambda: read_window(store, w, record(w.record_key()), opts.strict)))
+        held = {w.session_id for w in c.windows}
+        for a in c.archives:
+            if opts.include_archived:
+                reading.transcripts.append(_guarded(lambda: read_store_archive(store, a, opts.strict)))
+            origin = ArchiveOrigin(a.name, a.reason, a.session_id, a.session_key, path, a.agent_id)
+            reading.archives.append(archive_listing(origin, str(path), opts.include_archived, a.session_id in held))
+    reading.transcripts += [_read(f, record(offsets.file_key(f)), opts.strict) for f in inputs.files]
+    live = {t.header_id for t in reading.transcripts if not isinstance(t.origin, ArchiveOrigin)}
+    for f in inputs.archive_files:
+        wanted = opts.include_archived or f.resolve() in inputs.named
+        t = _guarded(lambda: read_archive_file(f, None, opts.strict)) if wanted else None
+        origin = t.origin if t is not None else ArchiveOrigin(f.name, archive_kind(f), archive_session_id(f), None)
+        if t is not None:
+            reading.transcripts.append(t)
+        reading.archives.append(archive_listing(origin, str(f.parent), wanted, origin.session_id in live))
+
+
+def _open_store(path: Path, work: Path, memory_limit: str) -> OpenStore:
+    try:
+        return OpenStore(path, work, memory_limit)
+    except duckdb.Error as exc:
+        raise plan.duck.translate(exc, f"session store {path} could not be read") from None
+
+
+def _guarded(read):
+    try:
+        return read()
+    except TranscriptError as exc:
+        raise BadInput(f"not a readable transcript: {exc}; nothing was written") from None
 
 
 def _read(path: Path, record, strict: bool) -> Transcript:
@@ -98,25 +176,25 @@ def _appended(t: Transcript) -> bool:
     return t.mark is not None and t.mark.read_from > 0
 
 
-def _read_whole(transcripts: list[Transcript], sessions: list[FileSession], whole: set[str], strict: bool) -> None:
-    """Read again, whole, the files of these sessions that were read from an offset."""
+def _read_whole(reading: Reading, sessions: list[FileSession], whole: set[str]) -> None:
+    """Read again, whole, the transcripts of these sessions that were read from an offset (or a recorded seq)."""
+    transcripts = reading.transcripts
     for i, (t, s) in enumerate(zip(transcripts, sessions)):
         if s.session_id in whole and _appended(t):
-            transcripts[i] = _read(t.path, None, strict)
+            transcripts[i] = reading.reread(t)
 
 
-def _settle(transcripts: list[Transcript], sessions: list[FileSession], hints: dict, records: dict,
-            strict: bool) -> set[str]:
+def _settle(reading: Reading, sessions: list[FileSession], hints: dict, records: dict) -> set[str]:
     """A session is read from offsets only when all its files are, each from a record the target still holds
     as it was read before the lock (`records`: read under it, or from the dry run's private copy) and into the
     session it was recorded under (sessions.json may have moved it): the plan then matches its appended
     messages by entry id alone (r20_match.sql). Returns those sessions."""
     def same(t: Transcript, s: FileSession) -> bool:
-        key = offsets.file_key(t.path)
+        key = offsets.transcript_key(t)
         return records.get(key) == hints[key] and hints[key].session_id == s.session_id
 
-    whole = {s.session_id for t, s in zip(transcripts, sessions) if not _appended(t) or not same(t, s)}
-    _read_whole(transcripts, sessions, whole, strict)
+    whole = {s.session_id for t, s in zip(reading.transcripts, sessions) if not _appended(t) or not same(t, s)}
+    _read_whole(reading, sessions, whole)
     return {s.session_id for s in sessions} - whole
 
 
@@ -178,17 +256,19 @@ def plan_transcripts(opts: ReconcileOptions, transcripts: list[Transcript], targ
 def reconcile(opts: ReconcileOptions) -> RunReport:
     records = offsets.recorded(opts.target, hint=True)   # where the last complete run stopped in each file
     read = read_all(opts, records)   # transcript problems are reported first, then target problems, then a wait
-    check_target(opts.target, open_it=not opts.dry_run)
-    with target_lock(opts.target, opts.lock_timeout, opts.dry_run):   # one run per target (lcm_etl/store/runlock.py)
-        return _reconcile(opts, read, records)
+    try:
+        check_target(opts.target, open_it=not opts.dry_run)
+        with target_lock(opts.target, opts.lock_timeout, opts.dry_run):   # one run per target (lcm_etl/store/runlock.py)
+            return _reconcile(opts, read, records)
+    finally:
+        read.close()
 
 
-def _reconcile(opts: ReconcileOptions, read: tuple[list[Transcript], list[tuple[Path, str]]],
-               records: dict) -> RunReport:
+def _reconcile(opts: ReconcileOptions, read: Reading, records: dict) -> RunReport:
     started, t0 = now_iso(), time.monotonic()
     report = RunReport(command="reconcile", dry_run=opts.dry_run, source=str(opts.src) if opts.src else None,
                        target=str(opts.target))
-    transcripts, skipped = read
+    transcripts = read.transcripts
     existed = check_target(opts.target, open_it=not opts.dry_run)
     snaps = []
     work = tempfile.TemporaryDirectory(prefix="lcm-etl-")
@@ -201,18 +281,18 @@ def _reconcile(opts: ReconcileOptions, read: tuple[list[Transcript], list[tuple[
             snaps.append(view)
         target_db = view.path if view else opts.target if existed else None
         sessions = file_sessions(transcripts, opts.key_by)
-        appended = _settle(transcripts, sessions, records, offsets.recorded(target_db), opts.strict)
+        appended = _settle(read, sessions, records, offsets.recorded(target_db))
         con = plan_transcripts(opts, transcripts, target_db, source, started, Path(work.name), sessions, appended)
         # held rows without an entry id are matched by identity along the whole path: such a session is read whole
         by_identity = {r[0] for r in con.execute("SELECT DISTINCT session_id FROM held WHERE entry_id IS NULL AND "
                                                  "session_id IN (SELECT session_id FROM jsonl_appended)").fetchall()}
         if by_identity:
             con.close()
-            _read_whole(transcripts, sessions, by_identity, opts.strict)
+            _read_whole(read, sessions, by_identity)
             appended -= by_identity
             con = plan_transcripts(opts, transcripts, target_db, source, started, Path(work.name), sessions, appended)
         try:
-            _fill_report(con, report, transcripts, skipped)
+            _fill_report(con, report, read)
             batches = plan.all_batches(con)
             if opts.dry_run:
                 report.elapsed_s = time.monotonic() - t0
@@ -227,7 +307,7 @@ def _reconcile(opts: ReconcileOptions, read: tuple[list[Transcript], list[tuple[
             con.execute("DETACH stage")
         finally:
             con.close()
-        files = [str(t.path) for t in transcripts]
+        files = sorted({str(t.path) for t in transcripts})
         transcripts.clear()   # the stage holds what is written now: free the parsed content before writing
         record = ledger.RunRecord.new(
             "reconcile", started, {"sessions": files, "session_filter": opts.session_filter, "key_by": opts.key_by},
@@ -272,7 +352,16 @@ def _select(con, session_filter: list[str]) -> None:
                        "session (ids are transcript header ids, or session keys with --key-by session-key)")
 
 
-def _fill_report(con, report: RunReport, transcripts: list[Transcript], skipped) -> None:
+def _origin(t: Transcript) -> dict:
+    """A transcript's kind (file / window / archive) and, for a store window, how OpenClaw's own path compares."""
+    if isinstance(t.origin, StoreWindow):
+        return {"kind": "window", "window": t.origin.session_id, "session_key": t.origin.session_key,
+                "projection": t.report.projection}
+    return {"kind": "archive" if t.origin is not None else "file"}
+
+
+def _fill_report(con, report: RunReport, read: Reading) -> None:
+    transcripts = read.transcripts
     m = report.messages
     m.inserted = con.execute("SELECT count(*) FROM write_messages").fetchone()[0]
     m.already_present = con.execute("SELECT count(*) FROM jsonl_plan WHERE NOT is_new").fetchone()[0]
@@ -293,7 +382,7 @@ def _fill_report(con, report: RunReport, transcripts: list[Transcript], skipped)
         if _appended(t) and mark is not None:   # the messages before the offset: reconciled by the run that recorded it
             present += mark.messages - len(t.messages)
             m.already_present += mark.messages - len(t.messages)
-        files.append({"file": str(t.path), "session_id": t.header_id,
+        files.append({"file": str(t.path), "session_id": t.header_id, **_origin(t),
                       "messages_on_path": mark.messages if mark else len(t.messages),
                       "read": "appended" if _appended(t) else "whole", "read_from_offset": mark.read_from if mark else 0,
                       "lines_read": mark.lines_read if mark else r.lines_total,
@@ -308,7 +397,10 @@ def _fill_report(con, report: RunReport, transcripts: list[Transcript], skipped)
             report.warnings.append(f"{t.path}: entry {gap} points at a missing parent; the path continues with the "
                                    "entry before it")
     report.extra["files"] = files
-    report.extra["files_skipped"] = [{"file": str(p), "reason": why} for p, why in skipped]
+    report.extra["files_skipped"] = [{"file": str(p), "reason": why} for p, why in read.skipped]
+    report.extra["stores"] = read.stores
+    report.extra["archives"] = read.archives
+    report.extra["rewritten_in_place"] = con.execute("SELECT count(*) FROM jsonl_plan WHERE rewritten").fetchone()[0]
     report.extra["transcripts_read"] = len(transcripts)
     report.extra["lines_read"] = sum(f["lines_read"] for f in files)
     report.extra["files_read_from_offset"] = sum(f["read"] == "appended" for f in files)

@@ -125,13 +125,15 @@ def migrate_inputs(src: Path) -> Callable[[], list]:
 
 
 def reconcile_inputs(sessions: list[str], src: Path | None) -> Callable[[], list]:
-    """The --sessions files and folders (or the default sessions folders, looked up again at every poll,
-    so a new agent's folder is seen), and the --src database when one is given."""
-    from lcm_etl.commands.reconcile import default_session_dirs
+    """What --sessions names (or the state folder, looked up again at every poll, so a new agent is seen): each
+    session store (its file and -wal: a gateway's commit is a change), each folder of transcripts (a new file is
+    a change), and the --src database when one is given."""
+    from lcm_etl.read.openclaw_state import find_inputs
     from lcm_etl.read.sources import expand
 
     def signature() -> list:
-        paths = [expand(p) for p in sessions] or [Path(p) for p in default_session_dirs()]
+        inputs = find_inputs([expand(p) for p in sessions])
+        paths = inputs.stores + sorted({f.parent for f in inputs.files + inputs.archive_files}) + inputs.files
         if src is not None:
             paths.append(src)
         return [[str(p), path_signature(p)] for p in paths]

@@ -13,7 +13,8 @@ from pathlib import Path
 import orjson
 
 _SESSION_ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,127}$", re.IGNORECASE)
-_ARCHIVE_RE = re.compile(r"\.jsonl\.(reset|deleted|bak)\.[^/]+$")
+# published archives (`.reset.`/`.deleted.`/`.bak.`) and the doctor's originals of imported files (`.imported-<ms>`)
+_ARCHIVE_RE = re.compile(r"\.jsonl\.(reset|deleted|bak)\.[^/]+$|\.jsonl\.imported-\d+$")
 
 
 def file_stem(path: Path) -> str:

@@ -55,6 +55,13 @@ def file_key(path: Path) -> str:
     return str(path.absolute())
 
 
+def transcript_key(t: Transcript) -> str:
+    """A transcript's record key: a file's absolute path; a store window's `<store's absolute path>#<session id>`
+    (lcm_etl/read/store_reads.py reads a window from its record)."""
+    record_key = getattr(t.origin, "record_key", None)
+    return record_key() if record_key is not None else file_key(t.path)
+
+
 def recorded(target: Path | None, hint: bool = False) -> dict[str, FileRecord]:
     """The usable records of a target (none when there is no target or no such table).
 
@@ -149,7 +156,7 @@ def rows(transcripts: list[Transcript], sessions, selected: set[str], key_by: st
     for t, s in zip(transcripts, sessions):
         if t.mark is not None and s.session_id in selected:
             m = t.mark
-            out.append((file_key(t.path), m.size, m.sha256, m.lines, m.messages, m.tip, t.header_id, t.version,
+            out.append((transcript_key(t), m.size, m.sha256, m.lines, m.messages, m.tip, t.header_id, t.version,
                         s.session_id, key_by, held_by))
     return out
 

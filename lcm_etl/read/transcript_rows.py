@@ -17,6 +17,8 @@ import orjson
 
 from lcm_etl.sqlite_runtime import private_file
 from lcm_etl.read.transcript_blocks import js_stringify
+from lcm_etl.read.openclaw_state import legacy_session_keys
+from lcm_etl.read.openclaw_store import StoreWindow
 from lcm_etl.read.transcript_files import load_session_keys
 from lcm_etl.read.transcripts import Transcript, TranscriptMessage
 
@@ -36,13 +38,18 @@ class FileSession:
 
 
 def file_sessions(transcripts: list[Transcript], key_by: str) -> list[FileSession]:
+    """Where each transcript's messages land: its session id (a file's header id, a store window's id), or with
+    --key-by session-key its session key (the store's session_windows.session_key, a folder's sessions.json, or
+    the doctor's legacy-store.sessions.json.imported-* beside its originals) when it has one."""
     keys_by_folder: dict[Path, dict[str, str]] = {}
     out = []
     for t in transcripts:
-        folder = t.path.parent
-        if folder not in keys_by_folder:
-            keys_by_folder[folder] = load_session_keys(folder)
-        key = keys_by_folder[folder].get(t.header_id)
+        key = getattr(t.origin, "session_key", None)
+        if key is None:
+            folder = t.path.parent
+            if folder not in keys_by_folder:
+                keys_by_folder[folder] = {**legacy_session_keys(folder), **load_session_keys(folder)}
+            key = keys_by_folder[folder].get(t.header_id)
         out.append(FileSession(key.strip() if key_by == "session-key" and key and key.strip() else t.header_id, key))
     return out
 
@@ -119,8 +126,11 @@ def identity_occurrences(transcripts: list[Transcript], sessions: list[FileSessi
 
 
 def _metadata(t: Transcript, m: TranscriptMessage, session_key: str | None) -> dict:
-    meta = {"source": "openclaw-jsonl", "file": str(t.path), "header_id": t.header_id,
-            "transcript_entry_id": m.entry_id, "parent_entry_id": m.parent_id, "line": m.line_no,
+    # a store window's row: its seq and the window's facts (lineage, title, channel) instead of a file and line
+    where = ({"seq": m.line_no, **t.origin.metadata()} if isinstance(t.origin, StoreWindow)
+             else {"file": str(t.path), "line": m.line_no, **(t.origin.metadata() if t.origin is not None else {})})
+    meta = {"source": "openclaw-jsonl", **where, "header_id": t.header_id,
+            "transcript_entry_id": m.entry_id, "parent_entry_id": m.parent_id,
             "identity_hash": m.identity_hash, "session_key": session_key,
             "source_created_at": m.created_at_lc, "inner_timestamp": m.inner_timestamp,
             "sender_metadata": m.sender_metadata, **m.metadata}

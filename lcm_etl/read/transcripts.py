@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import orjson
 
@@ -79,6 +79,7 @@ class TranscriptReport:
     extra_headers: list[int] = field(default_factory=list)
     non_persistable: dict[str, int] = field(default_factory=dict)
     cycles: list[str] = field(default_factory=list)
+    projection: str = ""   # a store window: how OpenClaw's materialized path compares (store_reads._projection)
 
 
 @dataclass
@@ -104,6 +105,9 @@ class Transcript:
     report: TranscriptReport
     abandoned: list[tuple[str, str | None, Any]] = field(default_factory=list)   # (entry id, role, inner ts)
     mark: ReadMark | None = None
+    # where it was read from besides a file: a session store window (openclaw_store.StoreWindow) or an archive
+    # (store_reads.ArchiveOrigin); their facts go into each message's metadata (transcript_rows._metadata)
+    origin: Any = None
 
 
 @dataclass
@@ -154,14 +158,31 @@ def read_transcript(path: Path | str, strict: bool = False) -> Transcript:
         raise TranscriptError(path, "is a directory, not a transcript file") from None
     except OSError as exc:
         raise TranscriptError(path, f"cannot be read ({exc.strerror or exc})") from None
-    report = TranscriptReport()
+    return transcript_of_bytes(path, data, strict)
+
+
+def transcript_of_bytes(path: Path, data: bytes, strict: bool = False) -> Transcript:
+    """Parse a transcript's bytes (a file's, or an archive's once decompressed); `path` names it in reports."""
     complete = data.rfind(b"\n") + 1   # a last line without its newline may still be being written
     digest = hashlib.sha256(memoryview(data)[:complete]).hexdigest()
     line_count = data.count(b"\n", 0, complete)
     whole_lines = complete == len(data)
+    t = parse_transcript(path, enumerate(_lines(data), 1), strict, whole_lines=whole_lines)
+    assert t.mark is not None
+    t.mark = ReadMark(complete, digest, line_count, t.mark.messages, t.mark.tip, 0, t.report.lines_total)
+    return t
+
+
+def parse_transcript(path: Path, lines: Iterable[tuple[int, bytes]], strict: bool = False, *,
+                     store_rules: bool = False, whole_lines: bool = True) -> Transcript:
+    """The active path of a transcript given as numbered lines: a file's (1-based line numbers) or a session
+    store window's rows (their seqs, lcm_etl/read/openclaw_store.py). `store_rules`: OpenClaw 2026.7.2+'s
+    scan for a missing parent and for entries after a `reset` (see _active_path). The returned mark holds
+    the path's message count and tip; its byte fields are the caller's to fill."""
+    report = TranscriptReport()
     entries: list[tuple[int, dict[str, Any]]] = []
     undecodable = 0
-    for no, raw in enumerate(_lines(data), 1):
+    for no, raw in lines:
         report.lines_total = no
         if raw.endswith(b"\r"):
             raw = raw[:-1]
@@ -179,7 +200,6 @@ def read_transcript(path: Path | str, strict: bool = False) -> Transcript:
             report.skipped_lines.append((no, reason))
             continue
         entries.append((no, value))
-    del data   # the parsed entries are all that is needed from here on
     header: dict[str, Any] | None = None
     body: list[tuple[int, dict[str, Any]]] = []
     for no, e in entries:
@@ -198,7 +218,8 @@ def read_transcript(path: Path | str, strict: bool = False) -> Transcript:
     hid = header.get("id") if header else None
     header_id = hid.strip() if isinstance(hid, str) and hid.strip() else file_stem(path)
     version = (header.get("version") if isinstance(header.get("version"), int) else 1) if header else None
-    on_path, nodes = _active_path(body, report)
+    # a v4 header is written by OpenClaw 2026.7.2+ (a store window, or an archive it published): its scan rules
+    on_path, nodes = _active_path(body, report, store_rules or (version or 0) >= 4)
     messages: list[TranscriptMessage] = []
     for node in on_path:
         try:
@@ -221,17 +242,27 @@ def read_transcript(path: Path | str, strict: bool = False) -> Transcript:
     last = next(reversed(nodes), None)
     tip = on_path[-1].key if on_path and on_path[-1].has_id and on_path[-1].key == last and whole_lines else None
     return Transcript(path, header_id, header, version, messages, report, abandoned,
-                      ReadMark(complete, digest, line_count, len(messages), tip, 0, report.lines_total))
+                      ReadMark(0, "", 0, len(messages), tip, 0, report.lines_total))
 
 
-def _active_path(body: list[tuple[int, dict]], report: TranscriptReport) -> tuple[list[_Node], dict[str, _Node]]:
-    """OpenClaw's leaf selection and parent walk (reference 2.5/2.6), with SPEC 6's gap and replay rules."""
+def _active_path(body: list[tuple[int, dict]], report: TranscriptReport,
+                 store_rules: bool = False) -> tuple[list[_Node], dict[str, _Node]]:
+    """OpenClaw's leaf selection and parent walk, with SPEC 6's gap and replay rules.
+
+    Every canonical entry becomes the leaf unless it is `appendMode: "side"`; a valid `leaf` control moves
+    the leaf to its target (an entry whose parent is the control continues from the target). The path is the
+    parent chain from the final leaf. A JSONL-era file (OpenClaw 2026.7.1's reader): a parent that is missing
+    continues with the entry before it in file order. `store_rules` (OpenClaw 2026.7.2+'s transcript-tree scan,
+    used for session store windows and their archives): a missing parent falls back to the leaf at the time
+    the entry was written, and after a `reset` entry, an entry whose parent is not the reset or a descendant of
+    it is re-parented to that leaf."""
     nodes: dict[str, _Node] = {}
     prev: str | None = None
     leaf: str | None = None
+    since_reset: set[str] | None = None   # the last reset and its descendants (store_rules)
     for no, e in body:
         typ = e.get("type")
-        canonical = typ in CANONICAL_TYPES
+        canonical = typ in CANONICAL_TYPES or (store_rules and typ == "reset")
         eid = e.get("id", e.get("uuid"))
         stripped_id = eid.strip() if isinstance(eid, str) else ""
         has_id = bool(stripped_id)
@@ -249,12 +280,25 @@ def _active_path(body: list[tuple[int, dict]], report: TranscriptReport) -> tupl
         else:
             p = e[pkey]
             parent = p.strip() if isinstance(p, str) and p.strip() else None
+        if store_rules and typ != "leaf":
+            if parent is not None and parent not in nodes:
+                report.gaps.append(key)
+                parent = leaf          # OpenClaw's scan: a stale or missing parent continues from the leaf
+            elif since_reset is not None and typ != "reset" and parent not in since_reset:
+                parent = leaf          # written after a reset, but hung below what the reset closed
         if typ == "leaf":
             target = e.get("targetId")
             if target is None or (isinstance(target, str) and target in nodes):
-                parent, leaf = target, target      # a valid leaf record selects its target
+                parent = target        # a valid leaf record selects its target ...
+                if e.get("appendMode") != "side":
+                    leaf = target      # ... and moves the leaf there, unless it is a side record
         nodes[key] = _Node(key, parent, prev, no, e, has_id)
         prev = key
+        if store_rules:
+            if typ == "reset":
+                since_reset = {key}
+            elif since_reset is not None and parent in since_reset:
+                since_reset.add(key)
         if canonical and e.get("appendMode") != "side":
             leaf = key
     path: list[_Node] = []

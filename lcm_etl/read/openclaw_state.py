@@ -1,0 +1,148 @@
+"""What `--sessions` names, sorted into what reconcile reads: session stores, live JSONL files, archives.
+
+OpenClaw's state folder (`$OPENCLAW_STATE_DIR`, default `~/.openclaw`) holds one folder per agent:
+
+    agents/<agentId>/agent/openclaw-agent.sqlite        the session store (OpenClaw 2026.7.2+)
+    agents/<agentId>/sessions/<id>.jsonl                 a live JSONL transcript (legacy: OpenClaw <= 2026.7.1)
+    agents/<agentId>/sessions/<id>.jsonl.deleted.<ts>.<generation>.zst    a published archive (and .reset.)
+    agents/<agentId>/session-sqlite-import-archive/<key>.<id>.jsonl.imported-<ms>   the doctor's originals
+
+`--sessions` takes any of: a store, an agent folder, a state folder, a sessions folder, a JSONL file (or an
+archive file, which naming imports). Without it, the state folder is read whole. Archives found in a folder are
+listed, and read only with --include-archived; a file named on the command line is always read.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+
+from lcm_etl.read.sources import SQLITE_HEADER
+from lcm_etl.read.transcript_files import classify_file_name, discover_transcripts, file_stem
+
+STORE_NAME = "openclaw-agent.sqlite"
+IMPORT_ARCHIVE = "session-sqlite-import-archive"
+
+
+@dataclass
+class Inputs:
+    stores: list[Path] = field(default_factory=list)
+    files: list[Path] = field(default_factory=list)              # live JSONL transcripts
+    archive_files: list[Path] = field(default_factory=list)      # archives found in folders (read when asked)
+    named: set[Path] = field(default_factory=set)                # files named on the command line: always read
+    skipped: list[tuple[Path, str]] = field(default_factory=list)
+
+    def empty(self) -> bool:
+        return not (self.stores or self.files or self.archive_files)
+
+
+def state_folder() -> Path:
+    return Path(os.environ.get("OPENCLAW_STATE_DIR") or "~/.openclaw").expanduser()
+
+
+def is_sqlite(path: Path) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(len(SQLITE_HEADER)) == SQLITE_HEADER
+    except OSError:
+        return False
+
+
+def find_inputs(paths: list[Path]) -> Inputs:
+    """Sort the named paths (none: the state folder) into stores, live files and archives."""
+    out = Inputs()
+    for p in paths or [state_folder()]:
+        if p.is_dir():
+            _folder(p, out)
+        elif p.exists():
+            _named_file(p, out)
+        else:
+            out.skipped.append((p, "no such file or directory"))
+    return out
+
+
+def _named_file(p: Path, out: Inputs) -> None:
+    if is_sqlite(p):
+        _add(out.stores, p)
+        return
+    out.named.add(p.resolve())
+    if classify_file_name(p.name) == "archive":
+        _add(out.archive_files, p)
+    else:
+        files, skipped = discover_transcripts([p], {p})
+        for f in files:
+            _add(out.files, f)
+        out.skipped += skipped
+
+
+def _folder(p: Path, out: Inputs) -> None:
+    agents = p / "agents"
+    if agents.is_dir():                     # a state folder: every agent's
+        for agent in sorted(a for a in agents.iterdir() if a.is_dir()):
+            _agent(agent, out)
+    elif (p / "agent").is_dir() or (p / "sessions").is_dir() or (p / IMPORT_ARCHIVE).is_dir():
+        _agent(p, out)                      # an agent folder
+    else:
+        _sessions(p, out)                   # a sessions folder (or any folder of transcripts)
+
+
+def _agent(agent: Path, out: Inputs) -> None:
+    store = agent / "agent" / STORE_NAME
+    if store.is_file():
+        _add(out.stores, store)
+    if (agent / "sessions").is_dir():
+        _sessions(agent / "sessions", out)
+    if (agent / IMPORT_ARCHIVE).is_dir():
+        _sessions(agent / IMPORT_ARCHIVE, out)
+
+
+def _sessions(folder: Path, out: Inputs) -> None:
+    files, skipped = discover_transcripts([folder], set())
+    for f in files:
+        _add(out.files, f)
+    for path, reason in skipped:
+        if classify_file_name(path.name) == "archive":
+            _add(out.archive_files, path)
+        else:
+            out.skipped.append((path, reason))
+
+
+def _add(into: list[Path], p: Path) -> None:
+    if all(p.resolve() != q.resolve() for q in into):
+        into.append(p)
+
+
+def archive_kind(path: Path) -> str:
+    """'deleted', 'reset', 'bak' or 'imported' (the doctor's original), from an archive file's name."""
+    name = path.name
+    for kind in ("deleted", "reset", "bak"):
+        if f".jsonl.{kind}." in name:
+            return kind
+    return "imported" if ".jsonl.imported-" in name else "archive"
+
+
+def archive_session_id(path: Path) -> str:
+    """The session id an archive file's name holds: `<id>.jsonl.<kind>...`, or the doctor's
+    `<sanitized key>.<id>.jsonl.imported-<ms>` (the key's ':' became '_', so it cannot be told apart
+    from a '.' inside it: the id is the last dotted part before .jsonl)."""
+    stem = file_stem(path)
+    return stem.rsplit(".", 1)[-1] if archive_kind(path) == "imported" else stem
+
+
+def legacy_session_keys(folder: Path) -> dict[str, str]:
+    """session id -> session key from the doctor's `legacy-store.sessions.json.imported-*` beside its originals
+    (the sessions.json that the import replaced)."""
+    keys: dict[str, str] = {}
+    for f in sorted(folder.glob("legacy-store.sessions.json.imported-*")):
+        try:
+            store = orjson.loads(f.read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            continue
+        if isinstance(store, dict):
+            for key, value in store.items():
+                sid = value.get("sessionId") if isinstance(value, dict) else None
+                if isinstance(sid, str) and sid.strip() and key.strip():
+                    keys.setdefault(sid.strip(), key)
+    return keys

@@ -1,0 +1,286 @@
+"""OpenClaw's per-agent session store (`agents/<agentId>/agent/openclaw-agent.sqlite`, OpenClaw 2026.7.2+).
+
+Since 2026.7.2 OpenClaw keeps each agent's transcripts in SQLite: one `transcript_events` row per JSONL line
+(`event_json`, or the same line zstd-compressed in `event_zstd`), one `session_windows` row per transcript
+(a window: a session id), one `session_nodes` row per session key, archives of deleted windows in
+`session_transcript_archives` (docs/mapping.md, "OpenClaw's session store").
+
+The store is read like lcm.db: through a private snapshot (lcm_etl/read/sources.py: its -wal counts, nothing is
+created beside it), attached in DuckDB. Columns are detected, never a schema version pinned: a store names
+exactly the columns it lacks (exit 2). A window's rows become the numbered lines of a transcript
+(transcripts.parse_transcript, with OpenClaw 2026.7.2+'s scan rules), numbered by their seq.
+
+OpenClaw's materialized active path (`session_transcript_active_events`) is not what the path is read from:
+it is stale wherever `session_transcript_index_state` says so (2026.8.1 left it stale after a branch). Where
+it says it is fresh, the path read here is compared with it, and a difference is reported.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterator
+
+from lcm_etl.errors import BadInput
+from lcm_etl.read.sources import Snapshot, take_snapshot
+
+if TYPE_CHECKING:
+    import duckdb
+
+WHAT = "session store"
+# what a reader cannot do without: transcript_events' key and its body (event_json, or event_zstd when a row is
+# compressed); the window table's columns are read where present (a missing one reads as NULL)
+NEEDED = {"transcript_events": ("session_id", "seq", "event_json")}
+_WINDOW_COLUMNS = ("session_key", "previous_session_id", "reason", "session_scope", "chat_type", "channel",
+                   "created_at", "display_name")
+_NODE_COLUMNS = ("current_session_id", "display_name", "label", "archived_at")
+_ARCHIVE_COLUMNS = ("session_id", "generation", "session_key", "reason", "encoding", "archive_blob", "archive_name",
+                    "created_at")
+FETCH_ROWS = 2048   # rows fetched from DuckDB at a time: a window of any length streams through bounded memory
+
+
+@dataclass(frozen=True)
+class StoreWindow:
+    """One transcript of a store: a session window."""
+    store: Path                       # the store as named (the original, not the snapshot)
+    agent_id: str | None
+    session_id: str
+    session_key: str | None
+    previous_session_id: str | None   # the window this one continues (a rewind's, a fork's)
+    reason: str | None
+    scope: str | None
+    chat_type: str | None
+    channel: str | None
+    title: str | None
+    current: bool                     # session_nodes.current_session_id names it
+    created_at: int | None
+    watermark: str | None             # transcript_rewrite_watermarks.generation: changes on an in-place rewrite
+    max_seq: int
+    events: int
+    projection: str                   # 'fresh' / 'stale' / 'absent': OpenClaw's materialized path
+
+    def record_key(self) -> str:
+        """Where the last complete run's read of this window is recorded (lcm_etl/read/transcript_offsets.py)."""
+        return f"{self.store.absolute()}#{self.session_id}"
+
+    def metadata(self) -> dict:
+        """What a message of this window keeps of it (window lineage, title, channel)."""
+        out = {"store": str(self.store), "agent_id": self.agent_id, "session_window": self.session_id,
+               "previous_session_id": self.previous_session_id, "window_reason": self.reason,
+               "session_scope": self.scope, "chat_type": self.chat_type, "channel": self.channel,
+               "title": self.title}
+        return {k: v for k, v in out.items() if v is not None}
+
+
+@dataclass(frozen=True)
+class StoreArchive:
+    """A reclaimed transcript kept in the store (`session_transcript_archives`)."""
+    store: Path
+    agent_id: str | None
+    session_id: str
+    session_key: str | None
+    generation: str
+    reason: str
+    encoding: str
+    name: str
+    created_at: int | None
+
+
+@dataclass
+class StoreContents:
+    path: Path
+    user_version: int | None
+    agent_id: str | None
+    windows: list[StoreWindow] = field(default_factory=list)
+    archives: list[StoreArchive] = field(default_factory=list)
+    compressed: bool = False          # the store can hold zstd rows (event_zstd exists)
+
+
+def decompress(blob: bytes, size: int | None = None) -> bytes:
+    """A standard zstd frame (OpenClaw writes level 1, checksum on, no dictionary). `size`: the decoded
+    length the row declares, for frames whose header does not carry it."""
+    import zstandard
+
+    d = zstandard.ZstdDecompressor()
+    try:
+        return d.decompress(blob, max_output_size=size or 0)
+    except zstandard.ZstdError:
+        if size is None:   # a frame without its content size (a streamed archive file): decode it as a stream
+            return d.decompressobj().decompress(blob)
+        raise
+
+
+class OpenStore:
+    """A store's private snapshot, attached in DuckDB as `st`. Use as a context manager."""
+
+    def __init__(self, path: Path, workdir: Path, memory_limit: str = "96MB"):
+        from lcm_etl import duck
+
+        self.path = path
+        self.snapshot: Snapshot = take_snapshot(path, WHAT, tmp_root=str(workdir))
+        try:
+            self.con: duckdb.DuckDBPyConnection = duck.connect(workdir, memory_limit)
+            duck.attach_sqlite(self.con, str(self.snapshot.path), "st")
+            self.columns = self._columns()
+            self.contents = self._describe()
+        except BaseException:
+            self.close()
+            raise
+
+    def __enter__(self) -> "OpenStore":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        con = getattr(self, "con", None)
+        if con is not None:
+            con.close()
+            self.con = None   # type: ignore[assignment]
+        self.snapshot.close()
+
+    # ------------------------------------------------------------------------------------------
+    # what the store holds
+
+    def _columns(self) -> dict[str, set[str]]:
+        import duckdb
+
+        try:
+            rows = self.con.execute("SELECT table_name, column_name FROM information_schema.columns "
+                                    "WHERE table_catalog = 'st'").fetchall()
+        except duckdb.Error as exc:
+            raise BadInput(f"{WHAT} is not a readable SQLite database: {self.path} ({str(exc).splitlines()[0]})") from None
+        out: dict[str, set[str]] = {}
+        for table, column in rows:
+            out.setdefault(table, set()).add(column)
+        if "transcript_events" not in out:
+            what = "an OpenClaw agent database of another kind" if "schema_meta" in out else "not an OpenClaw session store"
+            raise BadInput(f"{WHAT} {self.path} holds no transcript_events table ({what}); pass --sessions with an "
+                           "agents/<id>/agent/openclaw-agent.sqlite, an agent folder, a state folder or a JSONL file")
+        for table, needed in NEEDED.items():
+            missing = [c for c in needed if c not in out.get(table, set())]
+            if missing:
+                raise BadInput(f"{WHAT} {self.path} (user_version {self._user_version()}) lacks "
+                               f"{', '.join(f'{table}.{c}' for c in missing)}, which lcm-etl needs to read its "
+                               "transcripts; nothing was written")
+        return out
+
+    def _user_version(self) -> int | None:
+        import sqlite3
+        from contextlib import closing
+
+        try:
+            with closing(sqlite3.connect(f"{self.snapshot.path.absolute().as_uri()}?mode=ro", uri=True)) as con:
+                return int(con.execute("PRAGMA user_version").fetchone()[0])
+        except sqlite3.Error:
+            return None
+
+    def _pick(self, table: str, alias: str, columns: tuple[str, ...]) -> str:
+        have = self.columns.get(table, set())
+        return ", ".join(f"{alias}.{c} AS {alias}_{c}" if c in have else f"NULL AS {alias}_{c}" for c in columns)
+
+    def _describe(self) -> StoreContents:
+        agent = None
+        if {"agent_id", "role"} <= self.columns.get("schema_meta", set()):
+            row = self.con.execute("SELECT agent_id FROM st.schema_meta ORDER BY (role = 'agent') DESC LIMIT 1").fetchone()
+            agent = row[0] if row else None
+        if agent is None and self.path.parent.name == "agent":
+            agent = self.path.parent.parent.name   # agents/<agentId>/agent/openclaw-agent.sqlite
+        contents = StoreContents(self.path, self._user_version(), agent,
+                                 compressed="event_zstd" in self.columns["transcript_events"])
+        contents.windows = self._windows(agent)
+        contents.archives = self._archives(agent)
+        return contents
+
+    def _windows(self, agent: str | None) -> list[StoreWindow]:
+        has = self.columns.get
+        windows = "session_windows" in self.columns and "session_id" in has("session_windows", set())
+        nodes = "session_nodes" in self.columns and "session_key" in has("session_nodes", set())
+        marks = {"session_id", "generation"} <= has("transcript_rewrite_watermarks", set())
+        index = {"session_id", "indexed_seq", "needs_rebuild"} <= has("session_transcript_index_state", set())
+        sql = f"""
+            WITH ev AS (SELECT session_id, max(seq) AS max_seq, count(*) AS events FROM st.transcript_events GROUP BY 1)
+            SELECT ev.session_id, ev.max_seq, ev.events,
+                   {self._pick("session_windows", "w", _WINDOW_COLUMNS) if windows else
+                    ", ".join(f"NULL AS w_{c}" for c in _WINDOW_COLUMNS)},
+                   {self._pick("session_nodes", "n", _NODE_COLUMNS) if windows and nodes else
+                    ", ".join(f"NULL AS n_{c}" for c in _NODE_COLUMNS)},
+                   {"m.generation" if marks else "NULL"} AS watermark,
+                   {"CASE WHEN x.session_id IS NULL THEN 'absent' WHEN x.needs_rebuild = 0 AND x.indexed_seq >= ev.max_seq "
+                    "THEN 'fresh' ELSE 'stale' END" if index else "'absent'"} AS projection
+            FROM ev
+            {"LEFT JOIN st.session_windows w ON w.session_id = ev.session_id" if windows else ""}
+            {"LEFT JOIN st.session_nodes n ON n.session_key = w.session_key" if windows and nodes else ""}
+            {"LEFT JOIN st.transcript_rewrite_watermarks m ON m.session_id = ev.session_id" if marks else ""}
+            {"LEFT JOIN st.session_transcript_index_state x ON x.session_id = ev.session_id" if index else ""}
+            ORDER BY w_created_at NULLS LAST, ev.session_id"""
+        out = []
+        for r in self.con.execute(sql).fetchall():
+            sid, max_seq, events = r[0], r[1], r[2]
+            w = dict(zip(_WINDOW_COLUMNS, r[3:3 + len(_WINDOW_COLUMNS)]))
+            n = dict(zip(_NODE_COLUMNS, r[3 + len(_WINDOW_COLUMNS):3 + len(_WINDOW_COLUMNS) + len(_NODE_COLUMNS)]))
+            watermark, projection = r[-2], r[-1]
+            out.append(StoreWindow(
+                store=self.path, agent_id=agent, session_id=sid, session_key=w["session_key"],
+                previous_session_id=w["previous_session_id"], reason=w["reason"], scope=w["session_scope"],
+                chat_type=w["chat_type"], channel=w["channel"],
+                title=n["display_name"] or n["label"] or w["display_name"],
+                current=n["current_session_id"] == sid, created_at=w["created_at"], watermark=watermark,
+                max_seq=int(max_seq), events=int(events), projection=projection))
+        return out
+
+    def _archives(self, agent: str | None) -> list[StoreArchive]:
+        have = self.columns.get("session_transcript_archives", set())
+        if not {"session_id", "archive_blob", "archive_name"} <= have:
+            return []
+        cols = [c for c in _ARCHIVE_COLUMNS if c != "archive_blob"]
+        picked = ", ".join(c if c in have else f"NULL AS {c}" for c in cols)
+        rows = self.con.execute(f"SELECT {picked} FROM st.session_transcript_archives ORDER BY created_at, archive_name"
+                                if "created_at" in have else
+                                f"SELECT {picked} FROM st.session_transcript_archives ORDER BY archive_name").fetchall()
+        return [StoreArchive(self.path, agent, r["session_id"], r["session_key"], r["generation"] or "",
+                             r["reason"] or "", r["encoding"] or "identity", r["archive_name"], r["created_at"])
+                for r in (dict(zip(cols, row)) for row in rows)]
+
+    # ------------------------------------------------------------------------------------------
+    # rows
+
+    def events(self, session_id: str, after_seq: int = -1) -> Iterator[tuple[int, bytes | None, str | None]]:
+        """(seq, line bytes, None) per row of a window past `after_seq`, in seq order; (seq, None, why) for a
+        row whose body cannot be decoded (it is reported as a skipped line, as an unparsable JSONL line is)."""
+        zstd = "event_zstd" in self.columns["transcript_events"]
+        size = "event_utf8_bytes" in self.columns["transcript_events"]
+        cur = self.con.execute(
+            f"SELECT seq, event_json, {'event_zstd' if zstd else 'NULL'}, {'event_utf8_bytes' if size else 'NULL'} "
+            "FROM st.transcript_events WHERE session_id = ? AND seq > ? ORDER BY seq", [session_id, after_seq])
+        while True:
+            rows = cur.fetchmany(FETCH_ROWS)
+            if not rows:
+                return
+            for seq, text, blob, n in rows:
+                if text is not None:
+                    yield int(seq), text.encode("utf-8", "surrogatepass"), None
+                elif blob is not None:
+                    try:
+                        yield int(seq), decompress(bytes(blob), n), None
+                    except Exception as exc:   # zstandard raises its own ZstdError; a damaged row is one bad line
+                        yield int(seq), None, f"zstd row cannot be decoded ({type(exc).__name__})"
+                else:
+                    yield int(seq), None, "row holds neither event_json nor event_zstd"
+
+    def projection(self, session_id: str) -> list[str] | None:
+        """The entry ids of the messages on OpenClaw's materialized path, or None without the tables."""
+        if not ({"session_id", "event_seq", "message_position"} <= self.columns.get("session_transcript_active_events", set())
+                and {"session_id", "seq", "event_id"} <= self.columns.get("transcript_event_identities", set())):
+            return None
+        rows = self.con.execute(
+            "SELECT i.event_id FROM st.session_transcript_active_events a JOIN st.transcript_event_identities i "
+            "ON i.session_id = a.session_id AND i.seq = a.event_seq WHERE a.session_id = ? "
+            "AND a.message_position IS NOT NULL ORDER BY a.active_position", [session_id]).fetchall()
+        return [r[0] for r in rows]
+
+    def archive_bytes(self, archive: StoreArchive) -> bytes:
+        row = self.con.execute("SELECT archive_blob FROM st.session_transcript_archives WHERE archive_name = ?",
+                               [archive.name]).fetchone()
+        blob = bytes(row[0]) if row else b""
+        return decompress(blob) if archive.encoding == "zstd" else blob

@@ -1,0 +1,140 @@
+"""A session store's windows and the transcripts' archives, read into Transcripts (lcm_etl/read/transcripts.py).
+
+A window is read whole, or — on a re-run — only past the seq the last complete run recorded for it
+(`lcm_etl_transcript_files`, the record a JSONL file gets too: lcm_etl/read/transcript_offsets.py), when all of:
+- the record was made under the same --key-by and --src (transcript_offsets.usable);
+- the window's rewrite watermark (`transcript_rewrite_watermarks.generation`, which OpenClaw changes whenever it
+  rewrites rows of the window in place: its doctor's label rewrite, host rewrites) is the one recorded;
+- the window still holds the recorded seq (a window deleted and made again starts over);
+- every row past it extends the active branch from the recorded tip (transcript_offsets._continues): a branch, a
+  `leaf` control, a `reset`, a side entry or an undecodable row reads the window whole.
+Otherwise the window is read whole, which is always correct.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from lcm_etl.read.openclaw_store import OpenStore, StoreArchive, StoreWindow, decompress
+from lcm_etl.read.openclaw_state import archive_kind, archive_session_id
+from lcm_etl.read.transcript_offsets import FileRecord, _continues
+from lcm_etl.read.transcripts import (ReadMark, Transcript, TranscriptError, TranscriptReport, _Node, _parse_line,
+                                      message_of, parse_transcript, transcript_of_bytes)
+
+
+@dataclass(frozen=True)
+class ArchiveOrigin:
+    """An archived transcript: a store's `session_transcript_archives` row or an archive file."""
+    name: str
+    kind: str                   # deleted / reset / bak / imported (the doctor's original of an imported file)
+    session_id: str
+    session_key: str | None
+    store: Path | None = None
+    agent_id: str | None = None
+
+    def metadata(self) -> dict:
+        out = {"archive": self.name, "archive_reason": self.kind,
+               "store": str(self.store) if self.store else None, "agent_id": self.agent_id}
+        return {k: v for k, v in out.items() if v is not None}
+
+
+def window_proof(w: StoreWindow) -> str:
+    """What must not have changed for a re-run to read only the window's new rows (kept in the record's
+    sha256 column, which holds a file's prefix hash)."""
+    return f"watermark:{w.watermark or '-'}"
+
+
+def read_window(store: OpenStore, w: StoreWindow, record: FileRecord | None, strict: bool) -> Transcript:
+    if (record is not None and record.tip is not None and record.sha256 == window_proof(w)
+            and 0 < record.size <= w.max_seq):
+        appended = _read_appended(store, w, record)
+        if appended is not None:
+            return appended
+    bad: list[tuple[int, str]] = []
+
+    def lines():
+        for seq, raw, why in store.events(w.session_id):
+            if raw is None:
+                if strict:
+                    raise TranscriptError(store.path, f"window {w.session_id} seq {seq}: {why}")
+                bad.append((seq, why or "unreadable row"))
+            else:
+                yield seq, raw
+
+    t = parse_transcript(store.path, lines(), strict, store_rules=True)
+    t.report.skipped_lines = sorted(t.report.skipped_lines + bad)
+    t.header_id, t.origin = w.session_id, w
+    t.mark = ReadMark(w.max_seq, window_proof(w), w.events, len(t.messages), t.mark.tip if t.mark else None,
+                      0, w.events)
+    t.report.projection = _projection(store, w, t)
+    return t
+
+
+def _projection(store: OpenStore, w: StoreWindow, t: Transcript) -> str:
+    """Whether OpenClaw's own materialized path agrees with the path read (only where it says it is fresh)."""
+    if w.projection != "fresh":
+        return w.projection
+    ids = store.projection(w.session_id)
+    if ids is None:
+        return "absent"
+    return "fresh, agrees" if ids == [m.entry_id for m in t.messages] else "fresh, differs"
+
+
+def _read_appended(store: OpenStore, w: StoreWindow, rec: FileRecord) -> Transcript | None:
+    report = TranscriptReport()
+    messages = []
+    tip, seen = rec.tip, {rec.tip}
+    rows = 0
+    for seq, raw, _why in store.events(w.session_id, rec.size):
+        rows += 1
+        e, reason = _parse_line(raw) if raw is not None else (None, "unreadable")
+        if reason is not None or not isinstance(e, dict) or not _continues(e, tip, seen):
+            return None
+        key = e["id"].strip()
+        node = _Node(key, tip, tip, seq, e, True)
+        seen.add(key)
+        tip = key
+        try:
+            message = message_of(node, report)
+        except RecursionError:
+            return None
+        if message is not None:
+            messages.append(message)
+    report.lines_total = w.max_seq
+    report.projection = "not compared (read from the recorded seq)"
+    mark = ReadMark(w.max_seq, window_proof(w), rec.lines + rows, rec.messages + len(messages), tip, rec.size, rows)
+    return Transcript(store.path, w.session_id, None, rec.version, messages, report, [], mark, origin=w)
+
+
+def read_store_archive(store: OpenStore, a: StoreArchive, strict: bool) -> Transcript:
+    label = Path(f"{store.path}#{a.name}")
+    t = transcript_of_bytes(label, store.archive_bytes(a), strict)
+    t.origin = ArchiveOrigin(a.name, a.reason or "archive", a.session_id, a.session_key, store.path, a.agent_id)
+    t.header_id = t.header_id if t.header is not None else a.session_id
+    t.mark = None   # an archive is read whole whenever it is asked for: nothing to continue from
+    return t
+
+
+def read_archive_file(path: Path, session_key: str | None, strict: bool) -> Transcript:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise TranscriptError(path, f"cannot be read ({exc.strerror or exc})") from None
+    if path.name.endswith(".zst"):
+        try:
+            data = decompress(data)
+        except Exception as exc:   # zstandard.ZstdError: not a zstd frame, or a damaged one
+            raise TranscriptError(path, f"not a zstd-compressed transcript ({exc})") from None
+    t = transcript_of_bytes(path, data, strict)
+    sid = t.header_id if t.header is not None else archive_session_id(path)
+    t.header_id = sid
+    t.origin = ArchiveOrigin(path.name, archive_kind(path), sid, session_key)
+    t.mark = None
+    return t
+
+
+def archive_listing(origin: ArchiveOrigin, where: str, read: bool, alive: bool) -> dict:
+    """One line of the report's archive list."""
+    return {"archive": origin.name, "where": where, "reason": origin.kind, "session_id": origin.session_id,
+            "session_key": origin.session_key, "imported": read,
+            "session_still_held": alive}
