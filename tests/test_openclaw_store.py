@@ -1,0 +1,281 @@
+"""reconcile, audit and inspect on OpenClaw's per-agent SQLite session store (OpenClaw 2026.7.2+, SPEC §6.1).
+
+Every fixtures/openclaw-sqlite/expected/*.json is a test: after a reconcile, the target's messages of that session
+are exactly the active path OpenClaw 2026.9.6 computed (entry ids, order, roles), each holding the content of the
+transcript line whose JSON.stringify hashes to the expected message_sha256.
+"""
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from conftest import folder_state, run_cli, target_rows
+from lcm_etl.read.transcript_blocks import extract_content, without_surrogates
+from storelib import (ROLES, StoreWriter, event, expected, js_message_sha256, make_schema_19, session_entries,
+                      state_copy, store_of)
+
+
+def reconcile(*args, env=None) -> dict:
+    proc = run_cli("reconcile", "--json", *args, env=env)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+@pytest.fixture(scope="module")
+def reconciled(tmp_path_factory):
+    """Each fixture set's state folder, reconciled once with the default discovery ($OPENCLAW_STATE_DIR)."""
+    out = {}
+    for which in ("native", "imported"):
+        tmp = tmp_path_factory.mktemp(which)
+        state = state_copy(which, tmp / "state")
+        before = folder_state(state)
+        target = tmp / "out" / "lcm.sqlite"
+        report = reconcile("--dest", target, env={"OPENCLAW_STATE_DIR": str(state)})
+        out[which] = (state, target, report, before)
+    return out
+
+
+@pytest.mark.parametrize("case", expected(), ids=lambda e: f"{e['set']}.{e['name']}")
+def test_each_window_lands_as_exactly_its_active_path(reconciled, case):
+    state, target, _, _ = reconciled[case["set"]]
+    got = session_entries(target, case["sessionId"])
+    assert [(i, r) for i, r, _ in got] == [(m["id"], ROLES.get(m["role"], m["role"])) for m in case["activePath"]]
+    store = store_of(state, case["agentId"])
+    for (entry_id, _, content), want in zip(got, case["activePath"]):
+        line = event(store, case["sessionId"], entry_id)
+        assert js_message_sha256(line["message"]) == want["message_sha256"]
+        # lone surrogates have no UTF-8 form: U+FFFD in content, as lossless-claw stores them (transcripts.py)
+        assert content == without_surrogates(extract_content(line["message"]["content"], strip_binary=True))
+
+
+def test_a_store_read_leaves_every_byte_of_the_state_folder_as_it_was(reconciled):
+    for which, (state, _, _, before) in reconciled.items():
+        assert folder_state(state) == before, which   # no -shm, no new -wal, no checkpoint of the -wal
+
+
+def test_the_report_lists_stores_windows_and_the_archive_it_left_out(reconciled):
+    _, _, report, _ = reconciled["native"]
+    extra = report["extra"]
+    assert report["messages"]["inserted"] == 109
+    assert sorted((s["agent_id"], s["user_version"], s["windows"], s["archives"]) for s in extra["stores"]) == [
+        ("main", 23, 9, 1), ("ops", 23, 2, 0)]
+    assert {(a["reason"], a["session_id"], a["imported"]) for a in extra["archives"]} == {
+        ("deleted", "0198a1b2-0009-7c3d-8e4f-a1b2c3d4e509", False)}
+    assert len(extra["archives"]) == 2   # the store's row and its published .zst file
+    assert {f["projection"] for f in extra["files"]} == {"fresh, agrees"}
+
+
+def test_a_second_run_reads_only_past_each_windows_recorded_seq_and_adds_nothing(reconciled, tmp_path):
+    state, target, _, _ = reconciled["native"]
+    again = reconcile("--dest", target, env={"OPENCLAW_STATE_DIR": str(state)})
+    assert again["messages"]["inserted"] == 0
+    assert again["messages"]["already_present"] == 109
+    assert {f["read"] for f in again["extra"]["files"]} == {"appended"}
+    assert again["boundary_events"] == 0
+
+
+def test_session_key_keeps_a_rewinds_windows_in_one_session_with_each_entry_once(tmp_path):
+    state = state_copy("native", tmp_path / "state")
+    target = tmp_path / "t.sqlite"
+    reconcile("--sessions", state, "--dest", target, "--key-by", "session-key")
+    cases = {e["name"]: e for e in expected("native")}
+    key = cases["rewind"]["sessionKey"]
+    got = [i for i, _, _ in session_entries(target, key)]
+    previous = [m["id"] for m in cases["rewind.previous"]["activePath"]]
+    current = [m["id"] for m in cases["rewind"]["activePath"]]
+    assert got == previous + [i for i in current if i not in previous]
+    assert len(set(got)) == len(got)
+    meta = [json.loads(r["metadata"]) for r in target_rows(target) if r["session_id"] == key]
+    assert {m["session_window"] for m in meta} == {cases["rewind.previous"]["sessionId"], cases["rewind"]["sessionId"]}
+    assert meta[-1]["previous_session_id"] == cases["rewind.previous"]["sessionId"]
+    assert {m["session_key"] for m in meta} == {key}
+
+
+def test_window_metadata_keeps_store_seq_key_title_and_channel(reconciled):
+    _, target, _, _ = reconciled["native"]
+    row = next(r for r in target_rows(target) if r["session_id"] == "0198a1b2-0008-7c3d-8e4f-a1b2c3d4e508")
+    meta = json.loads(row["metadata"])
+    assert meta["source"] == "openclaw-jsonl"
+    assert meta["agent_id"] == "main" and meta["session_scope"] == "group" and meta["chat_type"] == "group"
+    assert meta["session_key"] == "agent:main:telegram:group:-1002233445566"
+    assert isinstance(meta["seq"], int) and "file" not in meta
+    assert meta["store"].endswith("agents/main/agent/openclaw-agent.sqlite")
+
+
+def test_include_archived_imports_the_deleted_sessions_archive_once(tmp_path):
+    state = state_copy("native", tmp_path / "state")
+    target = tmp_path / "t.sqlite"
+    report = reconcile("--sessions", state, "--dest", target, "--include-archived")
+    case = next(e for e in expected("native", source=None) if e["name"] == "deleted")
+    got = session_entries(target, case["sessionId"])
+    assert [(i, r) for i, r, _ in got] == [(m["id"], ROLES.get(m["role"], m["role"])) for m in case["activePath"]]
+    assert report["messages"]["inserted"] == 109 + len(got)
+    assert all(a["imported"] for a in report["extra"]["archives"])
+
+
+def test_naming_an_archive_file_imports_it(tmp_path):
+    state = state_copy("native", tmp_path / "state")
+    archive = next((state / "agents" / "main" / "sessions").glob("*.zst"))
+    report = reconcile("--sessions", archive, "--dest", tmp_path / "t.sqlite")
+    assert report["messages"]["inserted"] == 4
+    assert report["extra"]["archives"][0]["imported"] is True
+
+
+@pytest.mark.parametrize("first", ["jsonl", "store"])
+def test_the_jsonl_era_and_the_store_agree_and_either_order_leaves_each_message_once(tmp_path, first):
+    """The doctor's import: its originals (session-sqlite-import-archive/*.imported-*) and the store it wrote."""
+    state = state_copy("imported", tmp_path / "state")
+    originals = state / "agents" / "main" / "session-sqlite-import-archive"
+    store = store_of(state, "main")
+    target = tmp_path / "t.sqlite"
+    runs = {"jsonl": ("--sessions", originals, "--include-archived"), "store": ("--sessions", store)}
+    order = [first, "store" if first == "jsonl" else "jsonl"]
+    one = reconcile(*runs[order[0]], "--dest", target)
+    two = reconcile(*runs[order[1]], "--dest", target)
+    assert one["messages"]["inserted"] == 85
+    assert two["messages"]["inserted"] == 0
+    # the doctor rewrote 4 channel-telegram messages in place (same id, new label): counted, never duplicated
+    assert two["extra"]["rewritten_in_place"] == 4
+    for case in expected("imported"):
+        got = session_entries(target, case["sessionId"])
+        assert [i for i, _, _ in got] == [m["id"] for m in case["activePath"]]
+
+
+def test_a_store_changed_by_a_live_gateway_syncs_appends_and_rereads_a_rewritten_window(tmp_path):
+    state = state_copy("native", tmp_path / "state")
+    store = store_of(state, "main")
+    target = tmp_path / "t.sqlite"
+    env = {"OPENCLAW_STATE_DIR": str(state)}
+    reconcile("--dest", target, env=env)
+    plain, group = "0198a1b2-0001-7c3d-8e4f-a1b2c3d4e501", "0198a1b2-0008-7c3d-8e4f-a1b2c3d4e508"
+    writer = StoreWriter(store)
+    try:
+        new = writer.append(plain, ["one more question", "one more answer"])
+        first_user = session_entries(target, group)[0]
+        writer.rewrite(group, first_user[0], "Conversation info (untrusted metadata):", "Conversation info: ⟦x⟧")
+        report = reconcile("--dest", target, env=env)
+    finally:
+        writer.close()
+    assert report["messages"]["inserted"] == 2
+    reads = {f.get("window"): f["read"] for f in report["extra"]["files"]}
+    assert reads[plain] == "appended" and reads[group] == "whole"   # the watermark moved: read whole
+    assert report["extra"]["rewritten_in_place"] == 1
+    assert [i for i, _, _ in session_entries(target, plain)][-2:] == new
+    assert session_entries(target, group)[0] == first_user            # kept as imported
+    fresh = tmp_path / "fresh.sqlite"
+    reconcile("--dest", fresh, env=env)
+    for sid in (plain, group):
+        assert [i for i, _, _ in session_entries(fresh, sid)] == [i for i, _, _ in session_entries(target, sid)]
+
+
+def test_a_schema_19_store_with_a_stale_materialized_path_is_read_by_walking_the_tree(tmp_path):
+    state = state_copy("imported", tmp_path / "state")
+    make_schema_19(store_of(state, "main"))
+    target = tmp_path / "t.sqlite"
+    report = reconcile("--sessions", state, "--dest", target)
+    assert report["extra"]["stores"][0]["user_version"] == 19
+    assert report["extra"]["stores"][0]["compressed_rows"] is False
+    assert {f["projection"] for f in report["extra"]["files"] if f["kind"] == "window"} == {"stale"}
+    for case in expected("imported"):
+        assert [i for i, _, _ in session_entries(target, case["sessionId"])] == [m["id"] for m in case["activePath"]]
+
+
+def test_a_newer_store_with_the_columns_needed_is_read(tmp_path):
+    state = state_copy("native", tmp_path / "state")
+    store = store_of(state, "ops")
+    con = sqlite3.connect(store)
+    con.execute("ALTER TABLE transcript_events ADD COLUMN future_column TEXT")
+    con.execute("CREATE TABLE future_table (x)")
+    con.execute("PRAGMA user_version = 31")
+    con.commit()
+    con.close()
+    report = reconcile("--sessions", store, "--dest", tmp_path / "t.sqlite")
+    assert report["extra"]["stores"][0]["user_version"] == 31
+    assert report["messages"]["inserted"] == 10
+
+
+def _bad_store(kind: str, path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if kind == "not-openclaw":
+        con = sqlite3.connect(path)
+        con.execute("CREATE TABLE notes (x)")
+        con.commit()
+        con.close()
+    elif kind == "truncated":
+        data = store_of(state_copy("imported", path.parent / "full"), "main").read_bytes()
+        path.write_bytes(data[: len(data) // 3])
+    elif kind == "no-transcript-events":
+        con = sqlite3.connect(path)
+        con.execute("CREATE TABLE schema_meta (meta_key, role, schema_version, agent_id)")
+        con.execute("CREATE TABLE session_windows (session_id)")
+        con.commit()
+        con.close()
+    elif kind == "no-event-json":
+        con = sqlite3.connect(path)
+        con.execute("CREATE TABLE transcript_events (session_id, seq, body)")
+        con.execute("PRAGMA user_version = 40")
+        con.commit()
+        con.close()
+
+
+@pytest.mark.parametrize("kind, message", [
+    ("not-openclaw", "lcm-etl: error: session store {p} holds no transcript_events table (not an OpenClaw session "
+                     "store); pass --sessions with an agents/<id>/agent/openclaw-agent.sqlite, an agent folder, a state "
+                     "folder or a JSONL file"),
+    ("no-transcript-events", "lcm-etl: error: session store {p} holds no transcript_events table (an OpenClaw agent "
+                             "database of another kind); pass --sessions with an agents/<id>/agent/openclaw-agent.sqlite,"
+                             " an agent folder, a state folder or a JSONL file"),
+    ("no-event-json", "lcm-etl: error: session store {p} (user_version 40) lacks transcript_events.event_json, which "
+                      "lcm-etl needs to read its transcripts; nothing was written"),
+    ("truncated", "lcm-etl: error: session store is not a readable SQLite database: {p} ("),
+])
+def test_a_bad_store_is_exit_2_with_one_line_and_nothing_written(tmp_path, kind, message):
+    store = tmp_path / "agent" / "openclaw-agent.sqlite"
+    _bad_store(kind, store)
+    target = tmp_path / "out" / "t.sqlite"
+    proc = run_cli("reconcile", "--sessions", store, "--dest", target)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith(message.format(p=store)), proc.stderr
+    assert proc.stderr.count("\n") == 1
+    assert not target.exists() and not target.parent.exists()
+
+
+def test_a_store_locked_by_a_writer_mid_transaction_is_read_as_of_its_last_commit(tmp_path):
+    state = state_copy("native", tmp_path / "state")
+    store = store_of(state, "ops")
+    writer = StoreWriter(store)
+    try:
+        writer.con.execute("BEGIN EXCLUSIVE")
+        writer.con.execute("DELETE FROM transcript_events")   # uncommitted: never seen
+        report = reconcile("--sessions", store, "--dest", tmp_path / "t.sqlite")
+    finally:
+        writer.con.execute("ROLLBACK")
+        writer.close()
+    assert report["messages"]["inserted"] == 10
+
+
+def test_audit_sessions_finds_the_store_pending_then_clean(tmp_path):
+    state = state_copy("native", tmp_path / "state")
+    target = tmp_path / "t.sqlite"
+    env = {"OPENCLAW_STATE_DIR": str(state)}
+    before = run_cli("audit", "--dest", target, "--json", env=env)
+    assert before.returncode == 3, before.stderr
+    assert json.loads(before.stdout)["extra"]["transcript_messages_pending"] == 109
+    reconcile("--dest", target, env=env)
+    after = run_cli("audit", "--sessions", state, "--dest", target)
+    assert after.returncode == 0, after.stdout + after.stderr
+    assert after.stdout.startswith("lcm-etl audit: CLEAN")
+
+
+def test_inspect_describes_a_session_store(tmp_path):
+    state = state_copy("native", tmp_path / "state")
+    proc = run_cli("inspect", "--src", store_of(state, "main"), "--json")
+    assert proc.returncode == 0, proc.stderr
+    info = json.loads(proc.stdout)
+    assert info["kind"] == "openclaw-session-store" and info["user_version"] == 23 and info["agent_id"] == "main"
+    windows = {w["session_id"]: w for w in info["windows"]}
+    assert windows["0198a1b2-0007-7c3d-8e4f-a1b2c3d4e507"]["messages_on_path"] == 20
+    assert windows["0198a1b2-0005-7c3d-8e4f-a1b2c3d4e505"]["compressed_rows"] == 1
+    assert [a["reason"] for a in info["archives"]] == ["deleted"]
