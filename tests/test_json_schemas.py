@@ -15,6 +15,7 @@ from lcm_etl.cli import cli
 from lcm_etl.report import SCHEMA_VERSION
 
 SCHEMAS = ROOT / "docs" / "schemas"
+STORE = ROOT / "fixtures" / "openclaw-sqlite" / "native" / "agents" / "main" / "agent" / "openclaw-agent.sqlite"
 SESSIONS = ROOT / "fixtures" / "sessions"
 V1_TARGET = ROOT / "fixtures" / "targets" / "ledger-v1-multiparent.sqlite"
 # the --json reports, by schema; fleet is `migrate --manifest/--discover`, run-report their shared part
@@ -75,6 +76,7 @@ def reports(tmp_path_factory) -> dict[str, list[dict]]:
     out["runs"] += [cli_json("runs", "--dest", native), cli_json("runs", "--dest", v1)]
     out["inspect"] += [cli_json("inspect", "--src", FIXTURE_DIR / name) for name in ("multiparent-newest.db",
                                                                                         "basic-0.1.0.db")]
+    out["inspect"].append(cli_json("inspect", "--src", STORE))   # an OpenClaw session store
     manifest = tmp / "manifest.txt"
     manifest.write_text(f"{src} {tmp / 'pair' / 'lcm.sqlite'}\n{tmp / 'missing.db'} {tmp / 'none' / 'lcm.sqlite'}\n")
     out["fleet"].append(cli_json("migrate", "--manifest", manifest, "--jobs", "1", code=2))

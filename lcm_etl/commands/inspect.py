@@ -5,6 +5,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from lcm_etl import duck
+from lcm_etl.commands.inspect_store import StoreInfo, describe_store, is_session_store
 from lcm_etl.planning import plan
 from lcm_etl.read.source_schema import detect_schema
 from lcm_etl.read.sources import take_snapshot
@@ -44,9 +45,13 @@ class SourceInfo:
         return "\n".join(lines)
 
 
-def describe(src: Path, key_by: str = "session-id", memory_limit: str = plan.duck.DEFAULT_MEMORY_LIMIT) -> SourceInfo:
+def describe(src: Path, key_by: str = "session-id",
+             memory_limit: str = plan.duck.DEFAULT_MEMORY_LIMIT) -> SourceInfo | StoreInfo:
     snap = take_snapshot(src)
     try:
+        if is_session_store(snap.path):   # an OpenClaw session store (agents/<id>/agent/openclaw-agent.sqlite)
+            snap.close()
+            return describe_store(src, memory_limit)
         schema = detect_schema(snap.path, src)
         con = plan.open_source(snap.path, schema, src, memory_limit)
         try:

@@ -268,6 +268,13 @@ class OpenStore:
                 else:
                     yield int(seq), None, "row holds neither event_json nor event_zstd"
 
+    def compressed_rows(self) -> dict[str, int]:
+        """session id -> rows stored zstd-compressed."""
+        if "event_zstd" not in self.columns["transcript_events"]:
+            return {}
+        return dict(self.con.execute("SELECT session_id, count(*) FROM st.transcript_events WHERE event_json IS NULL "
+                                     "GROUP BY 1").fetchall())
+
     def projection(self, session_id: str) -> list[str] | None:
         """The entry ids of the messages on OpenClaw's materialized path, or None without the tables."""
         if not ({"session_id", "event_seq", "message_position"} <= self.columns.get("session_transcript_active_events", set())
