@@ -81,7 +81,7 @@ class Reading:
     def reread(self, t: Transcript) -> Transcript:
         """The same transcript, read whole."""
         if isinstance(t.origin, StoreWindow):
-            return _guarded(lambda: read_window(self.open_stores[t.origin.store], t.origin, None, self.strict))
+            return _guarded(read_window, self.open_stores[t.origin.store], t.origin, None, self.strict)
         return _read(t.path, None, self.strict)
 
     def close(self) -> None:
@@ -129,18 +129,18 @@ def _read_into(reading: Reading, inputs: Inputs, opts: ReconcileOptions, record)
                                "windows": len(c.windows), "archives": len(c.archives),
                                "compressed_rows": c.compressed})
         for w in c.windows:
-            reading.transcripts.append(_guarded(lambda: read_window(store, w, record(w.record_key()), opts.strict)))
+            reading.transcripts.append(_guarded(read_window, store, w, record(w.record_key()), opts.strict))
         held = {w.session_id for w in c.windows}
         for a in c.archives:
             if opts.include_archived:
-                reading.transcripts.append(_guarded(lambda: read_store_archive(store, a, opts.strict)))
+                reading.transcripts.append(_guarded(read_store_archive, store, a, opts.strict))
             origin = ArchiveOrigin(a.name, a.reason, a.session_id, a.session_key, path, a.agent_id)
             reading.archives.append(archive_listing(origin, str(path), opts.include_archived, a.session_id in held))
     reading.transcripts += [_read(f, record(offsets.file_key(f)), opts.strict) for f in inputs.files]
     live = {t.header_id for t in reading.transcripts if not isinstance(t.origin, ArchiveOrigin)}
     for f in inputs.archive_files:
         wanted = opts.include_archived or f.resolve() in inputs.named
-        t = _guarded(lambda: read_archive_file(f, None, opts.strict)) if wanted else None
+        t = _guarded(read_archive_file, f, None, opts.strict) if wanted else None
         origin = t.origin if t is not None else ArchiveOrigin(f.name, archive_kind(f), archive_session_id(f), None)
         if t is not None:
             reading.transcripts.append(t)
@@ -154,9 +154,10 @@ def _open_store(path: Path, work: Path, memory_limit: str) -> OpenStore:
         raise plan.duck.translate(exc, f"session store {path} could not be read") from None
 
 
-def _guarded(read):
+def _guarded(read, *args):
+    """read(*args); a transcript that cannot be read is bad input, and nothing is written."""
     try:
-        return read()
+        return read(*args)
     except TranscriptError as exc:
         raise BadInput(f"not a readable transcript: {exc}; nothing was written") from None
 

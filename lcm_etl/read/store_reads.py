@@ -17,9 +17,9 @@ from pathlib import Path
 
 from lcm_etl.read.openclaw_store import OpenStore, StoreArchive, StoreWindow, decompress
 from lcm_etl.read.openclaw_state import archive_kind, archive_session_id
-from lcm_etl.read.transcript_offsets import FileRecord, _continues
-from lcm_etl.read.transcripts import (ReadMark, Transcript, TranscriptError, TranscriptReport, _Node, _parse_line,
-                                      message_of, parse_transcript, transcript_of_bytes)
+from lcm_etl.read.transcript_offsets import FileRecord, continue_path
+from lcm_etl.read.transcripts import (ReadMark, Transcript, TranscriptError, TranscriptReport, parse_transcript,
+                                      transcript_of_bytes)
 
 
 @dataclass(frozen=True)
@@ -82,27 +82,15 @@ def _projection(store: OpenStore, w: StoreWindow, t: Transcript) -> str:
 
 def _read_appended(store: OpenStore, w: StoreWindow, rec: FileRecord) -> Transcript | None:
     report = TranscriptReport()
-    messages = []
-    tip, seen = rec.tip, {rec.tip}
-    rows = 0
-    for seq, raw, _why in store.events(w.session_id, rec.size):
-        rows += 1
-        e, reason = _parse_line(raw) if raw is not None else (None, "unreadable")
-        if reason is not None or not isinstance(e, dict) or not _continues(e, tip, seen):
-            return None
-        key = e["id"].strip()
-        node = _Node(key, tip, tip, seq, e, True)
-        seen.add(key)
-        tip = key
-        try:
-            message = message_of(node, report)
-        except RecursionError:
-            return None
-        if message is not None:
-            messages.append(message)
+    rows = [(seq, raw) for seq, raw, _why in store.events(w.session_id, rec.size)]
+    appended = continue_path(rows, rec.tip, report)
+    if appended is None:
+        return None
+    messages, tip = appended
     report.lines_total = w.max_seq
     report.projection = "not compared (read from the recorded seq)"
-    mark = ReadMark(w.max_seq, window_proof(w), rec.lines + rows, rec.messages + len(messages), tip, rec.size, rows)
+    mark = ReadMark(w.max_seq, window_proof(w), rec.lines + len(rows), rec.messages + len(messages), tip, rec.size,
+                    len(rows))
     return Transcript(store.path, w.session_id, None, rec.version, messages, report, [], mark, origin=w)
 
 

@@ -113,11 +113,27 @@ def read_appended(path: Path, rec: FileRecord) -> Transcript | None:
         return None   # the whole read reports it
     tail = tail[:tail.rfind(b"\n") + 1]   # a line still being written is read next time
     report = TranscriptReport()
+    lines = ((rec.lines + i, raw) for i, raw in enumerate(_lines(tail), 1))
+    appended = continue_path(lines, rec.tip, report)
+    if appended is None:
+        return None
+    messages, tip = appended
+    digest.update(tail)
+    lines_read = tail.count(b"\n")
+    mark = ReadMark(rec.size + len(tail), digest.hexdigest(), rec.lines + lines_read, rec.messages + len(messages),
+                    tip, rec.size, lines_read)
+    return Transcript(path, rec.header_id, None, rec.version, messages, report, [], mark)
+
+
+def continue_path(lines, tip: str | None, report: TranscriptReport) -> tuple[list, str | None] | None:
+    """The messages of numbered lines (a file's tail, a window's new rows) that extend the active branch from
+    `tip`, each line by one entry, and the new tip; None when any line does not (the caller reads whole)."""
     messages = []
-    tip, seen = rec.tip, {rec.tip}
-    for i, raw in enumerate(_lines(tail), 1):
-        no = rec.lines + i
+    seen = {tip}
+    for no, raw in lines:
         report.lines_total = no
+        if raw is None:
+            return None
         raw = raw[:-1] if raw.endswith(b"\r") else raw
         raw = raw[3:] if raw.startswith(b"\xef\xbb\xbf") else raw
         if _BLANK.match(raw):
@@ -135,11 +151,7 @@ def read_appended(path: Path, rec: FileRecord) -> Transcript | None:
             return None
         if message is not None:
             messages.append(message)
-    digest.update(tail)
-    lines_read = tail.count(b"\n")
-    mark = ReadMark(rec.size + len(tail), digest.hexdigest(), rec.lines + lines_read, rec.messages + len(messages),
-                    tip, rec.size, lines_read)
-    return Transcript(path, rec.header_id, None, rec.version, messages, report, [], mark)
+    return messages, tip
 
 
 def _continues(e: dict, tip: str | None, seen: set) -> bool:
