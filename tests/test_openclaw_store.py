@@ -279,3 +279,34 @@ def test_inspect_describes_a_session_store(tmp_path):
     assert windows["0198a1b2-0007-7c3d-8e4f-a1b2c3d4e507"]["messages_on_path"] == 20
     assert windows["0198a1b2-0005-7c3d-8e4f-a1b2c3d4e505"]["compressed_rows"] == 1
     assert [a["reason"] for a in info["archives"]] == ["deleted"]
+
+
+def test_reconcile_watch_follows_a_gateway_writing_the_store_and_ends_equal_to_one_reconcile(tmp_path):
+    from watchlib import Watcher
+
+    state = state_copy("native", tmp_path / "state")
+    store = store_of(state, "main")
+    target = tmp_path / "t.sqlite"
+    plain, group = "0198a1b2-0001-7c3d-8e4f-a1b2c3d4e501", "0198a1b2-0008-7c3d-8e4f-a1b2c3d4e508"
+    w = Watcher("reconcile", "--sessions", state, "--dest", target, "--interval", "0.2", tmp=tmp_path / "tmp")
+    writer = StoreWriter(store)   # holds the store open: its commits stay in the -wal, as a running gateway's do
+    try:
+        assert w.next_sync()["messages"]["inserted"] == 109
+        writer.append(plain, ["are you there?", "yes"])
+        assert w.sync_until(lambda s: s["messages"]["inserted"])["messages"]["inserted"] == 2
+        writer.append(group, ["one", "two", "three"])
+        first_user = session_entries(target, group)[0][0]
+        writer.rewrite(group, first_user, "Conversation info (untrusted metadata):", "Conversation info: ⟦x⟧")
+        third = w.sync_until(lambda s: s["messages"]["inserted"] or s["extra"]["rewritten_in_place"])
+        if third["messages"]["inserted"] < 3:   # the append and the rewrite may land in two syncs
+            w.sync_until(lambda s: s["extra"]["rewritten_in_place"])
+        code, err = w.stop()
+    finally:
+        writer.close()
+        w.kill()
+    assert code == 0, err
+    once = tmp_path / "once.sqlite"
+    reconcile("--sessions", state, "--dest", once)
+    for case in expected("native"):
+        sid = case["sessionId"]
+        assert [i for i, _, _ in session_entries(target, sid)] == [i for i, _, _ in session_entries(once, sid)]
