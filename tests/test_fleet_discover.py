@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
-from conftest import copy_fixture, run_cli
+from conftest import ROOT, copy_fixture, run_cli, target_rows
 from test_fleet import assert_whole
 
 
@@ -16,7 +17,8 @@ def state_tree(root: Path) -> dict[str, Path]:
                          ("host2/team/carol", "multiparent-newest.db")):
         folder = root / rel
         (folder / "agents" / "main" / "sessions").mkdir(parents=True)
-        (folder / "agents" / "main" / "sessions" / "s1.jsonl").write_text("{}\n")
+        shutil.copyfile(ROOT / "fixtures" / "sessions" / "plain-chat.jsonl",
+                        folder / "agents" / "main" / "sessions" / "s1.jsonl")
         db = copy_fixture(fixture, folder)
         for side in ("", "-wal", "-shm"):
             if Path(f"{db}{side}").exists():
@@ -69,3 +71,24 @@ def test_discover_needs_its_dest_root_and_excludes_a_manifest(tmp_path):
     both = run_cli("migrate", "--discover", tmp_path, "--dest-root", tmp_path, "--manifest", tmp_path / "m.txt")
     assert (both.returncode, both.stderr) == (2, "lcm-etl: error: --manifest FILE or --discover ROOT names the pairs: "
                                                  "give one of them\n")
+
+
+def test_each_pair_also_reconciles_its_installations_session_stores_into_the_same_target(tmp_path):
+    """A pair is an installation: its lcm.db, then what its agents' transcripts (today's SQLite session stores,
+    legacy JSONL) hold beyond it, into the same target."""
+    agents = state_tree(tmp_path / "tree")
+    carol = agents["host2/team/carol"].parent
+    shutil.rmtree(carol / "agents")
+    shutil.copytree(ROOT / "fixtures" / "openclaw-sqlite" / "native" / "agents", carol / "agents")
+    proc = run_cli("migrate", "--discover", tmp_path / "tree", "--dest-root", tmp_path / "mem", "--json")
+    assert proc.returncode == 0, proc.stderr
+    pairs = {p["src"]: p for p in json.loads(proc.stdout)["pairs"]}
+    store_pair = pairs[str(agents["host2/team/carol"])]
+    assert store_pair["transcripts"]["messages"]["inserted"] == 109
+    assert len(store_pair["transcripts"]["extra"]["stores"]) == 2
+    target = tmp_path / "mem" / "host2" / "team" / "carol" / "state" / "lcm.sqlite"
+    sources = {json.loads(r["metadata"])["source"] for r in target_rows(target)}
+    assert sources == {"lossless-claw", "openclaw-jsonl"}
+    # the JSONL of the other agents is the session their lcm.db already holds or a new one, never a duplicate
+    again = run_cli("migrate", "--discover", tmp_path / "tree", "--dest-root", tmp_path / "mem", "--json")
+    assert all(p["transcripts"]["messages"]["inserted"] == 0 for p in json.loads(again.stdout)["pairs"])

@@ -37,6 +37,19 @@ class PairResult:
     exit_code: int
     error: str | None = None
     report: dict | None = None
+    transcripts: dict | None = None   # the reconcile of the installation's agents' transcripts, when it has any
+
+
+def installation_transcripts(src: Path) -> Path | None:
+    """The state folder holding the pair's lcm.db, when its agents keep transcripts (a session store or JSONL):
+    a pair is the whole installation, lcm.db first, then what its transcripts hold beyond it (SPEC §6)."""
+    from lcm_etl.read.openclaw_state import find_inputs
+
+    folder = src.parent
+    if not (folder / "agents").is_dir():
+        return None
+    found = find_inputs([folder])
+    return folder if found.stores or found.files else None
 
 
 def read_manifest(path: Path) -> list[tuple[Path, Path]]:
@@ -82,14 +95,25 @@ def pair_options(pairs: list[tuple[Path, Path]], template: PairOptions) -> list[
 
 
 def run_pair(index: int, opts: MigrateOptions) -> PairResult:
+    """migrate the pair's lcm.db, then reconcile its installation's transcripts into the same target (their rows
+    already in lcm.db count as held)."""
+    from lcm_etl.commands.reconcile import ReconcileOptions, reconcile
+
+    result = PairResult(index, str(opts.src), str(opts.target), False, 0)
     try:
-        report = migrate(opts)
-        return PairResult(index, str(opts.src), str(opts.target), True, 0, report=report.as_dict())
+        result.report = migrate(opts).as_dict()
+        state = installation_transcripts(opts.src)
+        if state is not None:
+            result.transcripts = reconcile(ReconcileOptions(
+                sessions=[str(state)], target=opts.target, src=opts.src, dry_run=opts.dry_run,
+                session_filter=opts.session_filter, key_by=opts.key_by, lock_timeout=opts.lock_timeout,
+                batch_rows=opts.batch_rows, memory_limit=opts.memory_limit)).as_dict()
+        result.ok = True
     except LcmEtlError as exc:
-        return PairResult(index, str(opts.src), str(opts.target), False, exc.exit_code, error=str(exc))
+        result.exit_code, result.error = exc.exit_code, str(exc)
     except Exception as exc:  # a bug in one pair must not take the fleet down
-        return PairResult(index, str(opts.src), str(opts.target), False, EXIT_FAILURE,
-                          error=f"internal error: {type(exc).__name__}: {exc}")
+        result.exit_code, result.error = EXIT_FAILURE, f"internal error: {type(exc).__name__}: {exc}"
+    return result
 
 
 def run_fleet(pairs: list[tuple[Path, Path]], template: PairOptions, on_done,
@@ -133,8 +157,13 @@ def progress_line(r: PairResult, done: int, total: int) -> str:
         rep = r.report
         assert rep is not None, "a pair that succeeded has its report"
         return (f"[{done}/{total}] ok      {r.src} -> {r.dest}: {rep['messages']['inserted']} messages, "
-                f"{rep['summaries']['inserted']} summaries inserted ({rep['elapsed_s']:.2f} s)")
+                f"{rep['summaries']['inserted']} summaries inserted" + _transcripts(r) + f" ({rep['elapsed_s']:.2f} s)")
     return f"[{done}/{total}] FAILED  {r.src} -> {r.dest}: {r.error}"
+
+
+def _transcripts(r: PairResult) -> str:
+    t = r.transcripts
+    return "" if t is None else f", {t['messages']['inserted']} more from {t['extra']['transcripts_read']} transcripts"
 
 
 def summary_table(results: list[PairResult], elapsed: float) -> str:
@@ -144,7 +173,8 @@ def summary_table(results: list[PairResult], elapsed: float) -> str:
             rep = r.report
             assert rep is not None, "a pair that succeeded has its report"
             lines.append(f"{r.index + 1:>3}  {'ok':<7} {rep['messages']['inserted']:>9} {rep['parts']['inserted']:>9} "
-                         f"{rep['summaries']['inserted']:>9} {rep['elapsed_s']:>8.2f}  {r.src} -> {r.dest}")
+                         f"{rep['summaries']['inserted']:>9} {rep['elapsed_s']:>8.2f}  {r.src} -> {r.dest}"
+                         + (f" ({_transcripts(r)[2:]})" if r.transcripts else ""))
         else:
             lines.append(f"{r.index + 1:>3}  {'FAILED':<7} {'':>9} {'':>9} {'':>9} {'':>8}  {r.src} -> {r.dest}: {r.error}")
     failed = sum(not r.ok for r in results)
