@@ -19,7 +19,7 @@ import duckdb
 from lcm_etl import duck
 from lcm_etl.planning import plan
 from lcm_etl.commands.reconcile import ReconcileOptions, plan_transcripts, read_all
-from lcm_etl.report import RunReport, now_iso
+from lcm_etl.report import RunReport
 from lcm_etl.read.source_schema import detect_schema, normalized_views
 from lcm_etl.read.sources import Snapshot, take_snapshot
 from lcm_etl.sqlite_runtime import attach_all, private_file, quote_path
@@ -188,7 +188,7 @@ def _audit_transcripts(opts: AuditOptions, source: Snapshot | None, target_db: P
     reading = read_all(ropts)
     work = tempfile.TemporaryDirectory(prefix="lcm-etl-")
     try:
-        con = plan_transcripts(ropts, reading.transcripts, target_db, source, now_iso(), Path(work.name))
+        con = plan_transcripts(ropts, reading, target_db, source, Path(work.name))
     except BaseException:
         reading.close()
         work.cleanup()

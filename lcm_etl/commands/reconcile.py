@@ -7,6 +7,7 @@ Every file is read and validated before anything is written: one bad file means 
 """
 from __future__ import annotations
 
+import functools
 import sqlite3
 import tempfile
 import time
@@ -27,7 +28,8 @@ from lcm_etl.read.sources import Snapshot, expand, take_snapshot
 from lcm_etl.planning import pipeline
 from lcm_etl.planning.steps import run_stage
 from lcm_etl.store.target import check_target, target_view
-from lcm_etl.read.transcript_rows import FileSession, arrow_tables, file_sessions, stage_content
+from lcm_etl.read.transcript_rows import (IDENTITY_OCCURRENCE, FileSession, IdentitySpool, arrow_tables, file_session,
+                                         file_sessions, release, stage_content)
 from lcm_etl.read.openclaw_state import Inputs, archive_kind, archive_session_id, find_inputs, state_folder
 from lcm_etl.read.openclaw_store import OpenStore, StoreWindow
 from lcm_etl.read.store_reads import (ArchiveOrigin, archive_listing, read_archive_file, read_store_archive,
@@ -77,14 +79,34 @@ class Reading:
     stores: list[dict] = field(default_factory=list)      # every session store read
     open_stores: dict[Path, OpenStore] = field(default_factory=dict)
     work: tempfile.TemporaryDirectory | None = None
+    key_by: str = "session-id"
+    # the created_at of a message that has none (the time of the read): a released window's rows hold it
+    fallback_time: str = field(default_factory=now_iso)
+    keys_by_folder: dict = field(default_factory=dict)
+    spool: IdentitySpool | None = None   # released windows' plan rows (transcript_rows.IdentitySpool)
 
-    def reread(self, t: Transcript) -> Transcript:
-        """The same transcript, read whole."""
+    def add_window(self, store: OpenStore, w: StoreWindow, record) -> None:
+        self.transcripts.append(self._window(store, w, record, len(self.transcripts), self.spool))
+
+    def reread(self, i: int) -> None:
+        """Read transcript i again, whole."""
+        t = self.transcripts[i]
         if isinstance(t.origin, StoreWindow):
-            return _guarded(read_window, self.open_stores[t.origin.store], t.origin, None, self.strict)
-        return _read(t.path, None, self.strict)
+            self.transcripts[i] = self._window(self.open_stores[t.origin.store], t.origin, None, i, None)
+        else:
+            self.transcripts[i] = _read(t.path, None, self.strict)
+
+    def _window(self, store: OpenStore, w: StoreWindow, record, order: int, spool: IdentitySpool | None) -> Transcript:
+        """A window read (past its record, or whole) and released at once (transcript_rows.release): a run's
+        memory follows the largest window, not the store. Its content is reloaded from the same snapshot."""
+        t = _guarded(read_window, store, w, record, self.strict)
+        t.reload = functools.partial(_guarded, read_window, store, w, record, self.strict)
+        release(t, order, file_session(t, self.key_by, self.keys_by_folder), self.fallback_time, spool)
+        return t
 
     def close(self) -> None:
+        if self.spool is not None:
+            self.spool.close()
         for store in self.open_stores.values():
             store.close()
         self.open_stores.clear()
@@ -111,7 +133,9 @@ def read_all(opts: ReconcileOptions, records: dict | None = None) -> Reading:
     def record(key: str):
         return offsets.usable(records.get(key), opts.key_by, _held_by(opts))
 
-    reading = Reading([], opts.strict, list(inputs.skipped), work=tempfile.TemporaryDirectory(prefix="lcm-etl-"))
+    work = tempfile.TemporaryDirectory(prefix="lcm-etl-")
+    reading = Reading([], opts.strict, list(inputs.skipped), work=work, key_by=opts.key_by,
+                      spool=IdentitySpool(Path(work.name)))
     try:
         _read_into(reading, inputs, opts, record)
     except BaseException:
@@ -129,7 +153,7 @@ def _read_into(reading: Reading, inputs: Inputs, opts: ReconcileOptions, record)
                                "windows": len(c.windows), "archives": len(c.archives),
                                "compressed_rows": c.compressed})
         for w in c.windows:
-            reading.transcripts.append(_guarded(read_window, store, w, record(w.record_key()), opts.strict))
+            reading.add_window(store, w, record(w.record_key()))
         held = {w.session_id for w in c.windows}
         for a in c.archives:
             if opts.include_archived:
@@ -179,10 +203,9 @@ def _appended(t: Transcript) -> bool:
 
 def _read_whole(reading: Reading, sessions: list[FileSession], whole: set[str]) -> None:
     """Read again, whole, the transcripts of these sessions that were read from an offset (or a recorded seq)."""
-    transcripts = reading.transcripts
-    for i, (t, s) in enumerate(zip(transcripts, sessions)):
+    for i, (t, s) in enumerate(zip(reading.transcripts, sessions)):
         if s.session_id in whole and _appended(t):
-            transcripts[i] = reading.reread(t)
+            reading.reread(i)
 
 
 def _settle(reading: Reading, sessions: list[FileSession], hints: dict, records: dict) -> set[str]:
@@ -199,8 +222,8 @@ def _settle(reading: Reading, sessions: list[FileSession], hints: dict, records:
     return {s.session_id for s in sessions} - whole
 
 
-def plan_transcripts(opts: ReconcileOptions, transcripts: list[Transcript], target_db: Path | None,
-                     source: Snapshot | None, fallback_time: str, workdir: Path, sessions: list[FileSession] | None = None,
+def plan_transcripts(opts: ReconcileOptions, reading: Reading, target_db: Path | None, source: Snapshot | None,
+                     workdir: Path, sessions: list[FileSession] | None = None,
                      appended: frozenset[str] | set[str] = frozenset()):
     """Load the transcripts' identities and the held rows into a fresh DuckDB connection and run the plan
     steps r20/r60.
@@ -209,14 +232,20 @@ def plan_transcripts(opts: ReconcileOptions, transcripts: list[Transcript], targ
     dry-run and audit); source is the snapshot of --src, if any. Returns the connection, holding
     jsonl_plan, write_messages and session_work.
     """
+    transcripts, spool = reading.transcripts, reading.spool
     if sessions is None:
         sessions = file_sessions(transcripts, opts.key_by)
-    messages, parts, abandoned = arrow_tables(transcripts, sessions, fallback_time)
+    messages, parts, abandoned = arrow_tables(transcripts, sessions, reading.fallback_time)
     con = plan.duck.connect(workdir, opts.memory_limit)
     try:
+        # a spooled transcript read again (whole) brings its rows with it: its spooled ones are left out
+        stale = ", ".join(str(i) for i, t in enumerate(transcripts) if isinstance(t.identities, tuple)) or "-1"
         for name, table in (("jsonl_messages", messages), ("jsonl_parts", parts), ("jsonl_abandoned", abandoned)):
             con.register(f"{name}_arrow", table)
-            con.execute(f"CREATE TABLE {name} AS SELECT * FROM {name}_arrow")
+            spooled = spool.sql(name) if spool is not None else None
+            order = "message_id >> 32" if name == "jsonl_parts" else "file_order"
+            con.execute(f"CREATE TABLE {name} AS SELECT * FROM {name}_arrow"
+                        + (f" UNION ALL SELECT * FROM ({spooled}) WHERE {order} NOT IN ({stale})" if spooled else ""))
             con.unregister(f"{name}_arrow")
         con.execute("CREATE TABLE jsonl_sessions AS SELECT DISTINCT session_id FROM jsonl_messages")
         con.execute("CREATE TABLE jsonl_appended (session_id VARCHAR)")
@@ -283,7 +312,7 @@ def _reconcile(opts: ReconcileOptions, read: Reading, records: dict) -> RunRepor
         target_db = view.path if view else opts.target if existed else None
         sessions = file_sessions(transcripts, opts.key_by)
         appended = _settle(read, sessions, records, offsets.recorded(target_db))
-        con = plan_transcripts(opts, transcripts, target_db, source, started, Path(work.name), sessions, appended)
+        con = plan_transcripts(opts, read, target_db, source, Path(work.name), sessions, appended)
         # held rows without an entry id are matched by identity along the whole path: such a session is read whole
         by_identity = {r[0] for r in con.execute("SELECT DISTINCT session_id FROM held WHERE entry_id IS NULL AND "
                                                  "session_id IN (SELECT session_id FROM jsonl_appended)").fetchall()}
@@ -291,7 +320,7 @@ def _reconcile(opts: ReconcileOptions, read: Reading, records: dict) -> RunRepor
             con.close()
             _read_whole(read, sessions, by_identity)
             appended -= by_identity
-            con = plan_transcripts(opts, transcripts, target_db, source, started, Path(work.name), sessions, appended)
+            con = plan_transcripts(opts, read, target_db, source, Path(work.name), sessions, appended)
         try:
             _fill_report(con, report, read)
             batches = plan.all_batches(con)
@@ -299,8 +328,7 @@ def _reconcile(opts: ReconcileOptions, read: Reading, records: dict) -> RunRepor
                 report.elapsed_s = time.monotonic() - t0
                 return report
             stage_path = Path(work.name) / "stage.sqlite"
-            stage_content(stage_path, transcripts, sessions,
-                          [r[0] for r in con.execute("SELECT message_id FROM write_messages").fetchall()])
+            stage_content(stage_path, transcripts, sessions, _rows(con.execute(IDENTITY_OCCURRENCE)))
             planned = {r[0] for r in con.execute("SELECT session_id FROM selected").fetchall()}
             _stage_offsets(stage_path, offsets.rows(transcripts, sessions, planned, opts.key_by, _held_by(opts)))
             plan.duck.attach_sqlite(con, str(stage_path), "stage", read_only=False)
@@ -329,6 +357,12 @@ def _reconcile(opts: ReconcileOptions, read: Reading, records: dict) -> RunRepor
         for s in snaps:
             s.close()
         work.cleanup()
+
+
+def _rows(cur):
+    """A DuckDB result's rows, a batch at a time (a first run writes every message: no list of them all)."""
+    while batch := cur.fetchmany(10_000):
+        yield from batch
 
 
 def _stage_offsets(stage: Path, rows: list[tuple]) -> None:
@@ -381,10 +415,10 @@ def _fill_report(con, report: RunReport, read: Reading) -> None:
         r = t.report
         mark = t.mark
         if _appended(t) and mark is not None:   # the messages before the offset: reconciled by the run that recorded it
-            present += mark.messages - len(t.messages)
-            m.already_present += mark.messages - len(t.messages)
+            present += mark.messages - t.count()
+            m.already_present += mark.messages - t.count()
         files.append({"file": str(t.path), "session_id": t.header_id, **_origin(t),
-                      "messages_on_path": mark.messages if mark else len(t.messages),
+                      "messages_on_path": mark.messages if mark else t.count(),
                       "read": "appended" if _appended(t) else "whole", "read_from_offset": mark.read_from if mark else 0,
                       "lines_read": mark.lines_read if mark else r.lines_total,
                       "already_present": present, "imported": new, "matched_by_entry_id": by_id,

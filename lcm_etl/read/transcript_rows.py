@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass
+from typing import Iterable
 from pathlib import Path
 
 import orjson
@@ -28,7 +29,8 @@ MESSAGE_COLUMNS = {"message_id": "int", "file_order": "int", "path_index": "int"
                    "entry_id": "str", "role": "str", "token_count": "int", "identity_hash": "str",
                    "created_iso": "str", "inner_ts": "str"}
 PART_COLUMNS = {"message_id": "int", "ordinal": "int"}
-ABANDONED_COLUMNS = {"session_id": "str", "entry_id": "str", "role": "str", "inner_ts": "str"}
+ABANDONED_COLUMNS = {"file_order": "int", "session_id": "str", "entry_id": "str", "role": "str", "inner_ts": "str"}
+TABLES = ("jsonl_messages", "jsonl_parts", "jsonl_abandoned")
 
 
 @dataclass
@@ -42,27 +44,87 @@ def file_sessions(transcripts: list[Transcript], key_by: str) -> list[FileSessio
     --key-by session-key its session key (the store's session_windows.session_key, a folder's sessions.json, or
     the doctor's legacy-store.sessions.json.imported-* beside its originals) when it has one."""
     keys_by_folder: dict[Path, dict[str, str]] = {}
-    out = []
-    for t in transcripts:
-        key = getattr(t.origin, "session_key", None)
-        if key is None:
-            folder = t.path.parent
-            if folder not in keys_by_folder:
-                keys_by_folder[folder] = {**legacy_session_keys(folder), **load_session_keys(folder)}
-            key = keys_by_folder[folder].get(t.header_id)
-        out.append(FileSession(key.strip() if key_by == "session-key" and key and key.strip() else t.header_id, key))
-    return out
+    return [file_session(t, key_by, keys_by_folder) for t in transcripts]
+
+
+def file_session(t: Transcript, key_by: str, keys_by_folder: dict[Path, dict[str, str]]) -> FileSession:
+    key = getattr(t.origin, "session_key", None)
+    if key is None:
+        folder = t.path.parent
+        if folder not in keys_by_folder:
+            keys_by_folder[folder] = {**legacy_session_keys(folder), **load_session_keys(folder)}
+        key = keys_by_folder[folder].get(t.header_id)
+    return FileSession(key.strip() if key_by == "session-key" and key and key.strip() else t.header_id, key)
+
+
+class IdentitySpool:
+    """The plan's rows of released transcripts, written to Parquet files in the run's private folder as each
+    transcript is read (DuckDB reads them back: plan_transcripts). Python holds none of them: a run's memory
+    follows the largest window, not the store (measured: docs/benchmarks.md)."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.paths = {name: folder / f"{name}.parquet" for name in TABLES}
+        self._writers: dict = {}
+        self.rows = 0
+
+    def add(self, tables) -> None:
+        import pyarrow.parquet as pq
+
+        for name, table in zip(TABLES, tables):
+            if name not in self._writers:
+                self._writers[name] = pq.ParquetWriter(self.paths[name], table.schema, compression="NONE")
+            self._writers[name].write_table(table)
+        self.rows += tables[0].num_rows
+
+    def close(self) -> None:
+        for w in self._writers.values():
+            w.close()
+        self._writers.clear()
+
+    def sql(self, name: str) -> str | None:
+        """A SELECT of a table's spooled rows, once the spool is closed (None when nothing was spooled)."""
+        self.close()
+        path = self.paths[name]
+        return f"SELECT * FROM read_parquet('{str(path).replace(chr(39), chr(39) * 2)}')" if path.exists() else None
+
+
+def release(t: Transcript, order: int, session: FileSession, fallback_time: str, spool: IdentitySpool | None) -> None:
+    """Keep of a transcript only what the plan needs (its identity rows: in the spool, else as Arrow tables on
+    the transcript) and drop its content, metadata and parts: stage_content reloads them (t.reload) for the
+    messages the plan writes. A store window is released as soon as it is read (a file may change between two
+    reads, so a file keeps its content instead)."""
+    tables = _tables([t], [session], fallback_time, first_order=order)
+    if spool is not None:
+        spool.add(tables)
+        t.identities = "spooled"
+    else:
+        t.identities = tables
+    t.read_count = len(t.messages)
+    t.messages, t.abandoned = [], []
 
 
 def arrow_tables(transcripts: list[Transcript], sessions: list[FileSession], fallback_time: str):
     """(messages, parts, abandoned) as Arrow tables: one row per active-path message, per part, per
-    message off the path."""
+    message off the path. A released transcript brings the rows it was released with; a spooled one none (its
+    rows are in the spool)."""
     import pyarrow as pa   # here, not at the top: `audit` imports this module and rarely reads transcripts (28 MB)
+
+    held = [t.identities for t in transcripts if isinstance(t.identities, tuple)]
+    fresh = [(order, t, s) for order, (t, s) in enumerate(zip(transcripts, sessions)) if t.identities is None]
+    own = _tables([t for _, t, _ in fresh], [s for _, _, s in fresh], fallback_time, orders=[o for o, _, _ in fresh])
+    return tuple(pa.concat_tables([own[k], *(h[k] for h in held)]) for k in range(3))
+
+
+def _tables(transcripts: list[Transcript], sessions: list[FileSession], fallback_time: str, first_order: int = 0,
+            orders: list[int] | None = None):
+    import pyarrow as pa
 
     m_cols: dict[str, list] = {k: [] for k in MESSAGE_COLUMNS}
     p_cols: dict[str, list] = {k: [] for k in PART_COLUMNS}
     a_cols: dict[str, list] = {k: [] for k in ABANDONED_COLUMNS}
-    for order, (t, s) in enumerate(zip(transcripts, sessions)):
+    for n, (t, s) in enumerate(zip(transcripts, sessions)):
+        order = orders[n] if orders is not None else first_order + n
         for i, m in enumerate(t.messages):
             mid = (order << 32) | i
             for k, v in (("message_id", mid), ("file_order", order), ("path_index", i), ("file", str(t.path)),
@@ -74,7 +136,7 @@ def arrow_tables(transcripts: list[Transcript], sessions: list[FileSession], fal
                 p_cols["message_id"].append(mid)
                 p_cols["ordinal"].append(part["ordinal"])
         for entry_id, role, inner in t.abandoned:
-            for k, v in (("session_id", s.session_id), ("entry_id", entry_id), ("role", role),
+            for k, v in (("file_order", order), ("session_id", s.session_id), ("entry_id", entry_id), ("role", role),
                          ("inner_ts", _ts_text(inner))):
                 a_cols[k].append(v)
     return tuple(pa.table(cols, schema=pa.schema([(n, pa.int64() if kind == "int" else pa.string())
@@ -82,9 +144,12 @@ def arrow_tables(transcripts: list[Transcript], sessions: list[FileSession], fal
                  for cols, spec in ((m_cols, MESSAGE_COLUMNS), (p_cols, PART_COLUMNS), (a_cols, ABANDONED_COLUMNS)))
 
 
-def stage_content(path: Path, transcripts: list[Transcript], sessions: list[FileSession], message_ids) -> None:
+def stage_content(path: Path, transcripts: list[Transcript], sessions: list[FileSession],
+                  to_write: Iterable[tuple[int, int]]) -> None:
     """Create the stage file with the content, metadata and parts of the given messages (the stage's
-    plan_parts and jsonl_content tables, read by r80 and r72)."""
+    plan_parts and jsonl_content tables, read by r80 and r72). `to_write`: (message_id, k) where the message is
+    the k-th of its identity on its session's path (a row without an entry id keeps k: IDENTITY_OCCURRENCE), in
+    message id order. A released transcript is reloaded, one at a time, for its messages."""
     con = sqlite3.connect(path, isolation_level=None)
     try:
         private_file(con, cache_kib=2048)
@@ -92,14 +157,20 @@ def stage_content(path: Path, transcripts: list[Transcript], sessions: list[File
         con.execute("CREATE TABLE plan_parts (message_id INTEGER, ordinal INTEGER, kind TEXT, payload TEXT, "
                     "tool_name TEXT, file_path TEXT, created_at TEXT)")
         con.execute("BEGIN")
-        occurrence = identity_occurrences(transcripts, sessions)
-        for mid in sorted(message_ids):
+        loaded: tuple[int, list[TranscriptMessage]] | None = None
+        for mid, occurrence in to_write:
             order, index = mid >> 32, mid & 0xFFFFFFFF
             t = transcripts[order]
-            m = t.messages[index]
+            if t.identities is None:
+                messages = t.messages
+            else:
+                if loaded is None or loaded[0] != order:
+                    loaded = (order, t.reload().messages)
+                messages = loaded[1]
+            m = messages[index]
             meta = _metadata(t, m, sessions[order].session_key)
             if m.entry_id is None:
-                meta["identity_occurrence"] = occurrence[mid]
+                meta["identity_occurrence"] = occurrence
             con.execute("INSERT INTO jsonl_content VALUES (?, ?, ?)", (mid, m.content, _dumps(meta)))
             con.executemany("INSERT INTO plan_parts VALUES (?, ?, ?, ?, ?, ?, ?)",
                             [(mid, p["ordinal"], p["kind"], _dumps(p["payload"]), p["tool_name"], p["file_path"],
@@ -109,20 +180,16 @@ def stage_content(path: Path, transcripts: list[Transcript], sessions: list[File
         con.close()
 
 
-def identity_occurrences(transcripts: list[Transcript], sessions: list[FileSession]) -> dict[int, int]:
-    """message_id -> k: the message is the k-th of its identity on its session's path (files in the order
-    read). Kept in the metadata of a row without an entry id (v1 files): lossless-claw's backfill of the same
-    file stores the same messages in the same order, so `migrate` can tell the k-th copy of a repeated message
-    (a delivery mirror repeats the reply it follows, in the same second) from the others
-    (transforms/20_turn_index.sql)."""
-    seen: dict[tuple[str, str], int] = {}
-    out = {}
-    for order, (t, s) in enumerate(zip(transcripts, sessions)):
-        for i, m in enumerate(t.messages):
-            key = (s.session_id, m.identity_hash)
-            seen[key] = seen.get(key, 0) + 1
-            out[(order << 32) | i] = seen[key]
-    return out
+# Kept in the metadata of a row without an entry id (v1 files): the message is the k-th of its identity on its
+# session's path (files in the order read). lossless-claw's backfill of the same file stores the same messages
+# in the same order, so `migrate` can tell the k-th copy of a repeated message (a delivery mirror repeats the
+# reply it follows, in the same second) from the others (transforms/20_turn_index.sql). Counted in the plan:
+IDENTITY_OCCURRENCE = """
+    SELECT w.message_id, o.occurrence FROM write_messages w JOIN (
+        SELECT message_id, row_number() OVER (PARTITION BY session_id, identity_hash
+                                              ORDER BY file_order, path_index) AS occurrence
+        FROM jsonl_messages) o USING (message_id)
+    ORDER BY w.message_id"""
 
 
 def _metadata(t: Transcript, m: TranscriptMessage, session_key: str | None) -> dict:

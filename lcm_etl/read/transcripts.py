@@ -108,6 +108,14 @@ class Transcript:
     # where it was read from besides a file: a session store window (openclaw_store.StoreWindow) or an archive
     # (store_reads.ArchiveOrigin); their facts go into each message's metadata (transcript_rows._metadata)
     origin: Any = None
+    # a released transcript (transcript_rows.release): its messages dropped once the plan's rows were taken
+    identities: Any = None          # (messages, parts, abandoned) Arrow tables
+    read_count: int | None = None   # how many messages were read
+    reload: Any = None              # () -> the same transcript read again, with its messages
+
+    def count(self) -> int:
+        """Messages read (on the path, or appended past the recorded offset), released or not."""
+        return len(self.messages) if self.read_count is None else self.read_count
 
 
 @dataclass
