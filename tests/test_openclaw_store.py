@@ -310,3 +310,26 @@ def test_reconcile_watch_follows_a_gateway_writing_the_store_and_ends_equal_to_o
     for case in expected("native"):
         sid = case["sessionId"]
         assert [i for i, _, _ in session_entries(target, sid)] == [i for i, _, _ in session_entries(once, sid)]
+
+
+def test_windows_released_as_read_and_reloaded_when_staged_write_the_same_target(tmp_path, monkeypatch):
+    """A large store's windows are released once read (their plan rows spooled to Parquet, their content
+    reloaded from the snapshot when staged): the target is the same as when every window is held."""
+    from lcm_etl.commands import reconcile as command
+
+    state = state_copy("imported", tmp_path / "state")
+    held, released = tmp_path / "held.sqlite", tmp_path / "released.sqlite"
+    for target, budget in ((held, 1 << 30), (released, 0)):
+        monkeypatch.setattr(command, "HOLD_BYTES", budget)
+        report = command.reconcile(command.ReconcileOptions(sessions=[str(state)], target=target, include_archived=True))
+        assert report.messages.inserted == 85 and report.messages.already_present == 85   # originals: same entries
+
+    def rows(target):
+        con = sqlite3.connect(target)
+        try:
+            return con.execute("SELECT session_id, turn_index, role, content, token_count, "
+                               "json_remove(metadata, '$.file') FROM lcm_messages ORDER BY 1, 2").fetchall()
+        finally:
+            con.close()
+    assert rows(released) == rows(held)
+    assert len(rows(held)) == 85

@@ -367,3 +367,27 @@ def test_garbage_lines_never_change_the_messages(tmp_path_factory, n, branch_at,
         return [(m.entry_id, m.role, m.content, m.token_count, m.identity_hash) for m in t.messages]
 
     assert key(ta) == key(tb)
+
+
+def _estimate_tokens_per_code_point(text: str) -> int:
+    """lossless-claw's estimateTokens as written: a loop over the code points, summing their weights."""
+    import math
+
+    def cjk(cp: int) -> bool:
+        return (0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or 0x20000 <= cp <= 0x2A6DF
+                or 0x2A700 <= cp <= 0x2EBEF or 0x3000 <= cp <= 0x303F or 0x3040 <= cp <= 0x30FF
+                or 0xAC00 <= cp <= 0xD7AF or 0xFF00 <= cp <= 0xFFEF)
+    return math.ceil(sum(1.5 if cjk(ord(c)) else 2.0 if ord(c) > 0xFFFF else 0.25 for c in text))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=0x10FFFF), max_size=60))
+def test_the_token_estimate_equals_lossless_claws_per_code_point_sum(text):
+    assert estimate_tokens(text) == _estimate_tokens_per_code_point(text)
+
+
+@pytest.mark.parametrize("edge", ["\u4dff\u4e00\u9fff\ua000", "\U0001ffff\U00020000\U0002a6df\U0002a6e0",
+                                  "\U0002a6ff\U0002a700\U0002ebef\U0002ebf0\U0010ffff", "\u2fff\u3000\u30ff\u3100",
+                                  "\uabff\uac00\ud7af\ud7b0\ud800\udfff", "\ufeff\uff00\uffef\ufff0é"])
+def test_the_token_estimate_holds_at_every_range_boundary(edge):
+    assert estimate_tokens(edge) == _estimate_tokens_per_code_point(edge)

@@ -67,6 +67,11 @@ class ReconcileOptions:
     memory_limit: str = "96MB"
 
 
+# Store windows whose lines add up to this much are held in memory whole (parsed: several times these bytes);
+# past it, windows are released as read, and reloaded when staged (a second parse of what is written)
+HOLD_BYTES = 16 << 20
+
+
 @dataclass
 class Reading:
     """Everything read from the transcripts' sources, before the target is looked at. It keeps each session
@@ -84,6 +89,7 @@ class Reading:
     fallback_time: str = field(default_factory=now_iso)
     keys_by_folder: dict = field(default_factory=dict)
     spool: IdentitySpool | None = None   # released windows' plan rows (transcript_rows.IdentitySpool)
+    held_bytes: int = 0                  # lines of the store windows read so far
 
     def add_window(self, store: OpenStore, w: StoreWindow, record) -> None:
         self.transcripts.append(self._window(store, w, record, len(self.transcripts), self.spool))
@@ -97,11 +103,15 @@ class Reading:
             self.transcripts[i] = _read(t.path, None, self.strict)
 
     def _window(self, store: OpenStore, w: StoreWindow, record, order: int, spool: IdentitySpool | None) -> Transcript:
-        """A window read (past its record, or whole) and released at once (transcript_rows.release): a run's
-        memory follows the largest window, not the store. Its content is reloaded from the same snapshot."""
+        """A window read (past its record, or whole). Once the windows held in memory hold HOLD_BYTES of lines,
+        each further one is released as soon as it is read (transcript_rows.release) and its content reloaded
+        from the same snapshot when staged: a large store's run holds its plan rows on disk and one window in
+        memory (memory follows the largest window, not the store), a small one reads each window once."""
         t = _guarded(read_window, store, w, record, self.strict)
-        t.reload = functools.partial(_guarded, read_window, store, w, record, self.strict)
-        release(t, order, file_session(t, self.key_by, self.keys_by_folder), self.fallback_time, spool)
+        self.held_bytes += t.report.bytes_read
+        if self.held_bytes > HOLD_BYTES:
+            t.reload = functools.partial(_guarded, read_window, store, w, record, self.strict)
+            release(t, order, file_session(t, self.key_by, self.keys_by_folder), self.fallback_time, spool)
         return t
 
     def close(self) -> None:

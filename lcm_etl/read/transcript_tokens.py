@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 from lcm_etl.read.transcript_blocks import js_stringify, js_trim, reject_constant
@@ -25,22 +26,22 @@ _LC_PART_TYPES = {
 
 
 
-def _is_cjk(cp: int) -> bool:
-    return (0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or 0x20000 <= cp <= 0x2A6DF
-            or 0x2A700 <= cp <= 0x2EBEF or 0x3000 <= cp <= 0x303F or 0x3040 <= cp <= 0x30FF
-            or 0xAC00 <= cp <= 0xD7AF or 0xFF00 <= cp <= 0xFFEF)
+# lossless-claw's weights per code point: 1.5 for CJK, 2.0 for another one beyond the BMP, 0.25 for the rest
+_CJK = re.compile("[\u4e00-\u9fff\u3400-\u4dbf\U00020000-\U0002a6df\U0002a700-\U0002ebef\u3000-\u303f"
+                  "\u3040-\u30ff\uac00-\ud7af\uff00-\uffef]")
+_ASTRAL_OTHER = re.compile("[\U00010000-\U0001ffff\U0002a6e0-\U0002a6ff\U0002ebf0-\U0010ffff]")
 
 
 def estimate_tokens(text: str) -> int:
-    """lossless-claw ``estimateTokens``: ceil of per-code-point weights."""
+    """lossless-claw ``estimateTokens``: ceil of per-code-point weights. Every weight is a multiple of 1/4, so
+    the sum is counted in quarters (exact, as the float sum is) from two regex counts rather than a Python loop
+    over the code points (a third of a store's reconcile went to that loop)."""
     if text.isascii():
         return math.ceil(len(text) * 0.25)
-    total = 0.0
-    for ch in text:
-        cp = ord(ch)
-        total += 1.5 if _is_cjk(cp) else 2.0 if cp > 0xFFFF else 0.25
-    return math.ceil(total)
-
+    cjk = len(_CJK.findall(text))
+    astral = len(_ASTRAL_OTHER.findall(text))
+    quarters = (len(text) - cjk - astral) + 6 * cjk + 8 * astral
+    return -(-quarters // 4)
 
 
 # --------------------------------------------------------------------------- token formula
