@@ -35,13 +35,15 @@ lint: $(STAMP)
 test-faults: $(STAMP)
 	$(BIN)/python -m pytest -m slow tests/faults
 
-# SIZES / REPEAT / SYNC_REPEAT / SYNC_ONLY: e.g. `make bench SIZES=200000 REPEAT=5`, or SPEC §8's shares alone:
+# SIZES / REPEAT / SYNC_REPEAT / SYNC_ONLY / STORE_SIZES: e.g. `make bench SIZES=200000 REPEAT=5`, or SPEC §8's shares alone:
 # `make bench SIZES=200000 REPEAT=3 SYNC_REPEAT=3 SYNC_ONLY=1`
 SIZES  ?= 200000,2000000
 REPEAT ?= 3
 SYNC_REPEAT ?= 1
+STORE_SIZES ?= 50000,500000
 bench: $(STAMP) bytecode
-	$(BIN)/python bench/run.py --sizes $(SIZES) --repeat $(REPEAT) --sync-repeat $(SYNC_REPEAT) $(if $(SYNC_ONLY),--sync-only)
+	$(BIN)/python bench/run.py --sizes $(SIZES) --repeat $(REPEAT) --sync-repeat $(SYNC_REPEAT) $(if $(SYNC_ONLY),--sync-only) \
+		--store-sizes $(STORE_SIZES)
 
 clean:
 	rm -rf $(VENV) build .pytest_cache

@@ -6,8 +6,10 @@ fresh process: the yardstick (bench/sqlite-yardstick.sql, the SQLite CLI alone),
 target, a no-op re-run, a `--dry-run`, `audit`, and a sync re-run after 1 % and 0.1 % growth (the source
 as tests/tools/earlier.py makes it, migrated first, then the real file copied over it, or its new rows
 committed to its -wal by a writer that holds it open, synced by a re-run or by a `migrate --watch` already
-running, timed by its sync's own elapsed_s); and `reconcile` of the 5,000-message transcript
-into a new target and into one that already holds it. It prints wall time, peak RSS and the ratio to
+running, timed by its sync's own elapsed_s); `reconcile` of the 5,000-message transcript
+into a new target and into one that already holds it; and `reconcile` of one agent's OpenClaw session store
+(fixtures/generate_store.py; --store-sizes, default 50,000 and 500,000 events) into a new target, again, and
+after 1 % of its events were appended. It prints wall time, peak RSS and the ratio to
 the yardstick, and writes the figures to bench/out/results.json. Nothing here asserts a time.
 
 The disk and the shared host make single timings vary by ±20-50 %, so `--repeat N` runs the yardstick
@@ -18,6 +20,7 @@ targets are shares); `--sync-only` runs only those cases; every case starts afte
 left by the previous case is not charged to the next.
 
 usage: python bench/run.py [--sizes 200000,2000000] [--repeat 1] [--sync-repeat 1] [--sync-only]
+                           [--store-sizes 50000,500000]
 """
 from __future__ import annotations
 
@@ -256,6 +259,46 @@ def bench_reconcile() -> list[dict]:
     return rows
 
 
+def store(n: int) -> Path:
+    """An OpenClaw session store of n transcript events (fixtures/generate_store.py), cached in bench/out/."""
+    path = OUT / f"store-{n}.sqlite"
+    if not path.exists():
+        print(f"generating a {n:,}-event session store (cached in {path}) ...", flush=True)
+        subprocess.run([sys.executable, str(ROOT / "fixtures" / "generate_store.py"), str(path), "--events", str(n),
+                        "--force"], check=True)
+    return path
+
+
+def bench_store(sizes: list[int]) -> list[dict]:
+    """reconcile of one agent's session store: a first run, a re-run with nothing new, a re-run after 1 % of the
+    events were appended (fixtures/generate_store.py --append-percent: new turns at the ends of the windows, a
+    commit per window, as the gateway appends), and the peak memory of each size (it must not grow with the
+    store)."""
+    rows = []
+    for n in sizes:
+        work = OUT / f"work-store-{n}"
+        shutil.rmtree(work, ignore_errors=True)
+        (work / "agent").mkdir(parents=True)
+        src = work / "agent" / "openclaw-agent.sqlite"
+        shutil.copyfile(store(n), src)
+        target = work / "lcm.sqlite"
+
+        def case(name: str) -> None:
+            r = run([str(LCM_ETL), "reconcile", "--sessions", str(src), "--dest", str(target), "-q"])
+            r.update(size=n, case=name)
+            rows.append(r)
+            print(f"  {n:>9,}  {name:<34} {r['wall_s']:>8.2f} s  {r['peak_rss_mb']:>7.1f} MB  exit {r['exit']}",
+                  flush=True)
+
+        case("reconcile store (new target)")
+        case("reconcile store (nothing new)")
+        subprocess.run([sys.executable, str(ROOT / "fixtures" / "generate_store.py"), str(src), "--append-percent", "1"],
+                       check=True, stdout=subprocess.DEVNULL)
+        case("reconcile store (1% appended)")
+        shutil.rmtree(work, ignore_errors=True)
+    return rows
+
+
 def table(rows: list[dict]) -> str:
     lines = ["| messages | case | wall (s) | peak RSS (MB) | ratio to yardstick | share of the first run |",
              "|---:|---|---:|---:|---:|---:|"]
@@ -279,6 +322,8 @@ def main() -> int:
                     help="runs of each sync re-run (each after its own setup), alternating with the runs above")
     ap.add_argument("--sync-only", action="store_true",
                     help="only the yardstick, the first run and the sync re-runs (SPEC §8's targets); no reconcile")
+    ap.add_argument("--store-sizes", default="50000,500000",
+                    help="transcript events of the OpenClaw session stores reconciled (one agent's store each)")
     args = ap.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     print(f"lcm-etl benchmark on {os.cpu_count()} cores; {time.strftime('%Y-%m-%d %H:%M:%S')}")
@@ -287,6 +332,7 @@ def main() -> int:
         rows += bench_size(n, args.repeat, args.sync_repeat, args.sync_only)
     if not args.sync_only:
         rows += bench_reconcile()
+        rows += bench_store([int(x) for x in args.store_sizes.split(",") if x])
     print()
     print(table(rows))
     (OUT / "results.json").write_text(json.dumps(rows, indent=1))
