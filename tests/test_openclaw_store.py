@@ -333,3 +333,38 @@ def test_windows_released_as_read_and_reloaded_when_staged_write_the_same_target
             con.close()
     assert rows(released) == rows(held)
     assert len(rows(held)) == 85
+
+
+@pytest.mark.parametrize("case", expected("imported"), ids=lambda e: e["name"])
+def test_the_jsonl_files_the_doctor_imported_land_as_the_same_active_paths(tmp_path, case):
+    """The JSONL era: the original files (fixtures/sessions, byte-identical to the doctor's *.imported-* copies)."""
+    from conftest import ROOT
+
+    target = tmp_path / "t.sqlite"
+    reconcile("--sessions", ROOT / "fixtures" / "sessions" / f"{case['name']}.jsonl", "--dest", target)
+    got = session_entries(target, case["sessionId"])
+    assert [(i, r) for i, r, _ in got] == [(m["id"], ROLES.get(m["role"], m["role"])) for m in case["activePath"]]
+
+
+@pytest.mark.parametrize("order", ["migrate-first", "reconcile-first"])
+def test_lcm_db_rows_count_as_held_against_the_store_in_either_order(tmp_path, order):
+    """lossless-claw's rows (transcript_entry_id) and the store's windows are one set of messages."""
+    from test_reconcile import build_pair, migrate
+
+    pair = build_pair("channel-telegram", tmp_path / "pair")   # an lcm.db behind the channel-telegram transcript
+    src = tmp_path / "pair" / "lcm.db"
+    state = state_copy("imported", tmp_path / "state")
+    target = tmp_path / "t.sqlite"
+    steps = [lambda: migrate(src, target),
+             lambda: reconcile("--sessions", store_of(state, "main"), "--src", src, "--dest", target)]
+    if order == "reconcile-first":
+        steps.reverse()
+    for step in steps * 2:
+        step()
+    case = next(e for e in expected("imported") if e["name"] == "channel-telegram")
+    rows = [r for r in target_rows(target) if r["session_id"] == case["sessionId"]]
+    assert len(rows) == len(case["activePath"])
+    sources = [json.loads(r["metadata"])["source"] for r in rows]
+    assert sources.count("lossless-claw") == pair["db_messages"]
+    assert sorted(json.loads(r["metadata"]).get("transcript_entry_id") for r in rows) == sorted(
+        m["id"] for m in case["activePath"])
