@@ -368,3 +368,55 @@ def test_lcm_db_rows_count_as_held_against_the_store_in_either_order(tmp_path, o
     assert sources.count("lossless-claw") == pair["db_messages"]
     assert sorted(json.loads(r["metadata"]).get("transcript_entry_id") for r in rows) == sorted(
         m["id"] for m in case["activePath"])
+
+
+def _scan(entries: list[dict]) -> list[str]:
+    """The message ids on the active path of a window of these entries (OpenClaw 2026.7.2+'s scan rules)."""
+    from pathlib import Path
+
+    from lcm_etl.read.transcripts import parse_transcript
+
+    lines = [(0, json.dumps({"type": "session", "version": 4, "id": "w"}).encode())]
+    lines += [(seq, json.dumps(e).encode()) for seq, e in enumerate(entries, 1)]
+    return [m.entry_id for m in parse_transcript(Path("store"), lines, store_rules=True).messages]
+
+
+def _msg(eid: str, parent: str | None, **extra) -> dict:
+    return {"type": "message", "id": eid, "parentId": parent, "message": {"role": "user", "content": eid}, **extra}
+
+
+def test_after_a_reset_an_entry_hung_below_what_the_reset_closed_continues_from_the_leaf():
+    entries = [_msg("a", None), _msg("b", "a"), {"type": "reset", "id": "r", "parentId": "b", "reason": "new"},
+               _msg("c", "r"), _msg("late", "a")]   # a late write whose parent is before the reset
+    assert _scan(entries) == ["a", "b", "c", "late"]
+
+
+def test_a_side_entry_and_a_side_leaf_control_do_not_move_the_leaf():
+    entries = [_msg("a", None), _msg("b", "a"), _msg("side", "a", appendMode="side"),
+               {"type": "leaf", "id": "l", "parentId": "b", "targetId": "a", "appendMode": "side"}]
+    assert _scan(entries) == ["a", "b"]
+    rewound = entries[:3] + [{"type": "leaf", "id": "l", "parentId": "b", "targetId": "a"}, _msg("c", "l")]
+    assert _scan(rewound) == ["a", "c"]
+
+
+def test_a_missing_parent_continues_from_the_leaf_in_a_store_and_from_the_line_before_in_a_jsonl_file():
+    from pathlib import Path
+
+    from lcm_etl.read.transcripts import parse_transcript
+
+    entries = [_msg("a", None), _msg("b", "a"), _msg("side", "b", appendMode="side"), _msg("c", "gone")]
+    assert _scan(entries) == ["a", "b", "c"]
+    lines = [(n, json.dumps(e).encode()) for n, e in enumerate([{"type": "session", "version": 3, "id": "w"}]
+                                                                 + entries, 1)]
+    jsonl = parse_transcript(Path("w.jsonl"), lines)   # OpenClaw 2026.7.1: the entry before it in file order
+    assert [m.entry_id for m in jsonl.messages] == ["a", "b", "side", "c"]
+
+
+def test_a_dry_run_on_a_store_reports_what_a_run_would_write_and_creates_nothing(tmp_path):
+    state = state_copy("native", tmp_path / "state")
+    before = folder_state(state)
+    target = tmp_path / "out" / "t.sqlite"
+    report = reconcile("--sessions", state, "--dest", target, "--dry-run")
+    assert report["messages"]["inserted"] == 109 and report["dry_run"] is True
+    assert not target.parent.exists()
+    assert folder_state(state) == before
