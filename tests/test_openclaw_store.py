@@ -1,4 +1,4 @@
-"""reconcile, audit and inspect on OpenClaw's per-agent SQLite session store (OpenClaw 2026.7.2+, SPEC §6.1).
+"""reconcile, audit and inspect on OpenClaw's per-agent SQLite session store (OpenClaw 2026.7.2+).
 
 Every fixtures/openclaw-sqlite/expected/*.json is a test: after a reconcile, the target's messages of that session
 are exactly the active path OpenClaw 2026.9.6 computed (entry ids, order, roles), each holding the content of the

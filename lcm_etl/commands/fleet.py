@@ -42,7 +42,7 @@ class PairResult:
 
 def installation_transcripts(src: Path) -> Path | None:
     """The state folder holding the pair's lcm.db, when its agents keep transcripts (a session store or JSONL):
-    a pair is the whole installation, lcm.db first, then what its transcripts hold beyond it (SPEC §6)."""
+    a pair is the whole installation, lcm.db first, then what its transcripts hold beyond it (docs/fleet.md)."""
     from lcm_etl.read.openclaw_state import find_inputs
 
     folder = src.parent

@@ -1,9 +1,11 @@
-"""`reconcile`: crash recovery from OpenClaw JSONL transcripts (SPEC §6).
+"""`reconcile`: crash recovery from OpenClaw's transcripts (docs/cli.md, docs/mapping.md).
 
-Transcripts are read in Python (lcm_etl/read/transcripts.py: OpenClaw's active path, lossless-claw's
-identity and token formula), handed to DuckDB as Arrow tables, matched against what lcm.db and the
-target already hold by the declarative steps r20/r60/r65, and written by the shared SQLite writer.
-Every file is read and validated before anything is written: one bad file means nothing is written.
+Transcripts are each agent's session store windows (lcm_etl/read/openclaw_store.py, store_reads.py) and legacy
+JSONL files, read in Python (lcm_etl/read/transcripts.py: OpenClaw's active path, lossless-claw's identity and
+token formula), handed to DuckDB as Arrow tables (or a Parquet spool: transcript_rows.IdentitySpool), matched
+against what lcm.db and the target already hold by the declarative steps r20/r60/r65, and written by the
+shared SQLite writer. Every transcript is read and validated before anything is written: one bad transcript
+means nothing is written.
 """
 from __future__ import annotations
 
@@ -127,7 +129,7 @@ class Reading:
 
 def read_all(opts: ReconcileOptions, records: dict | None = None) -> Reading:
     """Every transcript: each session store's windows (whole, or past the seq its record proves: a re-run,
-    SPEC §8), each live JSONL file (whole, or from its recorded offset), and the archives asked for. Store
+    docs/design.md), each live JSONL file (whole, or from its recorded offset), and the archives asked for. Store
     windows come first, then live files, then archives: where two hold the same entry, the first is read."""
     given = [expand(p) for p in opts.sessions]
     for p in given:

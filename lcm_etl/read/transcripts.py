@@ -256,7 +256,7 @@ def parse_transcript(path: Path, lines: Iterable[tuple[int, bytes]], strict: boo
 
 def _active_path(body: list[tuple[int, dict]], report: TranscriptReport,
                  store_rules: bool = False) -> tuple[list[_Node], dict[str, _Node]]:
-    """OpenClaw's leaf selection and parent walk, with SPEC 6's gap and replay rules.
+    """OpenClaw's leaf selection and parent walk, with the gap and replay rules of docs/mapping.md.
 
     Every canonical entry becomes the leaf unless it is `appendMode: "side"`; a valid `leaf` control moves
     the leaf to its target (an entry whose parent is the control continues from the target). The path is the
