@@ -16,7 +16,9 @@
 --      repair. created_at is never changed in place, so it tells a message from another file's (or a
 --      restored backup's) message that happens to carry the same id. Only identities and the small
 --      attributes that can drift are read here: content never passes through the plan. A sync re-run
---      ($scoped, lcm_etl/planning/delta.py) reads only the sessions it re-plans (scope_sessions, 08_sync_scope.sql).
+--      (lcm_etl/planning/delta.py) reads only the sessions it re-plans: `tgt` is then a copy of just their rows
+--      (lcm_etl/read/subset.py), so no step filters on the scope (a filter joining scope_sessions made DuckDB
+--      carry the whole metadata column and run out of its 96 MB on a 310k-message target).
 CREATE OR REPLACE TABLE tgt_lc AS
 SELECT id, session_id, turn_index, role, created_at,
        v[2] AS conversation_id, try_cast(v[3] AS BIGINT) AS source_seq, v[4] AS source_message_id,
@@ -26,7 +28,7 @@ FROM (SELECT id, session_id, turn_index, role, created_at,
              json_extract_string(metadata, ['$.source', '$.conversation_id', '$.source_seq', '$.source_message_id',
                                             '$.transcript_entry_id', '$.identity_hash', '$.openclaw_sender_metadata',
                                             '$.session_key', '$.title']) AS v
-      FROM (SELECT * FROM tgt.lcm_messages WHERE (NOT $scoped OR session_id IN (SELECT session_id FROM scope_sessions)))
+      FROM tgt.lcm_messages
       WHERE metadata LIKE '%lossless-claw%' AND json_valid(metadata))
 WHERE v[1] = 'lossless-claw';
 
@@ -49,14 +51,14 @@ GROUP BY session_id, conversation_id, source_seq;
 CREATE OR REPLACE TABLE tgt_entries AS
 SELECT session_id, entry_id, min(id) AS id, arg_min(turn_index, id) AS turn_index
 FROM (SELECT id, session_id, turn_index, json_extract_string(metadata, '$.transcript_entry_id') AS entry_id
-      FROM (SELECT * FROM tgt.lcm_messages WHERE (NOT $scoped OR session_id IN (SELECT session_id FROM scope_sessions)))
+      FROM tgt.lcm_messages
       WHERE metadata LIKE '%openclaw-jsonl%' AND json_valid(metadata)
         AND json_extract_string(metadata, '$.source') = 'openclaw-jsonl')
 WHERE entry_id IS NOT NULL
 GROUP BY session_id, entry_id;
 
 CREATE OR REPLACE TABLE tgt_max_turn AS
-SELECT session_id, max(turn_index) AS max_turn FROM tgt.lcm_messages WHERE (NOT $scoped OR session_id IN (SELECT session_id FROM scope_sessions)) GROUP BY session_id;
+SELECT session_id, max(turn_index) AS max_turn FROM tgt.lcm_messages GROUP BY session_id;
 
 CREATE OR REPLACE TABLE tgt_parts AS
 SELECT p.message_id, p.ordinal FROM tgt.lcm_message_parts p
@@ -64,9 +66,8 @@ WHERE p.message_id IN (SELECT id FROM tgt_lc UNION ALL SELECT id FROM tgt_entrie
 
 -- summaries: text compared by hash (summaries are short; lossless-claw's doctor rewrites them in place)
 CREATE OR REPLACE TABLE tgt_summaries AS
-SELECT id, session_id, parent_id, md5(summary_text) AS text_md5, token_count FROM tgt.lcm_summary_nodes
-WHERE (NOT $scoped OR session_id IN (SELECT session_id FROM scope_sessions));
+SELECT id, session_id, parent_id, md5(summary_text) AS text_md5, token_count FROM tgt.lcm_summary_nodes;
 
 CREATE OR REPLACE TABLE tgt_boundaries AS
-SELECT DISTINCT session_id FROM tgt.lcm_compaction_events WHERE tokens_before = tokens_after AND (NOT $scoped OR session_id IN (SELECT session_id FROM scope_sessions));
+SELECT DISTINCT session_id FROM tgt.lcm_compaction_events WHERE tokens_before = tokens_after;
 

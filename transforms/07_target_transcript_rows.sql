@@ -17,7 +17,7 @@ SELECT id, session_id, turn_index, nullif(trim(v[2]), '') AS entry_id, v[3] AS i
 FROM (SELECT id, session_id, turn_index, created_at,
              json_extract_string(metadata, ['$.source', '$.transcript_entry_id', '$.identity_hash',
                                             '$.identity_occurrence']) AS v
-      FROM (SELECT * FROM tgt.lcm_messages WHERE (NOT $scoped OR session_id IN (SELECT session_id FROM scope_sessions)))
+      FROM tgt.lcm_messages
       WHERE metadata LIKE '%openclaw-jsonl%' AND json_valid(metadata))
 WHERE v[1] = 'openclaw-jsonl';
 

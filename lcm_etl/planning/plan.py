@@ -95,7 +95,7 @@ def load_target_state(con: duckdb.DuckDBPyConnection, target_db: Path | None, sc
         # the scope's sessions only, found through the target's indexes (lcm_etl/read/subset.py)
         sessions = [r[0] for r in con.execute("SELECT session_id FROM scope_sessions").fetchall()]
         subset_db = subset.target_subset(target_db, scratch / "scope-target.sqlite", sessions)
-    read("tgt", pipeline.TARGET_STATE, _TARGET_TABLES, {"scoped": scope is not None}, subset_db)
+    read("tgt", pipeline.TARGET_STATE, _TARGET_TABLES, None, subset_db)
     return scope
 
 
