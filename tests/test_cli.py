@@ -331,6 +331,26 @@ def test_a_target_with_a_newer_remnic_schema_exits_2_and_is_untouched(tmp_path):
     assert dest.read_bytes() == before
 
 
+@pytest.mark.parametrize("version", ["3.0", " 3", "2026.1", "2.0", " 2", "02", "0", ""])
+@pytest.mark.parametrize("command", ["migrate", "audit", "dry-run"])
+def test_a_target_whose_schema_version_is_not_exactly_one_lcm_etl_knows_is_refused_untouched(tmp_path, version,
+                                                                                             command):
+    # issue 24 item 6: '3.0', ' 3' and '2026.1' were accepted and rewritten to '2' (only a plain '3' was refused)
+    src = copy_fixture("basic-0.1.0.db", tmp_path / "src")
+    dest = tmp_path / "mem" / "lcm.sqlite"
+    con = make_native_target(dest)
+    con.execute("UPDATE lcm_meta SET value = ? WHERE key = 'schema_version'", (version,))
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    con.close()
+    before = {p.name: p.read_bytes() for p in dest.parent.iterdir()}
+    args = (["audit"] if command == "audit" else ["migrate"] + (["--dry-run"] if command == "dry-run" else []))
+    proc = run_cli(*args, "--src", src, "--dest", dest)
+    assert_one_line_error(proc, 2, f"lcm-etl: error: target has Remnic LCM schema version {version!r}, not one this "
+                                   f"lcm-etl knows ('1' or '2' exactly): {dest} (it is left untouched; point --dest "
+                                   "at a Remnic lcm.sqlite of schema version 2, or at a new path)\n")
+    assert {p.name: p.read_bytes() for p in dest.parent.iterdir()} == before
+
+
 def test_a_source_damaged_where_only_the_content_copy_reads_exits_2_and_creates_nothing(tmp_path):
     # found by the fault suite's byte flips: the page survives planning and fails while content is copied
     src = copy_fixture("multiparent-newest.db", tmp_path / "src")
