@@ -351,6 +351,25 @@ def test_a_target_whose_schema_version_is_not_exactly_one_lcm_etl_knows_is_refus
     assert {p.name: p.read_bytes() for p in dest.parent.iterdir()} == before
 
 
+@pytest.mark.parametrize("command", ["migrate", "dry-run", "audit", "reconcile", "runs"])
+def test_a_dangling_symbolic_link_as_dest_exits_2_naming_the_link_and_where_it_points(tmp_path, command):
+    # issue 24 item 7: every migrate failed with "target appeared while it was being built; re-run to append to it"
+    src = copy_fixture("basic-0.1.0.db", tmp_path / "src")
+    link = tmp_path / "mem" / "lcm.sqlite"
+    link.parent.mkdir()
+    link.symlink_to(tmp_path / "elsewhere" / "lcm.sqlite")
+    args = {"migrate": ["migrate", "--src", src], "dry-run": ["migrate", "--dry-run", "--src", src],
+            "audit": ["audit", "--src", src], "runs": ["runs"],
+            "reconcile": ["reconcile", "--sessions", tmp_path / "src"]}[command]
+    for _ in range(2):   # the same answer every time, never a loop of failures
+        proc = run_cli(*args, "--dest", link)
+        assert_one_line_error(proc, 2, f"lcm-etl: error: target is a symbolic link to nothing: {link} -> "
+                                       f"{tmp_path / 'elsewhere' / 'lcm.sqlite'} (pass --dest the path it should "
+                                       "point at, or remove the link)\n")
+    assert sorted(p.name for p in link.parent.iterdir()) == ["lcm.sqlite"] and link.is_symlink()
+    assert not (tmp_path / "elsewhere").exists()
+
+
 def test_a_source_damaged_where_only_the_content_copy_reads_exits_2_and_creates_nothing(tmp_path):
     # found by the fault suite's byte flips: the page survives planning and fails while content is copied
     src = copy_fixture("multiparent-newest.db", tmp_path / "src")

@@ -80,6 +80,11 @@ def check_target(path: Path, open_it: bool = True) -> bool:
     """
     if path.is_dir():
         raise BadInput(f"target is a directory: {path} (pass the lcm.sqlite file path, or use --memory-dir)")
+    if path.is_symlink() and not path.exists():
+        # a new target is built aside and linked into place, which a link's name refuses (it exists): every run
+        # would fail the same way at its end. Said here, before anything is read or written.
+        raise BadInput(f"target is a symbolic link to nothing: {path} -> {os.readlink(path)} (pass --dest the path "
+                       "it should point at, or remove the link)")
     if path.exists():
         try:
             with open(path, "rb") as fh:
