@@ -205,3 +205,55 @@ def test_the_part_payload_has_the_bytes_of_json_patch_over_json_object_for_any_v
     for (built, _), row in zip(pairs, rows):
         assert json.loads(built) == {c: v for c, v in zip(PAYLOAD_COLUMNS, row) if v is not None} or \
             any(isinstance(v, float) for v in row)   # SQLite prints reals with 15 significant digits
+
+
+# --------------------------------------------------------------------------------------------------
+# tables a source may lack (issue 24 item 4): one rule for every command
+
+def _without(tmp_path, *tables: str):
+    src = copy_fixture("multiparent-newest.db", tmp_path / "src")
+    con = sqlite3.connect(src)
+    con.execute("PRAGMA foreign_keys=OFF")
+    for table in tables:
+        con.execute(f"DROP TABLE {table}")
+    con.commit()
+    con.close()
+    return src
+
+
+COMMANDS = {"inspect": ["inspect"], "migrate": ["migrate", "--dest", "{dest}"],
+            "dry-run": ["migrate", "--dry-run", "--dest", "{dest}"], "audit": ["audit", "--dest", "{dest}"],
+            "reconcile": ["reconcile", "--sessions", "{sessions}", "--dest", "{dest}"]}
+
+
+@pytest.mark.parametrize("table", ["summaries", "summary_messages", "summary_parents", "conversations", "messages"])
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_a_source_without_a_table_every_lossless_claw_release_has_exits_2_naming_it_in_every_command(
+        tmp_path, command, table):
+    # migrate exited 2 with DuckDB's "Binder Error: Cannot compare values of type VARCHAR and BIGINT" while
+    # inspect accepted the file
+    src = _without(tmp_path, table)
+    (tmp_path / "sessions").mkdir()
+    args = [a.format(dest=tmp_path / "out" / "lcm.sqlite", sessions=tmp_path / "sessions") for a in COMMANDS[command]]
+    proc = run_cli(*args, "--src", src)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == ""
+    assert proc.stderr == (f"lcm-etl: error: source is not a lossless-claw database: {src} lacks the table {table}, "
+                           "which every lossless-claw release has; point --src at OpenClaw's lcm.db\n")
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_a_source_without_the_tables_the_peer_test_shape_may_lack_reads_them_as_empty_in_every_command(
+        tmp_path, command):
+    src = _without(tmp_path, "message_parts", "large_files")
+    (tmp_path / "sessions").mkdir()
+    dest = tmp_path / "out" / "lcm.sqlite"
+    args = [a.format(dest=dest, sessions=tmp_path / "sessions") for a in COMMANDS[command]]
+    proc = run_cli(*args, "--src", src, "--json")
+    assert proc.returncode == (3 if command == "audit" else 0), proc.stderr
+    assert proc.stderr == ""
+    if command == "migrate":
+        assert json.loads(proc.stdout)["parts"]["inserted"] == 0
+        again = run_cli("audit", "--src", src, "--dest", dest)
+        assert again.returncode == 0, again.stdout + again.stderr

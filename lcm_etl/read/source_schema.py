@@ -16,7 +16,11 @@ import orjson
 from lcm_etl.errors import BadInput
 from lcm_etl.read.sources import unreadable
 
-REQUIRED_TABLES = ("conversations", "messages")
+# The one rule for every command (inspect, migrate, reconcile --src, audit): a table every lossless-claw release
+# creates (0.1.0 on, and the peer importer's test shape too) must be there, or the file is not a lossless-claw
+# database; a table a shape lcm-etl reads can lack (the peer's test shape has no message_parts or large_files)
+# is read as empty (normalized_views).
+REQUIRED_TABLES = ("conversations", "messages", "summaries", "summary_messages", "summary_parents")
 
 
 @dataclass
@@ -76,9 +80,13 @@ def detect_schema(db: Path, original: Path) -> SourceSchema:
     finally:
         con.close()
     missing = [t for t in REQUIRED_TABLES if not schema.has(t)]
-    if missing or not schema.has("messages", "seq"):
-        raise BadInput(f"source is not a lossless-claw database: {original} lacks "
-                       f"{', '.join(missing) or 'messages.seq'}; point --src at OpenClaw's lcm.db")
+    if missing:
+        raise BadInput(f"source is not a lossless-claw database: {original} lacks the "
+                       f"{'table' if len(missing) == 1 else 'tables'} {', '.join(missing)}, which every lossless-claw "
+                       "release has; point --src at OpenClaw's lcm.db")
+    if not schema.has("messages", "seq"):
+        raise BadInput(f"source is not a lossless-claw database: {original} lacks messages.seq; "
+                       "point --src at OpenClaw's lcm.db")
     return schema
 
 
@@ -125,11 +133,9 @@ def normalized_views(schema: SourceSchema, dialect: str) -> dict[str, str]:
         "src_messages": _select(schema, "messages", MESSAGE_COLS),
     }
     s = schema
-    views["src_summaries"] = _select(s, "summaries", SUMMARY_COLS) if s.has("summaries") else _empty(SUMMARY_COLS)
-    views["src_summary_messages"] = (_select(s, "summary_messages", ["summary_id", "message_id", "ordinal"])
-                                     if s.has("summary_messages") else _empty(["summary_id", "message_id", "ordinal"]))
-    views["src_summary_parents"] = (_select(s, "summary_parents", ["summary_id", "parent_summary_id", "ordinal"])
-                                    if s.has("summary_parents") else _empty(["summary_id", "parent_summary_id", "ordinal"]))
+    views["src_summaries"] = _select(s, "summaries", SUMMARY_COLS)   # REQUIRED_TABLES: detect_schema checked them
+    views["src_summary_messages"] = _select(s, "summary_messages", ["summary_id", "message_id", "ordinal"])
+    views["src_summary_parents"] = _select(s, "summary_parents", ["summary_id", "parent_summary_id", "ordinal"])
     views["src_parts"] = _parts_view(schema, dialect)
     views["src_large_files"] = (_select(s, "large_files", LARGE_FILE_COLS) if s.has("large_files")
                                 else _empty(LARGE_FILE_COLS))
