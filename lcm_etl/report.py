@@ -52,6 +52,9 @@ class RunReport:
     run_id: str | None = None
     warnings: list[str] = field(default_factory=list)
     extra: dict = field(default_factory=dict)   # command-specific sections (reconcile files, audit diffs)
+    # what the source holds that lcm-etl's mapping does not name (source_schema.SourceSchema.unknown)
+    unknown_in_source: dict[str, list[str]] = field(default_factory=lambda: {
+        "tables_not_kept": [], "columns_in_metadata": [], "columns_not_kept": []})
 
     def take_written(self, counts: dict) -> None:
         """The plan said what would be written; SQLite says what was. They must agree."""
@@ -123,6 +126,7 @@ class RunReport:
             lines.append(f"  ... {len(self.skipped_summaries) - limit} more skipped summaries (see --json)")
         if transcripts:
             lines += transcript_lines(self.extra, limit)
+        lines += unknown_lines(self.unknown_in_source)
         for key, value in self.extra.items():
             if isinstance(value, (int, float, str)) and key not in _RENDERED:
                 lines.append(f"  {key}: {value}")
@@ -133,6 +137,18 @@ class RunReport:
 
 
 _RENDERED = {"transcripts_read", "lines_read", "files_read_from_offset"}   # extra keys as_text renders in its own words
+
+
+def unknown_lines(unknown: dict[str, list[str]]) -> list[str]:
+    """What a newer lossless-claw added, in the words of every report (migrate, audit, inspect)."""
+    lines = []
+    if unknown["tables_not_kept"]:
+        lines.append(f"  source tables lcm-etl does not know (not kept): {', '.join(unknown['tables_not_kept'])}")
+    said = [f"{', '.join(unknown[key])} ({how})" for key, how in (("columns_in_metadata", "kept in message metadata"),
+                                                                  ("columns_not_kept", "not kept")) if unknown[key]]
+    if said:
+        lines.append(f"  source columns lcm-etl does not know: {'; '.join(said)}")
+    return lines
 
 
 def now_iso() -> str:

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import FIXTURE_DIR, FIXTURES, copy_fixture, migrate_api, open_db, run_cli
+from test_json_schemas import validator
 
 GENERATION = {
     "basic-0.1.0.db": "0.1.x",
@@ -257,3 +258,63 @@ def test_a_source_without_the_tables_the_peer_test_shape_may_lack_reads_them_as_
         assert json.loads(proc.stdout)["parts"]["inserted"] == 0
         again = run_cli("audit", "--src", src, "--dest", dest)
         assert again.returncode == 0, again.stdout + again.stderr
+
+
+# --------------------------------------------------------------------------------------------------
+# what a newer lossless-claw adds (issue 24 item 5): kept or said, never dropped without a word
+
+NOTHING_UNKNOWN = {"tables_not_kept": [], "columns_in_metadata": [], "columns_not_kept": []}
+
+
+def _newer(tmp_path):
+    src = copy_fixture("multiparent-newest.db", tmp_path / "src")
+    con = sqlite3.connect(src)
+    con.executescript("""
+        ALTER TABLE messages ADD COLUMN reaction TEXT;
+        ALTER TABLE messages ADD COLUMN edit_count INTEGER;
+        UPDATE messages SET reaction = '👍', edit_count = 2 WHERE message_id = (SELECT min(message_id) FROM messages);
+        ALTER TABLE summaries ADD COLUMN quality REAL;
+        ALTER TABLE conversations ADD COLUMN pinned INTEGER;
+        CREATE TABLE message_reactions (message_id INTEGER, emoji TEXT);
+        INSERT INTO message_reactions VALUES (1, '👍');
+        CREATE VIEW reactions_view AS SELECT * FROM message_reactions;
+    """)
+    con.close()
+    return src
+
+
+WANT_UNKNOWN = {"tables_not_kept": ["message_reactions"],
+                "columns_in_metadata": ["messages.edit_count", "messages.reaction"],
+                "columns_not_kept": ["conversations.pinned", "summaries.quality"]}
+
+
+def test_columns_and_tables_of_a_newer_lossless_claw_are_kept_in_metadata_or_listed_in_every_report(tmp_path):
+    src = _newer(tmp_path)
+    dest = tmp_path / "out" / "lcm.sqlite"
+    first = json.loads(run_cli("migrate", "--src", src, "--dest", dest, "--json").stdout)
+    assert first["unknown_in_source"] == WANT_UNKNOWN
+    validator("migrate").validate(first)
+    with open_db(dest) as con:
+        metas = [json.loads(r[0]) for r in con.execute("SELECT metadata FROM lcm_messages ORDER BY id")]
+    first_id = min(m["source_message_id"] for m in metas)
+    held = [m for m in metas if "reaction" in m or "edit_count" in m]
+    assert [(m["source_message_id"], m["reaction"], m["edit_count"]) for m in held] == [(first_id, "👍", 2)]
+    text = run_cli("migrate", "--src", src, "--dest", tmp_path / "other" / "lcm.sqlite").stdout
+    assert ("  source tables lcm-etl does not know (not kept): message_reactions\n"
+            "  source columns lcm-etl does not know: messages.edit_count, messages.reaction (kept in message "
+            "metadata); conversations.pinned, summaries.quality (not kept)\n") in text
+    audit = run_cli("audit", "--src", src, "--dest", dest, "--json")
+    assert audit.returncode == 0, audit.stdout
+    assert json.loads(audit.stdout)["unknown_in_source"] == WANT_UNKNOWN
+    validator("audit").validate(json.loads(audit.stdout))
+    inspected = json.loads(run_cli("inspect", "--src", src, "--json").stdout)
+    assert inspected["unknown_in_source"] == WANT_UNKNOWN
+    validator("inspect").validate(inspected)
+    assert "source tables lcm-etl does not know (not kept): message_reactions" in run_cli("inspect", "--src", src).stdout
+
+
+def test_a_source_with_only_the_columns_lcm_etl_maps_reports_nothing_unknown(tmp_path):
+    src = copy_fixture("basic-1.0.0-beta.4.db", tmp_path / "src")
+    report = json.loads(run_cli("migrate", "--src", src, "--dest", tmp_path / "out" / "lcm.sqlite", "--json").stdout)
+    assert report["unknown_in_source"] == NOTHING_UNKNOWN
+    assert json.loads(run_cli("inspect", "--src", src, "--json").stdout)["unknown_in_source"] == NOTHING_UNKNOWN

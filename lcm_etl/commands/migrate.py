@@ -132,6 +132,7 @@ class _Run:
         proved = self.changes.conversations if self.changes else None
         schema = detect_schema(snap.path, opts.src)
         report.source_schema = schema.generation
+        report.unknown_in_source = schema.unknown()
         if not opts.dry_run:   # chosen before planning: a new target's parts start on the source meanwhile
             self.strategy = choose(opts.target, self.existed, (WRITE_MESSAGES, WRITE_REST), opts.lock_timeout,
                                    SourceParts(snap.folder, {"src": snap.path}, normalized_views(schema, "sqlite"),
