@@ -39,6 +39,9 @@ class RunReport:
     collapsed_parents: int = 0
     parents_updated: int = 0   # imported summaries given the parent that now covers them (SPEC §8)
     changes: dict[str, int] = field(default_factory=dict)   # what changed in updated messages -> count
+    # new messages whose source id and instant an imported row holds with another role, content or token_count
+    # (a row edited by hand, a restored backup's id issued again): imported beside that row, which is kept
+    messages_superseded: int = 0
     sessions_kept: int = 0     # conversations kept in the session they were first imported into
     conversations_changed: int = 0   # conversations new to the provenance, or changed there since (archived...)
     dropped_parent_edges: int = 0
@@ -109,6 +112,10 @@ class RunReport:
             lines.append(f"  changed in the source since imported: messages {verb} {self.messages.updated}"
                          + (f" ({what})" if what else "") + f", summary texts {self.summaries.updated}"
                          f", parents {self.parents_updated}")
+        if self.messages_superseded:
+            lines.append(f"  messages whose imported row holds other content than the source's now (edited in place, "
+                         f"or an id a restored backup issued again): {self.messages_superseded} "
+                         f"{'would be imported' if self.dry_run else 'imported'} beside it, the imported row kept")
         if self.conversations_changed:
             lines.append(f"  conversations new or changed in the source (provenance refreshed): {self.conversations_changed}")
         if self.sessions_kept:

@@ -115,7 +115,8 @@ def _audit_source(opts: AuditOptions, source: Snapshot, target_db: Path | None, 
     hashes = content_hashes(source.folder / "hashes.sqlite", source.path, schema, target_db)
     con = plan.open_source(source.path, schema, source.original, opts.memory_limit)
     try:
-        plan.load_target_state(con, target_db, source.folder)
+        plan.load_target_state(con, target_db, source.folder,
+                               source=plan.SourceRows(source.path, normalized_views(schema, "sqlite")))
         planned = plan.build(con, opts.key_by, opts.session_filter, 50_000, str(source.original))
         plan.report_plan(con, report, planned, filtered=bool(opts.session_filter))
         duck.attach_sqlite(con, str(hashes), "hashes")

@@ -156,7 +156,8 @@ class _Run:
             known = [(k, m) for kind, k, m in rec.marks if kind == "session"] \
                 if rec and proved is not None and self.cache and self.cache.target_untouched else None
             scope = plan.load_target_state(con, target_db, snap.folder, (lambda: self._narrow(
-                delta.narrow(con, rec, params, schema, snap.path, snap.folder, proved))) if rec else None, known)
+                delta.narrow(con, rec, params, schema, snap.path, snap.folder, proved))) if rec else None, known,
+                plan.SourceRows(snap.path, normalized_views(schema, "sqlite")))
             if scope is not None:
                 delta.enter_scope(con, scope, schema)
             self.bars.close()
