@@ -5,6 +5,7 @@ The policy for each change is stated in docs/mapping.md ("When the source change
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 
 import pytest
@@ -262,3 +263,19 @@ def test_a_message_edited_in_place_is_pending_in_audit_until_a_migrate_imports_i
     audit = json.loads(run_cli("audit", "--src", src, "--dest", target, "--json").stdout)
     assert audit["extra"]["messages kept, no longer in the source"] == 1
     assert resync(src, target)["messages"]["inserted"] == 0
+
+
+def test_a_message_edited_in_place_is_found_by_a_re_run_without_the_kept_snapshot(synced):
+    # no previous snapshot to compare pages with: the marks decide, and they digest the content too
+    src, target = synced
+    con = sqlite3.connect(src)
+    mid = con.execute("SELECT max(message_id) FROM messages WHERE conversation_id = 2").fetchone()[0]
+    con.close()
+    change(src, ("UPDATE messages SET content = content || ' (edited)' WHERE message_id = ?", (mid,)))
+    env = {**os.environ, "LCM_ETL_CACHE_DIR": "off"}
+    proc = run_cli("migrate", "--src", src, "--dest", target, "--json", env=env)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert "sessions re-planned" in report["extra"]["sync"]   # a sync re-run, not a full plan
+    assert (report["messages"]["inserted"], report["messages_superseded"]) == (1, 1)
+    assert run_cli("audit", "--src", src, "--dest", target, env=env).returncode == 0

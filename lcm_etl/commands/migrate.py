@@ -144,7 +144,7 @@ class _Run:
             if proved is not None:
                 snap.hash_in_background()   # for the ledger: a core is spare while a few sessions are planned
             if self.rec is None or proved is None:
-                delta.mark_source(con, schema)
+                delta.mark_source(con, schema, snap.path)
             self.view = tgt.target_view(opts.target, self.existed, private=opts.dry_run)
             target_db = self.view.path if self.view else opts.target if self.existed else None
             # a sync re-run plans only what changed since the previous run's marks (lcm_etl/planning/delta.py)
