@@ -370,6 +370,25 @@ def test_a_dangling_symbolic_link_as_dest_exits_2_naming_the_link_and_where_it_p
     assert not (tmp_path / "elsewhere").exists()
 
 
+def test_a_source_damaged_in_a_page_of_messages_exits_2_and_creates_nothing(tmp_path):
+    # planning reads every message's content in SQLite (the marks' content digest): a bad page met there is
+    # the one-line "source is damaged", not an internal error
+    src = copy_fixture("multiparent-newest.db", tmp_path / "src")
+    con = sqlite3.connect(src)
+    page = con.execute("SELECT max(pageno) FROM dbstat WHERE name = 'messages' AND pagetype = 'leaf'").fetchone()[0]
+    size = con.execute("PRAGMA page_size").fetchone()[0]
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    con.close()
+    data = bytearray(src.read_bytes())
+    data[(page - 1) * size + 8] ^= 0x7F   # the first cell pointer of that leaf page
+    src.write_bytes(bytes(data))
+    dest = tmp_path / "out" / "lcm.sqlite"
+    proc = run_cli("migrate", "--src", src, "--dest", dest)
+    assert_one_line_error(proc, 2, "lcm-etl: error: source is damaged: ")
+    assert "the target was not created" in proc.stderr
+    assert not dest.parent.exists()
+
+
 def test_a_source_damaged_where_only_the_content_copy_reads_exits_2_and_creates_nothing(tmp_path):
     # found by the fault suite's byte flips: the page survives planning and fails while content is copied
     src = copy_fixture("multiparent-newest.db", tmp_path / "src")

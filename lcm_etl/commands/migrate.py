@@ -181,6 +181,9 @@ class _Run:
         except duckdb.Error as exc:
             _background_failure(self.strategy, opts, snap.path)   # a full disk shows first where the builder writes
             raise duck.translate(exc, plan.unreadable_source(opts.src)) from None
+        except sqlite3.DatabaseError as exc:   # SQLite reads content while planning (delta.content_marks, 04)
+            _background_failure(self.strategy, opts, snap.path)
+            raise write_failure(exc, opts.target, self.existed, snap.path) from None
         finally:
             if self.scope is not None:   # not left copying into the run's folder, which is removed next
                 self.scope.wait()
