@@ -41,6 +41,9 @@ class RunReport:
     collapsed_parents: int = 0
     parents_updated: int = 0   # imported summaries given the parent that now covers them (SPEC §8)
     changes: dict[str, int] = field(default_factory=dict)   # what changed in updated messages -> count
+    # new messages whose source id and instant an imported row holds with another role, content or token_count
+    # (a row edited by hand, a restored backup's id issued again): imported beside that row, which is kept
+    messages_superseded: int = 0
     sessions_kept: int = 0     # conversations kept in the session they were first imported into
     conversations_changed: int = 0   # conversations new to the provenance, or changed there since (archived...)
     dropped_parent_edges: int = 0
@@ -54,6 +57,9 @@ class RunReport:
     run_id: str | None = None
     warnings: list[str] = field(default_factory=list)
     extra: dict = field(default_factory=dict)   # command-specific sections (reconcile files, audit diffs)
+    # what the source holds that lcm-etl's mapping does not name (source_schema.SourceSchema.unknown)
+    unknown_in_source: dict[str, list[str]] = field(default_factory=lambda: {
+        "tables_not_kept": [], "columns_in_metadata": [], "columns_not_kept": []})
 
     def take_written(self, counts: dict) -> None:
         """The plan said what would be written; SQLite says what was. They must agree."""
@@ -108,6 +114,10 @@ class RunReport:
             lines.append(f"  changed in the source since imported: messages {verb} {self.messages.updated}"
                          + (f" ({what})" if what else "") + f", summary texts {self.summaries.updated}"
                          f", parents {self.parents_updated}")
+        if self.messages_superseded:
+            lines.append(f"  messages whose imported row holds other content than the source's now (edited in place, "
+                         f"or an id a restored backup issued again): {self.messages_superseded} "
+                         f"{'would be imported' if self.dry_run else 'imported'} beside it, the imported row kept")
         if self.conversations_changed:
             lines.append(f"  conversations new or changed in the source (provenance refreshed): {self.conversations_changed}")
         if self.sessions_kept:
@@ -125,6 +135,7 @@ class RunReport:
             lines.append(f"  ... {len(self.skipped_summaries) - limit} more skipped summaries (see --json)")
         if transcripts:
             lines += transcript_lines(self.extra, limit)
+        lines += unknown_lines(self.unknown_in_source)
         for key, value in self.extra.items():
             if isinstance(value, (int, float, str)) and key not in _RENDERED:
                 lines.append(f"  {key}: {value}")
@@ -135,6 +146,18 @@ class RunReport:
 
 
 _RENDERED = {"transcripts_read", "lines_read", "files_read_from_offset", "rewritten_in_place"}   # extra keys as_text renders in its own words
+
+
+def unknown_lines(unknown: dict[str, list[str]]) -> list[str]:
+    """What a newer lossless-claw added, in the words of every report (migrate, audit, inspect)."""
+    lines = []
+    if unknown["tables_not_kept"]:
+        lines.append(f"  source tables lcm-etl does not know (not kept): {', '.join(unknown['tables_not_kept'])}")
+    said = [f"{', '.join(unknown[key])} ({how})" for key, how in (("columns_in_metadata", "kept in message metadata"),
+                                                                  ("columns_not_kept", "not kept")) if unknown[key]]
+    if said:
+        lines.append(f"  source columns lcm-etl does not know: {'; '.join(said)}")
+    return lines
 
 
 def now_iso() -> str:

@@ -331,6 +331,64 @@ def test_a_target_with_a_newer_remnic_schema_exits_2_and_is_untouched(tmp_path):
     assert dest.read_bytes() == before
 
 
+@pytest.mark.parametrize("version", ["3.0", " 3", "2026.1", "2.0", " 2", "02", "0", ""])
+@pytest.mark.parametrize("command", ["migrate", "audit", "dry-run"])
+def test_a_target_whose_schema_version_is_not_exactly_one_lcm_etl_knows_is_refused_untouched(tmp_path, version,
+                                                                                             command):
+    # issue 24 item 6: '3.0', ' 3' and '2026.1' were accepted and rewritten to '2' (only a plain '3' was refused)
+    src = copy_fixture("basic-0.1.0.db", tmp_path / "src")
+    dest = tmp_path / "mem" / "lcm.sqlite"
+    con = make_native_target(dest)
+    con.execute("UPDATE lcm_meta SET value = ? WHERE key = 'schema_version'", (version,))
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    con.close()
+    before = {p.name: p.read_bytes() for p in dest.parent.iterdir()}
+    args = (["audit"] if command == "audit" else ["migrate"] + (["--dry-run"] if command == "dry-run" else []))
+    proc = run_cli(*args, "--src", src, "--dest", dest)
+    assert_one_line_error(proc, 2, f"lcm-etl: error: target has Remnic LCM schema version {version!r}, not one this "
+                                   f"lcm-etl knows ('1' or '2' exactly): {dest} (it is left untouched; point --dest "
+                                   "at a Remnic lcm.sqlite of schema version 2, or at a new path)\n")
+    assert {p.name: p.read_bytes() for p in dest.parent.iterdir()} == before
+
+
+@pytest.mark.parametrize("command", ["migrate", "dry-run", "audit", "reconcile", "runs"])
+def test_a_dangling_symbolic_link_as_dest_exits_2_naming_the_link_and_where_it_points(tmp_path, command):
+    # issue 24 item 7: every migrate failed with "target appeared while it was being built; re-run to append to it"
+    src = copy_fixture("basic-0.1.0.db", tmp_path / "src")
+    link = tmp_path / "mem" / "lcm.sqlite"
+    link.parent.mkdir()
+    link.symlink_to(tmp_path / "elsewhere" / "lcm.sqlite")
+    args = {"migrate": ["migrate", "--src", src], "dry-run": ["migrate", "--dry-run", "--src", src],
+            "audit": ["audit", "--src", src], "runs": ["runs"],
+            "reconcile": ["reconcile", "--sessions", tmp_path / "src"]}[command]
+    for _ in range(2):   # the same answer every time, never a loop of failures
+        proc = run_cli(*args, "--dest", link)
+        assert_one_line_error(proc, 2, f"lcm-etl: error: target is a symbolic link to nothing: {link} -> "
+                                       f"{tmp_path / 'elsewhere' / 'lcm.sqlite'} (pass --dest the path it should "
+                                       "point at, or remove the link)\n")
+    assert sorted(p.name for p in link.parent.iterdir()) == ["lcm.sqlite"] and link.is_symlink()
+    assert not (tmp_path / "elsewhere").exists()
+
+
+def test_a_source_damaged_in_a_page_of_messages_exits_2_and_creates_nothing(tmp_path):
+    # planning reads every message's content in SQLite (the marks' content digest): a bad page met there is
+    # the one-line "source is damaged", not an internal error
+    src = copy_fixture("multiparent-newest.db", tmp_path / "src")
+    con = sqlite3.connect(src)
+    page = con.execute("SELECT max(pageno) FROM dbstat WHERE name = 'messages' AND pagetype = 'leaf'").fetchone()[0]
+    size = con.execute("PRAGMA page_size").fetchone()[0]
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    con.close()
+    data = bytearray(src.read_bytes())
+    data[(page - 1) * size + 8] ^= 0x7F   # the first cell pointer of that leaf page
+    src.write_bytes(bytes(data))
+    dest = tmp_path / "out" / "lcm.sqlite"
+    proc = run_cli("migrate", "--src", src, "--dest", dest)
+    assert_one_line_error(proc, 2, "lcm-etl: error: source is damaged: ")
+    assert "the target was not created" in proc.stderr
+    assert not dest.parent.exists()
+
+
 def test_a_source_damaged_where_only_the_content_copy_reads_exits_2_and_creates_nothing(tmp_path):
     # found by the fault suite's byte flips: the page survives planning and fails while content is copied
     src = copy_fixture("multiparent-newest.db", tmp_path / "src")

@@ -5,6 +5,7 @@ The policy for each change is stated in docs/mapping.md ("When the source change
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 
 import pytest
@@ -186,3 +187,95 @@ def test_two_different_files_sharing_conversation_ids_and_seqs_are_both_kept(syn
     report = migrate_api(other, target)
     assert report["messages"]["inserted"] == fixture_rows(FIXTURE)
     assert count(target) == 244
+
+
+# --------------------------------------------------------------------------------------------------
+# one policy for a source row whose id and instant match an imported row but whose values do not (issue 24
+# items 8 and 9): it is another message, imported beside the imported row, which is kept as it was
+
+def _row(target, source_message_id: int, content: str | None = None) -> list[tuple]:
+    con = open_db(target)
+    try:
+        return [tuple(r) for r in con.execute(
+            "SELECT id, turn_index, content, json_extract(metadata, '$.identity_hash') FROM lcm_messages "
+            "WHERE json_extract(metadata, '$.source_message_id') = ? ORDER BY id", (source_message_id,))]
+    finally:
+        con.close()
+
+
+def test_a_restored_source_reusing_an_id_within_the_same_second_imports_the_new_message_beside_the_old(synced):
+    src, target = synced
+    before = count(target)
+    con = sqlite3.connect(src)
+    mid, conv, seq, created, old_hash = con.execute(
+        "SELECT message_id, conversation_id, seq, created_at, identity_hash FROM messages "
+        "ORDER BY message_id DESC LIMIT 1").fetchone()
+    con.close()
+    old = _row(target, mid)
+    # restored from a backup taken before message `mid`: its row is gone and AUTOINCREMENT issues its id again,
+    # to a new message written within the same second
+    change(src, ("DELETE FROM message_parts WHERE message_id = ?", (mid,)),
+           ("DELETE FROM messages WHERE message_id = ?", (mid,)),
+           ("UPDATE sqlite_sequence SET seq = ? WHERE name = 'messages'", (mid - 1,)),
+           ("INSERT INTO messages (conversation_id, seq, role, content, token_count, identity_hash, created_at) "
+            "VALUES (?, ?, 'user', 'Wombatquill: a question asked after the restore', 9, 'hash-after-restore', ?)",
+            (conv, seq, created)))
+    assert count(src, "SELECT max(message_id) FROM messages") == mid
+    report = resync(src, target)
+    assert report["messages"]["inserted"] == 1 and report["messages"]["updated"] == 0
+    assert report["messages_superseded"] == 1 and report["changes"] == {}
+    assert count(target) == before + 1
+    rows = _row(target, mid)
+    assert rows[0] == old[0] and old[0][3] == old_hash   # the imported row keeps its identity
+    assert rows[1][2:] == ("Wombatquill: a question asked after the restore", "hash-after-restore")
+    assert count(target, "SELECT count(*) FROM lcm_messages_fts WHERE lcm_messages_fts MATCH 'Wombatquill'") == 1
+    again = resync(src, target)
+    assert (again["messages"]["inserted"], again["messages_superseded"]) == (0, 0)
+
+
+def test_a_message_edited_in_place_is_pending_in_audit_until_a_migrate_imports_it_beside_the_imported_row(synced):
+    src, target = synced
+    before = count(target)
+    con = sqlite3.connect(src)
+    mid = con.execute("SELECT min(l.message_id) FROM summary_messages l JOIN messages m USING (message_id) "
+                      "WHERE m.conversation_id = 1").fetchone()[0]
+    con.close()
+    (old,) = _row(target, mid)
+    spans = count(target, "SELECT group_concat(id || ':' || msg_start || '-' || msg_end) FROM lcm_summary_nodes")
+    change(src, ("UPDATE messages SET content = 'Quokkaflux: edited by hand' WHERE message_id = ?", (mid,)))
+    proc = run_cli("audit", "--src", src, "--dest", target)
+    assert proc.returncode == 3
+    assert "a migrate would write: 1 messages" in proc.stdout
+    assert (f"message: differs: content  session a08ff49b-6f77-4632-a16c-43069c43a8c3  1:1  (target id {old[0]}; "
+            "a migrate writes the source's row beside it)") in proc.stdout
+    report = resync(src, target)   # and audit is clean after it
+    assert (report["messages"]["inserted"], report["messages_superseded"]) == (1, 1)
+    assert count(target) == before + 1
+    old_again, new = _row(target, mid)
+    assert old_again == old
+    assert new[1:3] == (old[1], "Quokkaflux: edited by hand")   # at the turn of the row it stands beside
+    # the summaries over it keep their ranges, and the search index is in step
+    assert count(target, "SELECT group_concat(id || ':' || msg_start || '-' || msg_end) FROM lcm_summary_nodes") == spans
+    assert count(target, "SELECT count(*) FROM lcm_messages_fts WHERE lcm_messages_fts MATCH 'Quokkaflux'") == 1
+    con = open_db(target)
+    con.execute("INSERT INTO lcm_messages_fts(lcm_messages_fts) VALUES ('integrity-check')")
+    con.close()
+    audit = json.loads(run_cli("audit", "--src", src, "--dest", target, "--json").stdout)
+    assert audit["extra"]["messages kept, no longer in the source"] == 1
+    assert resync(src, target)["messages"]["inserted"] == 0
+
+
+def test_a_message_edited_in_place_is_found_by_a_re_run_without_the_kept_snapshot(synced):
+    # no previous snapshot to compare pages with: the marks decide, and they digest the content too
+    src, target = synced
+    con = sqlite3.connect(src)
+    mid = con.execute("SELECT max(message_id) FROM messages WHERE conversation_id = 2").fetchone()[0]
+    con.close()
+    change(src, ("UPDATE messages SET content = content || ' (edited)' WHERE message_id = ?", (mid,)))
+    env = {**os.environ, "LCM_ETL_CACHE_DIR": "off"}
+    proc = run_cli("migrate", "--src", src, "--dest", target, "--json", env=env)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert "sessions re-planned" in report["extra"]["sync"]   # a sync re-run, not a full plan
+    assert (report["messages"]["inserted"], report["messages_superseded"]) == (1, 1)
+    assert run_cli("audit", "--src", src, "--dest", target, env=env).returncode == 0

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import FIXTURE_DIR, FIXTURES, copy_fixture, migrate_api, open_db, run_cli
+from test_json_schemas import validator
 
 GENERATION = {
     "basic-0.1.0.db": "0.1.x",
@@ -205,3 +206,115 @@ def test_the_part_payload_has_the_bytes_of_json_patch_over_json_object_for_any_v
     for (built, _), row in zip(pairs, rows):
         assert json.loads(built) == {c: v for c, v in zip(PAYLOAD_COLUMNS, row) if v is not None} or \
             any(isinstance(v, float) for v in row)   # SQLite prints reals with 15 significant digits
+
+
+# --------------------------------------------------------------------------------------------------
+# tables a source may lack (issue 24 item 4): one rule for every command
+
+def _without(tmp_path, *tables: str):
+    src = copy_fixture("multiparent-newest.db", tmp_path / "src")
+    con = sqlite3.connect(src)
+    con.execute("PRAGMA foreign_keys=OFF")
+    for table in tables:
+        con.execute(f"DROP TABLE {table}")
+    con.commit()
+    con.close()
+    return src
+
+
+COMMANDS = {"inspect": ["inspect"], "migrate": ["migrate", "--dest", "{dest}"],
+            "dry-run": ["migrate", "--dry-run", "--dest", "{dest}"], "audit": ["audit", "--dest", "{dest}"],
+            "reconcile": ["reconcile", "--sessions", "{sessions}", "--dest", "{dest}"]}
+
+
+@pytest.mark.parametrize("table", ["summaries", "summary_messages", "summary_parents", "conversations", "messages"])
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_a_source_without_a_table_every_lossless_claw_release_has_exits_2_naming_it_in_every_command(
+        tmp_path, command, table):
+    # migrate exited 2 with DuckDB's "Binder Error: Cannot compare values of type VARCHAR and BIGINT" while
+    # inspect accepted the file
+    src = _without(tmp_path, table)
+    (tmp_path / "sessions").mkdir()
+    args = [a.format(dest=tmp_path / "out" / "lcm.sqlite", sessions=tmp_path / "sessions") for a in COMMANDS[command]]
+    proc = run_cli(*args, "--src", src)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == ""
+    assert proc.stderr == (f"lcm-etl: error: source is not a lossless-claw database: {src} lacks the table {table}, "
+                           "which every lossless-claw release has; point --src at OpenClaw's lcm.db\n")
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_a_source_without_the_tables_the_peer_test_shape_may_lack_reads_them_as_empty_in_every_command(
+        tmp_path, command):
+    src = _without(tmp_path, "message_parts", "large_files")
+    (tmp_path / "sessions").mkdir()
+    dest = tmp_path / "out" / "lcm.sqlite"
+    args = [a.format(dest=dest, sessions=tmp_path / "sessions") for a in COMMANDS[command]]
+    proc = run_cli(*args, "--src", src, "--json")
+    assert proc.returncode == (3 if command == "audit" else 0), proc.stderr
+    assert proc.stderr == ""
+    if command == "migrate":
+        assert json.loads(proc.stdout)["parts"]["inserted"] == 0
+        again = run_cli("audit", "--src", src, "--dest", dest)
+        assert again.returncode == 0, again.stdout + again.stderr
+
+
+# --------------------------------------------------------------------------------------------------
+# what a newer lossless-claw adds (issue 24 item 5): kept or said, never dropped without a word
+
+NOTHING_UNKNOWN = {"tables_not_kept": [], "columns_in_metadata": [], "columns_not_kept": []}
+
+
+def _newer(tmp_path):
+    src = copy_fixture("multiparent-newest.db", tmp_path / "src")
+    con = sqlite3.connect(src)
+    con.executescript("""
+        ALTER TABLE messages ADD COLUMN reaction TEXT;
+        ALTER TABLE messages ADD COLUMN edit_count INTEGER;
+        UPDATE messages SET reaction = '👍', edit_count = 2 WHERE message_id = (SELECT min(message_id) FROM messages);
+        ALTER TABLE summaries ADD COLUMN quality REAL;
+        ALTER TABLE conversations ADD COLUMN pinned INTEGER;
+        CREATE TABLE message_reactions (message_id INTEGER, emoji TEXT);
+        INSERT INTO message_reactions VALUES (1, '👍');
+        CREATE VIEW reactions_view AS SELECT * FROM message_reactions;
+    """)
+    con.close()
+    return src
+
+
+WANT_UNKNOWN = {"tables_not_kept": ["message_reactions"],
+                "columns_in_metadata": ["messages.edit_count", "messages.reaction"],
+                "columns_not_kept": ["conversations.pinned", "summaries.quality"]}
+
+
+def test_columns_and_tables_of_a_newer_lossless_claw_are_kept_in_metadata_or_listed_in_every_report(tmp_path):
+    src = _newer(tmp_path)
+    dest = tmp_path / "out" / "lcm.sqlite"
+    first = json.loads(run_cli("migrate", "--src", src, "--dest", dest, "--json").stdout)
+    assert first["unknown_in_source"] == WANT_UNKNOWN
+    validator("migrate").validate(first)
+    with open_db(dest) as con:
+        metas = [json.loads(r[0]) for r in con.execute("SELECT metadata FROM lcm_messages ORDER BY id")]
+    first_id = min(m["source_message_id"] for m in metas)
+    held = [m for m in metas if "reaction" in m or "edit_count" in m]
+    assert [(m["source_message_id"], m["reaction"], m["edit_count"]) for m in held] == [(first_id, "👍", 2)]
+    text = run_cli("migrate", "--src", src, "--dest", tmp_path / "other" / "lcm.sqlite").stdout
+    assert ("  source tables lcm-etl does not know (not kept): message_reactions\n"
+            "  source columns lcm-etl does not know: messages.edit_count, messages.reaction (kept in message "
+            "metadata); conversations.pinned, summaries.quality (not kept)\n") in text
+    audit = run_cli("audit", "--src", src, "--dest", dest, "--json")
+    assert audit.returncode == 0, audit.stdout
+    assert json.loads(audit.stdout)["unknown_in_source"] == WANT_UNKNOWN
+    validator("audit").validate(json.loads(audit.stdout))
+    inspected = json.loads(run_cli("inspect", "--src", src, "--json").stdout)
+    assert inspected["unknown_in_source"] == WANT_UNKNOWN
+    validator("inspect").validate(inspected)
+    assert "source tables lcm-etl does not know (not kept): message_reactions" in run_cli("inspect", "--src", src).stdout
+
+
+def test_a_source_with_only_the_columns_lcm_etl_maps_reports_nothing_unknown(tmp_path):
+    src = copy_fixture("basic-1.0.0-beta.4.db", tmp_path / "src")
+    report = json.loads(run_cli("migrate", "--src", src, "--dest", tmp_path / "out" / "lcm.sqlite", "--json").stdout)
+    assert report["unknown_in_source"] == NOTHING_UNKNOWN
+    assert json.loads(run_cli("inspect", "--src", src, "--json").stdout)["unknown_in_source"] == NOTHING_UNKNOWN

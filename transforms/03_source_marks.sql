@@ -1,7 +1,7 @@
 -- step: source_marks
 -- engine: duckdb (plan; over the whole source, or over a sync re-run's scope before 09)
 -- reads: src_conversations, src_messages, src_parts, src_summaries, src_summary_messages, src_summary_parents,
---        src_large_files
+--        src_large_files, content_marks (lcm_etl/planning/delta.py: its messages' content, digested by SQLite)
 -- produces: source_marks(conversation_id, mark) — one digest per source conversation
 -- key: conversation_id
 -- why: cost follows the change (SPEC §8). A mark digests every value of a conversation the plan reads or
@@ -9,8 +9,9 @@
 --      messages' identities and drifting attributes, its parts' keys, its summaries (text by md5), their
 --      links and edges, its large files. The run stores the marks (95_write_provenance.sql); the next run
 --      re-plans only conversations whose mark differs (08_sync_scope.sql): an unchanged conversation is
---      proved unchanged by value, never assumed. Message content is not digested: no path of the plugin
---      edits it, and the plan never reads it.
+--      proved unchanged by value, never assumed. No path of the plugin edits message content, but a row
+--      edited by hand is another message (04_superseded_rows.sql): its content is in the mark too, digested
+--      by SQLite (content_marks), since the plan never reads content.
 CREATE OR REPLACE TABLE source_marks AS
 WITH conv AS (
   SELECT conversation_id, hash(conversation_id, session_id, session_key, title, active, archived_at, archive_cause,
@@ -50,7 +51,9 @@ WITH conv AS (
 SELECT CAST(c.conversation_id AS VARCHAR) AS conversation_id,
        concat_ws(':', c.h, coalesce(msg.n, 0), coalesce(msg.h, 0), coalesce(part.n, 0), coalesce(part.h, 0),
                  coalesce(summ.n, 0), coalesce(summ.h, 0), coalesce(link.n, 0), coalesce(link.h, 0),
-                 coalesce(edge.n, 0), coalesce(edge.h, 0), coalesce(files.n, 0), coalesce(files.h, 0)) AS mark
+                 coalesce(edge.n, 0), coalesce(edge.h, 0), coalesce(files.n, 0), coalesce(files.h, 0),
+                 coalesce(cm.digest, '0')) AS mark
 FROM conv c
 LEFT JOIN msg USING (conversation_id) LEFT JOIN part USING (conversation_id) LEFT JOIN summ USING (conversation_id)
-LEFT JOIN link USING (conversation_id) LEFT JOIN edge USING (conversation_id) LEFT JOIN files USING (conversation_id);
+LEFT JOIN link USING (conversation_id) LEFT JOIN edge USING (conversation_id) LEFT JOIN files USING (conversation_id)
+LEFT JOIN content_marks cm ON cm.conversation_id = CAST(c.conversation_id AS VARCHAR);

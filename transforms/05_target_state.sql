@@ -1,15 +1,19 @@
 -- step: target_state
 -- engine: duckdb (plan; the target attached read-only as `tgt` — an empty Remnic schema when there is none)
 -- reads: tgt.lcm_messages, tgt.lcm_message_parts, tgt.lcm_summary_nodes, tgt.lcm_compaction_events,
---        scope_sessions
+--        scope_sessions, superseded_rows
 -- produces: tgt_lc       one row per target message imported from lossless-claw, with the source facts its
 --                        metadata carries (identity and the attributes lossless-claw may change in place)
---           tgt_ids      the same, one row per message identity (source message id, created_at)
+--           tgt_ids      the same, one row per message identity (source message id, created_at), of the rows
+--                        that hold their source message still (not superseded: 04_superseded_rows.sql)
+--           tgt_superseded the rows whose source message holds other values now, one per identity: where the
+--                        source's row is written beside them (15_kept_sessions.sql, 20_turn_index.sql)
 --           tgt_legacy   rows written without a source message id (older writers), keyed as they were:
 --                        (session, conversation_id, source_seq)
 --           tgt_entries  rows `reconcile` brought in from transcripts, by entry id
 --           tgt_max_turn, tgt_parts, tgt_summaries, tgt_boundaries
--- key: message identity = (metadata.source_message_id, created_at)
+-- key: message identity = (metadata.source_message_id, created_at), holding the source row's role, content and
+--      token_count (compared in SQLite, 04_superseded_rows.sql)
 -- why: lossless-claw's message_id survives every change it makes to a row (rebinds, the rollover-split
 --      repair's move and renumbering, entry-id adoption; reference/lossless-claw-in-place-changes.md §7),
 --      while (conversation_id, seq) does not: seq is reused after a heartbeat prune and renumbered by the
@@ -36,10 +40,17 @@ CREATE OR REPLACE TABLE tgt_ids AS
 WITH g AS (
   SELECT source_message_id, created_at, min(id) AS id, count(*) AS copies,
          CAST(min(id) AS VARCHAR) || CASE WHEN count(*) > 1 THEN ',' || CAST(max(id) AS VARCHAR) ELSE '' END AS ids
-  FROM tgt_lc WHERE source_message_id IS NOT NULL
+  FROM tgt_lc WHERE source_message_id IS NOT NULL AND CAST(id AS VARCHAR) NOT IN (SELECT id FROM superseded_rows)
   GROUP BY source_message_id, created_at
 )
 SELECT t.*, g.copies, g.ids FROM g JOIN tgt_lc t USING (id);
+
+CREATE OR REPLACE TABLE tgt_superseded AS
+SELECT t.source_message_id, t.created_at, min(t.id) AS id, arg_min(t.turn_index, t.id) AS turn_index,
+       arg_min(t.session_id, t.id) AS session_id, arg_min(r.differs, t.id) AS differs
+FROM tgt_lc t JOIN superseded_rows r ON r.id = CAST(t.id AS VARCHAR)
+WHERE t.source_message_id IS NOT NULL
+GROUP BY t.source_message_id, t.created_at;
 
 CREATE OR REPLACE TABLE tgt_legacy AS
 SELECT session_id, conversation_id, source_seq, min(id) AS id, arg_min(turn_index, id) AS turn_index,

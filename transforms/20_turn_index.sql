@@ -2,7 +2,8 @@
 -- engine: duckdb (plan)
 -- reads: src_timed, sessions, selected, tgt_legacy, tgt_entries, tgt_transcript_rows, tgt_max_turn, src_messages
 -- produces: src_msgs (every source message with its session and chronological position),
---           msg_plan (messages of the selected sessions: already present or new, with new_rank/plan_turn)
+--           msg_plan (messages of the selected sessions: already present or new, with new_rank/plan_turn; a new
+--           one written beside the imported row of its identity has fixed_turn, that row's turn, and no new_rank)
 -- key: the message identity of 05_target_state.sql; (session_id, conv_key, seq) for rows older writers
 --      wrote without a source message id; the transcript entry id for rows `reconcile` wrote; for those
 --      without one (v1 transcripts), (lossless-claw's identity_hash, its occurrence in the session, the second)
@@ -56,12 +57,17 @@ WITH keyed_by_id AS (
   SELECT k.* EXCLUDE (tid_keyed, turn_keyed), coalesce(k.tid_keyed, i.id) AS tid_present,
          coalesce(k.turn_keyed, i.turn_index) AS turn_present
   FROM keyed_by_id k LEFT JOIN by_identity i USING (message_id)
+), beside AS (
+  -- a message whose identity an imported row holds with other values (15_kept_sessions.sql) is written at that
+  -- row's turn, beside it: a summary over it keeps its range, the session its order
+  SELECT *, CASE WHEN tid_present IS NULL AND sup_session = session_id THEN sup_turn END AS fixed_turn FROM keyed
 ), ranked AS (
   SELECT *, tid_present IS NULL AS is_new,
-         CASE WHEN tid_present IS NULL
-              THEN row_number() OVER (PARTITION BY session_id, tid_present IS NULL ORDER BY src_order) - 1
+         CASE WHEN tid_present IS NULL AND fixed_turn IS NULL
+              THEN row_number() OVER (PARTITION BY session_id, tid_present IS NULL AND fixed_turn IS NULL
+                                      ORDER BY src_order) - 1
          END AS new_rank
-  FROM keyed
+  FROM beside
 )
-SELECT *, coalesce(turn_present, max_turn + 1 + new_rank) AS plan_turn
+SELECT *, coalesce(turn_present, fixed_turn, max_turn + 1 + new_rank) AS plan_turn
 FROM ranked;

@@ -10,7 +10,7 @@
 CREATE TABLE stage.plan_messages AS
 SELECT w.message_id, w.session_id, w.new_rank, w.batch,
        row_number() OVER (ORDER BY w.batch, w.session_id, w.new_rank) AS write_order, m.created_iso,
-       CASE WHEN m.created_iso IS DISTINCT FROM m.created_raw THEN m.created_raw END AS created_raw
+       CASE WHEN m.created_iso IS DISTINCT FROM m.created_raw THEN m.created_raw END AS created_raw, m.fixed_turn
 FROM write_messages w JOIN msg_plan m USING (message_id) ORDER BY w.batch, w.session_id, w.new_rank;
 
 CREATE TABLE stage.plan_present AS

@@ -15,9 +15,14 @@
 CREATE OR REPLACE TABLE audit_findings (kind VARCHAR, problem VARCHAR, session_id VARCHAR, source_id VARCHAR,
                                              detail VARCHAR);
 
--- messages the target lacks (what migrate would insert)
+-- messages the target lacks (what migrate would insert); one whose identity an imported row holds with other
+-- values (04_superseded_rows.sql: edited in the source or in the target, an id a restored backup issued again)
+-- is named with what differs: migrate writes the source's row beside that row, which it keeps
 INSERT INTO audit_findings
-SELECT 'message', 'missing in target', session_id, conv_key || ':' || seq, 'source message_id ' || message_id
+SELECT 'message', CASE WHEN sup_tid IS NULL THEN 'missing in target' ELSE 'differs: ' || sup_differs END,
+       session_id, conv_key || ':' || seq,
+       CASE WHEN sup_tid IS NULL THEN 'source message_id ' || message_id
+            ELSE 'target id ' || sup_tid || '; a migrate writes the source''s row beside it' END
 FROM msg_plan WHERE is_new;
 
 -- messages present under their source identity whose values differ (a row a transcript gave carries the

@@ -10,7 +10,7 @@
 CREATE TABLE stage.plan_messages AS
 SELECT w.message_id, w.session_id, w.new_rank, w.batch,
        row_number() OVER (ORDER BY w.batch, w.session_id, w.new_rank) AS write_order,
-       m.created_iso, CAST(NULL AS VARCHAR) AS created_raw,
+       m.created_iso, CAST(NULL AS VARCHAR) AS created_raw, CAST(NULL AS BIGINT) AS fixed_turn,
        m.role, m.token_count
 FROM write_messages w JOIN jsonl_messages m USING (message_id)
 ORDER BY w.batch, w.session_id, w.new_rank;

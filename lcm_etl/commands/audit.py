@@ -19,7 +19,7 @@ import duckdb
 from lcm_etl import duck
 from lcm_etl.planning import plan
 from lcm_etl.commands.reconcile import ReconcileOptions, plan_transcripts, read_all
-from lcm_etl.report import RunReport
+from lcm_etl.report import RunReport, unknown_lines
 from lcm_etl.read.source_schema import detect_schema, normalized_views
 from lcm_etl.read.sources import Snapshot, take_snapshot
 from lcm_etl.sqlite_runtime import attach_all, private_file, quote_path
@@ -115,10 +115,12 @@ def audit(opts: AuditOptions) -> tuple[RunReport, list[dict]]:
 def _audit_source(opts: AuditOptions, source: Snapshot, target_db: Path | None, report: RunReport) -> list[dict]:
     schema = detect_schema(source.path, source.original)
     report.source_schema = schema.generation
+    report.unknown_in_source = schema.unknown()
     hashes = content_hashes(source.folder / "hashes.sqlite", source.path, schema, target_db)
     con = plan.open_source(source.path, schema, source.original, opts.memory_limit)
     try:
-        plan.load_target_state(con, target_db, source.folder)
+        plan.load_target_state(con, target_db, source.folder,
+                               source=plan.SourceRows(source.path, normalized_views(schema, "sqlite")))
         planned = plan.build(con, opts.key_by, opts.session_filter, 50_000, str(source.original))
         plan.report_plan(con, report, planned, filtered=bool(opts.session_filter))
         duck.attach_sqlite(con, str(hashes), "hashes")
@@ -233,6 +235,7 @@ def as_text(report: RunReport, findings: list[dict], per_kind: int = 5) -> str:
     for key, n in sorted(report.extra.get("findings_by_problem", {}).items()):
         if n > per_kind:
             lines.append(f"  {key}: {n - per_kind} more (see --json)")
+    lines += unknown_lines(report.unknown_in_source)
     for w in report.warnings:
         lines.append(f"  warning: {w}")
     lines.append(f"  {len(findings)} findings; elapsed {report.elapsed_s:.2f} s")

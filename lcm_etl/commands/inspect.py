@@ -10,7 +10,7 @@ from lcm_etl.planning import plan
 from lcm_etl.read.source_schema import detect_schema
 from lcm_etl.read.sources import take_snapshot
 from lcm_etl.planning.pipeline import SESSIONS
-from lcm_etl.report import SCHEMA_VERSION
+from lcm_etl.report import SCHEMA_VERSION, unknown_lines
 from lcm_etl.planning.steps import run_stage
 
 
@@ -21,6 +21,7 @@ class SourceInfo:
     tables: dict[str, int] = field(default_factory=dict)
     sessions: list[dict] = field(default_factory=list)
     dag: dict = field(default_factory=dict)
+    unknown_in_source: dict[str, list[str]] = field(default_factory=dict)   # SourceSchema.unknown
 
     def as_dict(self) -> dict:
         return {"schema_version": SCHEMA_VERSION, **asdict(self)}
@@ -42,7 +43,7 @@ class SourceInfo:
                      f"{d.get('multi_cover', 0)} condensed into several (collapsed on import), "
                      f"{d.get('unlinked', 0)} without links, {d.get('cross_conversation_links', 0)} "
                      "links to another conversation's messages")
-        return "\n".join(lines)
+        return "\n".join(lines + [line.strip() for line in unknown_lines(self.unknown_in_source)])
 
 
 def describe(src: Path, key_by: str = "session-id",
@@ -56,7 +57,7 @@ def describe(src: Path, key_by: str = "session-id",
         con = plan.open_source(snap.path, schema, src, memory_limit)
         try:
             run_stage(SESSIONS, con, {"key_by": key_by, "ws": plan.WHITESPACE})
-            info = SourceInfo(source=str(src), generation=schema.generation)
+            info = SourceInfo(source=str(src), generation=schema.generation, unknown_in_source=schema.unknown())
             for view in ("src_conversations", "src_messages", "src_parts", "src_summaries",
                          "src_summary_messages", "src_summary_parents"):
                 info.tables[view.removeprefix("src_")] = duck.one(con, f"SELECT count(*) FROM {view}")[0]

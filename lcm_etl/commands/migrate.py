@@ -132,6 +132,7 @@ class _Run:
         proved = self.changes.conversations if self.changes else None
         schema = detect_schema(snap.path, opts.src)
         report.source_schema = schema.generation
+        report.unknown_in_source = schema.unknown()
         if not opts.dry_run:   # chosen before planning: a new target's parts start on the source meanwhile
             self.strategy = choose(opts.target, self.existed, (WRITE_MESSAGES, WRITE_REST), opts.lock_timeout,
                                    SourceParts(snap.folder, {"src": snap.path}, normalized_views(schema, "sqlite"),
@@ -143,7 +144,7 @@ class _Run:
             if proved is not None:
                 snap.hash_in_background()   # for the ledger: a core is spare while a few sessions are planned
             if self.rec is None or proved is None:
-                delta.mark_source(con, schema)
+                delta.mark_source(con, schema, snap.path)
             self.view = tgt.target_view(opts.target, self.existed, private=opts.dry_run)
             target_db = self.view.path if self.view else opts.target if self.existed else None
             # a sync re-run plans only what changed since the previous run's marks (lcm_etl/planning/delta.py)
@@ -155,7 +156,8 @@ class _Run:
             known = [(k, m) for kind, k, m in rec.marks if kind == "session"] \
                 if rec and proved is not None and self.cache and self.cache.target_untouched else None
             scope = plan.load_target_state(con, target_db, snap.folder, (lambda: self._narrow(
-                delta.narrow(con, rec, params, schema, snap.path, snap.folder, proved))) if rec else None, known)
+                delta.narrow(con, rec, params, schema, snap.path, snap.folder, proved))) if rec else None, known,
+                plan.SourceRows(snap.path, normalized_views(schema, "sqlite")))
             if scope is not None:
                 delta.enter_scope(con, scope, schema)
             self.bars.close()
@@ -179,6 +181,9 @@ class _Run:
         except duckdb.Error as exc:
             _background_failure(self.strategy, opts, snap.path)   # a full disk shows first where the builder writes
             raise duck.translate(exc, plan.unreadable_source(opts.src)) from None
+        except sqlite3.DatabaseError as exc:   # SQLite reads content while planning (delta.content_marks, 04)
+            _background_failure(self.strategy, opts, snap.path)
+            raise write_failure(exc, opts.target, self.existed, snap.path) from None
         finally:
             if self.scope is not None:   # not left copying into the run's folder, which is removed next
                 self.scope.wait()

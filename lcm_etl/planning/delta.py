@@ -23,6 +23,8 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 import threading
+import zlib
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -75,8 +77,29 @@ def schema_signature(schema: SourceSchema) -> str:
     return hashlib.sha1(orjson.dumps(schema.columns, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
 
 
-def mark_source(con: duckdb.DuckDBPyConnection, schema: SourceSchema) -> None:
+def mark_source(con: duckdb.DuckDBPyConnection, schema: SourceSchema, source_db: Path) -> None:
+    content_marks(con, source_db)
     run_stage(pipeline.SOURCE_MARKS, con, {"schema_sig": schema_signature(schema)})
+
+
+def content_marks(con: duckdb.DuckDBPyConnection, source_db: Path) -> None:
+    """content_marks(conversation_id, digest): per conversation, its messages' count and the sum of a CRC-32 of
+    each one's id and stored content bytes, for its mark (03_source_marks.sql). lossless-claw never edits content,
+    but a row edited by hand is another message (04_superseded_rows.sql), and a re-run without the previous
+    snapshot to compare pages with must see it. SQLite reads the bytes: DuckDB never reads a content column (its
+    scanner refuses a value stored as another type, and a value of any size stays out of its memory budget).
+    About 0.2 s for 200k messages (23 MB of content)."""
+    with closing(sqlite3.connect(f"file:{source_db}?mode=ro", uri=True)) as lite:
+        lite.create_function("content_crc", 2, _content_crc, deterministic=True)
+        rows = lite.execute("SELECT CAST(conversation_id AS TEXT), count(*) || '.' || "
+                            "sum(content_crc(message_id, CAST(content AS BLOB))) FROM messages "
+                            "GROUP BY conversation_id").fetchall()
+    duck.table_of_strings(con, "content_marks", ["conversation_id", "digest"], rows)
+
+
+def _content_crc(message_id: object, content: bytes | None) -> int:
+    seed = message_id & 0xFFFFFFFF if isinstance(message_id, int) else zlib.crc32(str(message_id).encode())
+    return zlib.crc32(content or b"", seed)
 
 
 def narrow(con: duckdb.DuckDBPyConnection, rec: ledger.Recorded, params: dict, schema: SourceSchema, snapshot: Path,
@@ -88,7 +111,7 @@ def narrow(con: duckdb.DuckDBPyConnection, rec: ledger.Recorded, params: dict, s
     duck.table_of_strings(con, "recorded_marks", ["kind", "key", "mark"], rec.marks)
     was = next((m for kind, _, m in rec.marks if kind == "global"), None)
     if proved is not None and (was or "").split(":", 1)[0] != schema_signature(schema):
-        mark_source(con, schema)   # the schema changed: the marks decide (and differ), as without a proof
+        mark_source(con, schema, snapshot)   # the schema changed: the marks decide (and differ), as without a proof
         proved = None
     if proved is None:
         if was is None or was != duck.one(con, "SELECT mark FROM source_global")[0]:
@@ -117,6 +140,7 @@ def enter_scope(con: duckdb.DuckDBPyConnection, scope: Scope, schema: SourceSche
         con.execute(f"CREATE OR REPLACE TABLE scoped_{view} AS SELECT * FROM {view}")
         con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT * FROM scoped_{view}")
     if scope.carry_marks:   # the scope's marks now; the rest are the recorded ones, proved unchanged
+        content_marks(con, rows)
         run_stage(pipeline.CARRIED_MARKS, con, {"schema_sig": schema_signature(schema)})
 
 

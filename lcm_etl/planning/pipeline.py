@@ -38,6 +38,9 @@ _PLAN_DB = "the plan database (DuckDB), the source snapshot read through the src
 
 TARGET_STATE = Stage("target state", "duckdb", "the plan database, the target attached read-only as tgt "
                      "(an empty Remnic schema when there is none)", ("05_target_state", "07_target_transcript_rows"))
+SUPERSEDED = Stage("superseded rows", "sqlite", "a read-only connection to the target file target state reads, the "
+                   "source snapshot attached as src with the src_* views; plan.py hands the rows to DuckDB",
+                   ("04_superseded_rows",), when="the target holds rows")
 TARGET_PROVENANCE = Stage("target provenance", "duckdb", "the plan database, lcm-etl's tables of the target "
                           "attached read-only as prov (empty ones when it has none)", ("06_target_provenance",))
 SESSIONS = Stage("sessions", "duckdb", _PLAN_DB, ("10_sessions",))
@@ -112,12 +115,16 @@ _SELECTED = {"selected": "the sessions the run covers (plan.py / reconcile.py, f
 _MIGRATE_INPUTS = {**SOURCE_VIEWS, **TARGET_TABLES, **_SELECTED,
                    "recorded_marks": "the marks the previous run stored (lcm_etl/planning/delta.py reads lcm_etl_marks)",
                    "page_changed_convs": "the conversations owning a changed page (lcm_etl/read/snapcache.py; delta.py "
-                                         "makes it, empty when the marks decide)"}
+                                         "makes it, empty when the marks decide)",
+                   "superseded_rows": "04_superseded_rows.sql's rows (plan.load_target_state; empty for a new target)",
+                   "content_marks": "per conversation, a digest of its messages' content computed by SQLite "
+                                    "(delta.content_marks)"}
 _RECONCILE_INPUTS = {
     **SOURCE_VIEWS, **TARGET_TABLES, **_SELECTED,
     "jsonl_messages": "the transcripts' active-path messages (lcm_etl/read/transcript_rows.py)",
     "jsonl_parts": "their content blocks (lcm_etl/read/transcript_rows.py)",
     "jsonl_abandoned": "entries off the active path (lcm_etl/read/transcript_rows.py)",
+    "superseded_rows": "empty: reconcile imports no lcm.db message (plan.load_target_state)",
     "held_lcm": "what lcm.db holds of the transcripts' sessions (reconcile.py; empty without --src)",
     "held_tgt": "what the target holds of them (reconcile.py)",
     "jsonl_content": "content and metadata, staged from Python (transcript_rows.stage_content)",
@@ -130,8 +137,8 @@ _FLATTEN_OWNERS = {"flatten_owners": "the messages whose parts are flattened (fl
 
 MIGRATE_EXISTING = Pipeline(
     "migrate", "an existing target",
-    (SOURCE_MARKS, TARGET_MARKS, TARGET_PROVENANCE, SYNC_SCOPE, TARGET_STATE, CARRIED_MARKS, SESSIONS, KEPT_SESSIONS,
-     PLAN, STAGE,
+    (SOURCE_MARKS, TARGET_MARKS, TARGET_PROVENANCE, SYNC_SCOPE, SUPERSEDED, TARGET_STATE, CARRIED_MARKS, SESSIONS,
+     KEPT_SESSIONS, PLAN, STAGE,
      FLATTEN, WRITE_MESSAGES, WRITE_REST, PROVENANCE),
     {**_MIGRATE_INPUTS, **_FLATTEN_OWNERS})
 MIGRATE_NEW_INTEGER_IDS = Pipeline(
@@ -154,7 +161,7 @@ RECONCILE = Pipeline(
     _RECONCILE_INPUTS)
 AUDIT = Pipeline(
     "audit", "a lossless-claw source (--src)",
-    (TARGET_MARKS, TARGET_PROVENANCE, TARGET_STATE, SESSIONS, KEPT_SESSIONS, PLAN, AUDIT_SOURCE),
+    (TARGET_MARKS, TARGET_PROVENANCE, SUPERSEDED, TARGET_STATE, SESSIONS, KEPT_SESSIONS, PLAN, AUDIT_SOURCE),
     {**_MIGRATE_INPUTS,
      **{name: "the target's rows and content hashes (audit.py)" for name in (
          "tgt_detail", "tgt_part_keys", "tgt_summary_detail", "tgt_provenance_summaries", "tgt_skipped",

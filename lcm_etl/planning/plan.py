@@ -59,14 +59,24 @@ def unreadable_source(original: Path | str) -> str:
     return f"source could not be read as lossless-claw data: {original}"
 
 
+@dataclass(frozen=True)
+class SourceRows:
+    """The source snapshot as SQLite reads it: its file and its normalised views (source_schema, 'sqlite')."""
+    path: Path
+    views: dict[str, str]
+
+
 def load_target_state(con: duckdb.DuckDBPyConnection, target_db: Path | None, scratch: Path,
                       narrow: Callable[[], Scope | None] | None = None,
-                      known_marks: list[tuple[str, str]] | None = None) -> Scope | None:
+                      known_marks: list[tuple[str, str]] | None = None,
+                      source: SourceRows | None = None) -> Scope | None:
     """Materialise the target's identities once (transforms/05_target_state.sql). A missing target, or one
     without Remnic's tables yet, reads as an empty target: a file with the schema, made in `scratch`.
     `narrow` (a sync re-run, lcm_etl/planning/delta.py) runs once the target's marks (04) and provenance (06) are
     read; what it returns, if anything, is the scope 05 then reads, and is returned. `known_marks`: the
-    target's marks when it is proved as the previous run left them (lcm_etl/read/snapcache.py): 04 is not run."""
+    target's marks when it is proved as the previous run left them (lcm_etl/read/snapcache.py): 04 is not run.
+    `source` (migrate, audit): the lcm.db whose rows the target's imported rows are compared with
+    (04_superseded_rows.sql); without it (reconcile) none is superseded."""
     tables: set[str] = set()
     if target_db is not None:
         with closing(sqlite3.connect(f"file:{target_db}?mode=ro", uri=True)) as lite:
@@ -95,8 +105,21 @@ def load_target_state(con: duckdb.DuckDBPyConnection, target_db: Path | None, sc
         # the scope's sessions only, found through the target's indexes (lcm_etl/read/subset.py)
         sessions = [r[0] for r in con.execute("SELECT session_id FROM scope_sessions").fetchall()]
         subset_db = subset.target_subset(target_db, scratch / "scope-target.sqlite", sessions)
+    held = subset_db or (target_db if target_db is not None and _TARGET_TABLES <= tables else None)
+    duck.table_of_strings(con, "superseded_rows", ["id", "differs"],
+                          superseded_rows(held, source) if held is not None and source is not None else [])
     read("tgt", pipeline.TARGET_STATE, _TARGET_TABLES, None, subset_db)
     return scope
+
+
+def superseded_rows(target_db: Path, source: SourceRows) -> list[tuple]:
+    """The ids of imported rows whose source message holds other values now (04_superseded_rows.sql)."""
+    with closing(sqlite3.connect(f"file:{target_db}?mode=ro", uri=True)) as lite:
+        lite.execute("ATTACH ? AS src", (f"file:{source.path}?mode=ro",))
+        for name, sql in source.views.items():
+            lite.execute(f"CREATE TEMP VIEW {name} AS {sql}")
+        run_stage(pipeline.SUPERSEDED, lite)
+        return lite.execute("SELECT id, differs FROM temp.superseded_rows ORDER BY id").fetchall()
 
 
 def empty_target(folder: Path) -> Path:
@@ -175,6 +198,8 @@ _COUNTS = {
     "boundary_events": "SELECT count(*) FROM session_work WHERE needs_boundary",
     # in place (52_in_place_changes.sql): what lossless-claw changed in rows an earlier run imported
     "updated_messages": "SELECT count(*) FROM message_refresh",
+    # new messages whose identity an imported row holds with other values: written beside it (04_superseded_rows)
+    "superseded_messages": "SELECT count(*) FROM msg_plan WHERE is_new AND sup_tid IS NOT NULL",
     "updated_summaries": "SELECT count(*) FROM summary_refresh",
     "parents_updated": "SELECT count(*) FROM parent_updates",
     "conversations_changed": "SELECT count(*) FROM sessions WHERE session_id IN (SELECT session_id FROM selected) "
@@ -213,6 +238,7 @@ def report_plan(con: duckdb.DuckDBPyConnection, report: RunReport, planned: Plan
         "SELECT session_id FROM session_work ORDER BY session_id").fetchall()]
     report.boundary_events = n["boundary_events"]
     m.updated, s.updated = n["updated_messages"], n["updated_summaries"]
+    report.messages_superseded = n["superseded_messages"]
     report.parents_updated = n["parents_updated"]
     report.changes = {what: k for what, k in con.execute(
         "SELECT what, count(*) FROM (SELECT unnest(string_split(changed, ', ')) AS what FROM message_refresh) "

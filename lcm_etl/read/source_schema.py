@@ -16,13 +16,48 @@ import orjson
 from lcm_etl.errors import BadInput
 from lcm_etl.read.sources import unreadable
 
-REQUIRED_TABLES = ("conversations", "messages")
+# The one rule for every command (inspect, migrate, reconcile --src, audit): a table every lossless-claw release
+# creates (0.1.0 on, and the peer importer's test shape too) must be there, or the file is not a lossless-claw
+# database; a table a shape lcm-etl reads can lack (the peer's test shape has no message_parts or large_files)
+# is read as empty (normalized_views).
+REQUIRED_TABLES = ("conversations", "messages", "summaries", "summary_messages", "summary_parents")
+
+
+# Every table a lossless-claw release creates that lcm-etl reads or deliberately leaves out (docs/mapping.md, "Other
+# lossless-claw tables"), with SQLite's own; an FTS table's shadow tables are named after it. Any other table is
+# a newer release's, and is listed in the report as not kept (unknown()).
+KNOWN_TABLES = frozenset(REQUIRED_TABLES + (
+    "message_parts", "large_files", "context_items", "messages_fts", "summaries_fts", "summaries_fts_cjk",
+    "conversation_bootstrap_state", "conversation_transcript_epochs", "message_transcript_anchor_trust",
+    "conversation_compaction_telemetry", "conversation_compaction_maintenance", "pending_compaction_batches",
+    "pending_summary_nodes", "pending_summary_node_children", "pending_summary_node_messages", "turn_advancements",
+    "focus_briefs", "focus_brief_sources", "lcm_migration_state", "sqlite_sequence"))
+_FTS_SHADOWS = ("_config", "_content", "_data", "_docsize", "_idx")
+
+
+def _known_table(name: str) -> bool:
+    if name in KNOWN_TABLES or name.startswith("sqlite_stat"):
+        return True
+    base, _, _ = name.rpartition("_")
+    return name.endswith(_FTS_SHADOWS) and base in ("messages_fts", "summaries_fts", "summaries_fts_cjk")
 
 
 @dataclass
 class SourceSchema:
     columns: dict[str, list[str]] = field(default_factory=dict)   # table -> columns in table_info order
     integer_ids: bool = False   # messages.message_id is an INTEGER PRIMARY KEY (every release; not the peer's shape)
+    views: frozenset[str] = frozenset()   # the names in `columns` that are views (they hold no rows of their own)
+
+    def unknown(self) -> dict[str, list[str]]:
+        """What lcm-etl's mapping does not name (a newer lossless-claw's tables and columns), said in every report
+        rather than dropped without a word: the columns a mapped message has beyond MESSAGE_COLS are kept in its
+        metadata (extra_message_columns), those of the other mapped rows are listed as not kept, and so are
+        unknown tables. message_parts has none: its payload takes every column it has (_parts_view)."""
+        tables = sorted(t for t in self.columns if t not in self.views and not _known_table(t))
+        in_metadata = [f"messages.{c}" for c in extra_message_columns(self)]
+        not_kept = sorted(f"{t}.{c}" for t, mapped in _MAPPED_COLUMNS.items() if t != "messages"
+                          for c in self.columns.get(t, []) if c not in mapped)
+        return {"tables_not_kept": tables, "columns_in_metadata": sorted(in_metadata), "columns_not_kept": not_kept}
 
     def has(self, table: str, column: str | None = None) -> bool:
         cols = self.columns.get(table)
@@ -65,20 +100,24 @@ class SourceSchema:
 def detect_schema(db: Path, original: Path) -> SourceSchema:
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
-        names = [r[0] for r in con.execute(
-            "SELECT name FROM sqlite_master WHERE type IN ('table','view') ORDER BY name")]
-        info = {n: con.execute(f'PRAGMA table_info("{n}")').fetchall() for n in names}
+        kinds = dict(con.execute("SELECT name, type FROM sqlite_master WHERE type IN ('table','view') ORDER BY name"))
+        info = {n: con.execute(f'PRAGMA table_info("{n}")').fetchall() for n in kinds}
         schema = SourceSchema({n: [r[1] for r in rows] for n, rows in info.items()},
                               integer_ids=any(r[1] == "message_id" and r[5] == 1 and r[2].upper() == "INTEGER"
-                                              for r in info.get("messages", [])))
+                                              for r in info.get("messages", [])),
+                              views=frozenset(n for n, kind in kinds.items() if kind == "view"))
     except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
         raise unreadable("source", original, exc) from None
     finally:
         con.close()
     missing = [t for t in REQUIRED_TABLES if not schema.has(t)]
-    if missing or not schema.has("messages", "seq"):
-        raise BadInput(f"source is not a lossless-claw database: {original} lacks "
-                       f"{', '.join(missing) or 'messages.seq'}; point --src at OpenClaw's lcm.db")
+    if missing:
+        raise BadInput(f"source is not a lossless-claw database: {original} lacks the "
+                       f"{'table' if len(missing) == 1 else 'tables'} {', '.join(missing)}, which every lossless-claw "
+                       "release has; point --src at OpenClaw's lcm.db")
+    if not schema.has("messages", "seq"):
+        raise BadInput(f"source is not a lossless-claw database: {original} lacks messages.seq; "
+                       "point --src at OpenClaw's lcm.db")
     return schema
 
 
@@ -95,6 +134,22 @@ SUMMARY_COLS = ["summary_id", "conversation_id", "kind", "depth", "content", "to
                 "created_at", "file_ids", "model"]
 LARGE_FILE_COLS = ["file_id", "conversation_id", "file_name", "mime_type", "byte_size", "line_count",
                    "storage_uri", "exploration_summary", "created_at"]
+_MAPPED_COLUMNS = {"conversations": CONVERSATION_COLS, "messages": MESSAGE_COLS, "summaries": SUMMARY_COLS,
+                   "summary_messages": ["summary_id", "message_id", "ordinal"],
+                   "summary_parents": ["summary_id", "parent_summary_id", "ordinal"], "large_files": LARGE_FILE_COLS}
+# the metadata keys 72_write_messages.sql writes from the mapped columns: a message column of a newer release
+# with one of these names is not put in metadata (it would overwrite the mapped value) but listed as not kept
+_METADATA_KEYS = {"conversation_id", "identity_hash", "source", "source_seq", "title", "session_key",
+                  "source_message_id", "source_created_at", "transcript_entry_id", "openclaw_sender_metadata",
+                  "stable_event_key", "large_content"}
+
+
+def extra_message_columns(schema: SourceSchema) -> list[str]:
+    """messages columns outside MESSAGE_COLS, in table order: each goes into metadata under its own name (SPEC §3.3:
+    every source column without a target column is kept there)."""
+    return [c for c in schema.columns.get("messages", []) if c not in MESSAGE_COLS and c not in _METADATA_KEYS]
+
+
 # Part columns with a home in lcm_message_parts (or in the part's identity); every other column goes
 # into the payload object so no source value is lost.
 PART_MAPPED = {"message_id", "ordinal", "tool_name", "created_at", "kind", "payload", "file_path"}
@@ -109,9 +164,9 @@ def _null(column: str) -> str:
     return f'CAST(NULL AS {"INTEGER" if column in _INTEGER_COLS else "TEXT"}) AS "{column}"'
 
 
-def _select(schema: SourceSchema, table: str, wanted: list[str]) -> str:
+def _select(schema: SourceSchema, table: str, wanted: list[str], more: tuple[str, ...] = ()) -> str:
     cols = [f'"{c}"' if schema.has(table, c) else _null(c) for c in wanted]
-    return f"SELECT {', '.join(cols)} FROM src.\"{table}\""
+    return f"SELECT {', '.join(cols + list(more))} FROM src.\"{table}\""
 
 
 def _empty(wanted: list[str]) -> str:
@@ -122,18 +177,25 @@ def normalized_views(schema: SourceSchema, dialect: str) -> dict[str, str]:
     """name -> SELECT over the attached `src` schema. dialect is 'duckdb' or 'sqlite'."""
     views = {
         "src_conversations": _select(schema, "conversations", CONVERSATION_COLS),
-        "src_messages": _select(schema, "messages", MESSAGE_COLS),
+        "src_messages": _messages_view(schema, dialect),
     }
     s = schema
-    views["src_summaries"] = _select(s, "summaries", SUMMARY_COLS) if s.has("summaries") else _empty(SUMMARY_COLS)
-    views["src_summary_messages"] = (_select(s, "summary_messages", ["summary_id", "message_id", "ordinal"])
-                                     if s.has("summary_messages") else _empty(["summary_id", "message_id", "ordinal"]))
-    views["src_summary_parents"] = (_select(s, "summary_parents", ["summary_id", "parent_summary_id", "ordinal"])
-                                    if s.has("summary_parents") else _empty(["summary_id", "parent_summary_id", "ordinal"]))
+    views["src_summaries"] = _select(s, "summaries", SUMMARY_COLS)   # REQUIRED_TABLES: detect_schema checked them
+    views["src_summary_messages"] = _select(s, "summary_messages", ["summary_id", "message_id", "ordinal"])
+    views["src_summary_parents"] = _select(s, "summary_parents", ["summary_id", "parent_summary_id", "ordinal"])
     views["src_parts"] = _parts_view(schema, dialect)
     views["src_large_files"] = (_select(s, "large_files", LARGE_FILE_COLS) if s.has("large_files")
                                 else _empty(LARGE_FILE_COLS))
     return views
+
+
+def _messages_view(schema: SourceSchema, dialect: str) -> str:
+    """MESSAGE_COLS, and extra_columns: a JSON object of the non-null values of a newer release's columns
+    (extra_message_columns), NULL when the source has none. Built only in the SQLite dialect (the writer's);
+    DuckDB plans without it."""
+    extra = extra_message_columns(schema)
+    obj = _json_object_of_non_null(extra) if extra and dialect == "sqlite" else "CAST(NULL AS TEXT)"
+    return _select(schema, "messages", MESSAGE_COLS, (f"{obj} AS extra_columns",))
 
 
 def _json_object(dialect: str, pairs: list[tuple[str, str]]) -> str:

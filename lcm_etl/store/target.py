@@ -37,6 +37,9 @@ CREATE TABLE IF NOT EXISTS lcm_compaction_events (id INTEGER PRIMARY KEY AUTOINC
   session_id TEXT NOT NULL, fired_at TEXT NOT NULL, msg_before INTEGER NOT NULL,
   tokens_before INTEGER NOT NULL, tokens_after INTEGER NOT NULL);
 """
+# lcm_meta.schema_version values this lcm-etl takes, exactly as Remnic writes them: '1' is upgraded by Remnic's
+# idempotent schema batch (apply_schema), '2' is what it writes. No row at all is Remnic's "0": the batch runs.
+KNOWN_VERSIONS = ("1", "2")
 REMNIC_FTS = {
     "lcm_messages_fts": "CREATE VIRTUAL TABLE lcm_messages_fts USING fts5(content, content=lcm_messages, content_rowid=id)",
     "lcm_summaries_fts": "CREATE VIRTUAL TABLE lcm_summaries_fts USING fts5(summary_text, content=lcm_summary_nodes, content_rowid=rowid)",
@@ -77,6 +80,11 @@ def check_target(path: Path, open_it: bool = True) -> bool:
     """
     if path.is_dir():
         raise BadInput(f"target is a directory: {path} (pass the lcm.sqlite file path, or use --memory-dir)")
+    if path.is_symlink() and not path.exists():
+        # a new target is built aside and linked into place, which a link's name refuses (it exists): every run
+        # would fail the same way at its end. Said here, before anything is read or written.
+        raise BadInput(f"target is a symbolic link to nothing: {path} -> {os.readlink(path)} (pass --dest the path "
+                       "it should point at, or remove the link)")
     if path.exists():
         try:
             with open(path, "rb") as fh:
@@ -151,8 +159,15 @@ def check_remnic(db: Path, path: Path) -> None:
     if names and "lcm_meta" not in names and "lcm_messages" not in names:
         raise BadInput(f"target exists but is not a Remnic LCM database: {path} (no lcm_meta/lcm_messages; "
                        "choose another --dest)")
-    if version is not None and str(version).isdigit() and int(version) > 2:
+    if version is None or str(version) in KNOWN_VERSIONS:
+        return
+    if str(version).isdigit() and not str(version).startswith("0"):
         raise BadInput(f"target has Remnic LCM schema version {version}, newer than the 2 this lcm-etl writes: {path}")
+    # anything else ('3.0', ' 3', '2026.1', '02') is no version Remnic writes: read as a number it could pass for
+    # an old one and be rewritten to '2', or for 2 and be written as if it were one
+    raise BadInput(f"target has Remnic LCM schema version {str(version)!r}, not one this lcm-etl knows "
+                   f"({' or '.join(repr(v) for v in KNOWN_VERSIONS)} exactly): {path} (it is left untouched; point "
+                   "--dest at a Remnic lcm.sqlite of schema version 2, or at a new path)")
 
 
 def connect(path: Path, lock_timeout: float) -> sqlite3.Connection:
