@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
 
 import pytest
 
-from conftest import folder_state, run_cli, target_rows
+from conftest import LCM_ETL, folder_state, run_cli, target_rows
 from lcm_etl.read.transcript_blocks import extract_content, without_surrogates
 from storelib import (ROLES, StoreWriter, event, expected, js_message_sha256, make_schema_19, session_entries,
                       state_copy, store_of)
@@ -420,3 +421,16 @@ def test_a_dry_run_on_a_store_reports_what_a_run_would_write_and_creates_nothing
     assert report["messages"]["inserted"] == 109 and report["dry_run"] is True
     assert not target.parent.exists()
     assert folder_state(state) == before
+
+
+def test_a_store_named_through_a_symlink_or_a_relative_path_is_read_from_its_record(tmp_path):
+    state = state_copy("native", tmp_path / "state")
+    target = tmp_path / "t.sqlite"
+    reconcile("--sessions", store_of(state, "ops"), "--dest", target)
+    (tmp_path / "link").symlink_to(state / "agents" / "ops")
+    again = subprocess.run([str(LCM_ETL), "reconcile", "--json", "--sessions", "agent/openclaw-agent.sqlite",
+                            "--dest", str(target)], capture_output=True, text=True, cwd=tmp_path / "link")
+    assert again.returncode == 0, again.stderr
+    report = json.loads(again.stdout)
+    assert report["messages"]["inserted"] == 0
+    assert {f["read"] for f in report["extra"]["files"]} == {"appended"}

@@ -60,8 +60,9 @@ class StoreWindow:
     projection: str                   # 'fresh' / 'stale' / 'absent': OpenClaw's materialized path
 
     def record_key(self) -> str:
-        """Where the last complete run's read of this window is recorded (lcm_etl/read/transcript_offsets.py)."""
-        return f"{self.store.absolute()}#{self.session_id}"
+        """Where the last complete run's read of this window is recorded (lcm_etl/read/transcript_offsets.py): the
+        store's real path (a symlink, `~` or a relative spelling of it is the same store) and the window."""
+        return f"{self.store.resolve()}#{self.session_id}"
 
     def metadata(self) -> dict:
         """What a message of this window keeps of it (window lineage, title, channel)."""
