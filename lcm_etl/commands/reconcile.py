@@ -42,17 +42,6 @@ from lcm_etl.load.write import WriteJob
 
 _HELD_LCM_EMPTY = ("SELECT NULL::VARCHAR AS session_id, NULL::VARCHAR AS conv_key, NULL::BIGINT AS seq, "
                    "NULL::VARCHAR AS entry_id, NULL::VARCHAR AS identity_hash WHERE false")
-_HELD_TGT = """
-    SELECT session_id, json_extract_string(metadata, '$.source') AS source,
-           json_extract_string(metadata, '$.conversation_id') AS conversation_id,
-           try_cast(json_extract_string(metadata, '$.source_seq') AS BIGINT) AS source_seq,
-           json_extract_string(metadata, '$.transcript_entry_id') AS entry_id,
-           json_extract_string(metadata, '$.identity_hash') AS identity_hash
-    FROM tgt.lcm_messages WHERE json_valid(metadata) AND session_id IN (SELECT session_id FROM jsonl_sessions)"""
-_HELD_TGT_EMPTY = ("SELECT NULL::VARCHAR AS session_id, NULL::VARCHAR AS source, NULL::VARCHAR AS conversation_id, "
-                   "NULL::BIGINT AS source_seq, NULL::VARCHAR AS entry_id, NULL::VARCHAR AS identity_hash WHERE false")
-
-
 @dataclass
 class ReconcileOptions:
     sessions: list[str]
@@ -276,23 +265,24 @@ def plan_transcripts(opts: ReconcileOptions, reading: Reading, target_db: Path |
                 WHERE s.session_id IN (SELECT session_id FROM jsonl_sessions)""")
         else:
             con.execute(f"CREATE TABLE held_lcm AS {_HELD_LCM_EMPTY}")
-        # the plan needs the target only for the transcripts' sessions (their turns, boundaries, rows held)
-        plan.load_target_state(con, target_db, workdir, narrow=lambda: con.execute(
-            "INSERT INTO scope_sessions SELECT session_id FROM jsonl_sessions").fetchall() is not None)
-        held_sql = _HELD_TGT_EMPTY
-        if target_db is not None:
-            plan.duck.attach_sqlite(con, str(target_db), "tgt")
-            if plan.duck.one(con, "SELECT count(*) FROM information_schema.tables WHERE table_catalog='tgt' "
-                                  "AND table_name='lcm_messages'")[0]:
-                held_sql = _HELD_TGT
-        con.execute(f"CREATE TABLE held_tgt AS {held_sql}")
-        if target_db is not None:
-            con.execute("DETACH tgt")
+        # the plan needs the target only for the transcripts' sessions (their rows held, turns, boundaries)
+        plan.duck.attach_sqlite(con, str(_target_or_empty(target_db, workdir)), "tgt")
+        run_stage(pipeline.RECONCILE_TARGET, con)
+        con.execute("DETACH tgt")
         run_stage(pipeline.RECONCILE_PLAN, con, {"budget": opts.batch_rows})
         return con
     except BaseException:
         con.close()
         raise
+
+
+def _target_or_empty(target_db: Path | None, workdir: Path) -> Path:
+    """The target to read, or an empty Remnic schema when there is none yet (or it holds no messages table)."""
+    if target_db is not None:
+        with closing(sqlite3.connect(f"{target_db.absolute().as_uri()}?mode=ro", uri=True)) as lite:
+            if lite.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'lcm_messages'").fetchone():
+                return target_db
+    return plan.empty_target(workdir)
 
 
 def reconcile(opts: ReconcileOptions) -> RunReport:

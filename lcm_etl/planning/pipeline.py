@@ -88,6 +88,8 @@ FRESH_FINISH = Stage("copy in and finish", "sqlite", "the building file once the
                      "scratch-rows.sqlite attached as msgs", ("74_part_rows", "82_copy_scratch", "84_part_times",
                                                               "86_index_summaries", "90_write_boundary"))
 
+RECONCILE_TARGET = Stage("target state", "duckdb", "the plan database, the target attached read-only as tgt "
+                         "(an empty Remnic schema when there is none)", ("r05_target_state",))
 RECONCILE_PLAN = Stage("plan", "duckdb", "the plan database, the transcripts' rows loaded from Arrow "
                        "(lcm_etl/read/transcript_rows.py)", ("r20_match", "r55_batch_weights", "57_assign_batches",
                                                         "r60_batches"))
@@ -124,12 +126,11 @@ _RECONCILE_INPUTS = {
     "jsonl_messages": "the transcripts' active-path messages (lcm_etl/read/transcript_rows.py)",
     "jsonl_parts": "their content blocks (lcm_etl/read/transcript_rows.py)",
     "jsonl_abandoned": "entries off the active path (lcm_etl/read/transcript_rows.py)",
-    "superseded_rows": "empty: reconcile imports no lcm.db message (plan.load_target_state)",
     "held_lcm": "what lcm.db holds of the transcripts' sessions (reconcile.py; empty without --src)",
-    "held_tgt": "what the target holds of them (reconcile.py)",
     "jsonl_content": "content and metadata, staged from Python (transcript_rows.stage_content)",
     "plan_parts": "content blocks as parts, staged from Python (transcript_rows.stage_content)",
     "jsonl_appended": "sessions whose files were read from recorded offsets (reconcile.py)",
+    "jsonl_sessions": "the transcripts' sessions (reconcile.py)",
     "transcript_files": "how far this run read each file, staged from Python (reconcile.py, transcript_offsets.py)",
 }
 _FLATTEN_OWNERS = {"flatten_owners": "the messages whose parts are flattened (flatten.PLANNED_OWNERS or, "
@@ -156,8 +157,7 @@ MIGRATE_NEW_TEXT_IDS = Pipeline(
     {**_MIGRATE_INPUTS, **_FLATTEN_OWNERS})
 RECONCILE = Pipeline(
     "reconcile", "",
-    (HELD_SESSIONS, TARGET_MARKS, TARGET_PROVENANCE, TARGET_STATE, RECONCILE_PLAN, RECONCILE_STAGE, RECONCILE_WRITE,
-     RECONCILE_RECORD),
+    (HELD_SESSIONS, RECONCILE_TARGET, RECONCILE_PLAN, RECONCILE_STAGE, RECONCILE_WRITE, RECONCILE_RECORD),
     _RECONCILE_INPUTS)
 AUDIT = Pipeline(
     "audit", "a lossless-claw source (--src)",
@@ -168,7 +168,7 @@ AUDIT = Pipeline(
          "src_message_hashes", "src_summary_hashes")}})
 AUDIT_TRANSCRIPTS = Pipeline(
     "audit", "transcripts (--sessions): reconcile's plan",
-    (HELD_SESSIONS, TARGET_MARKS, TARGET_PROVENANCE, TARGET_STATE, RECONCILE_PLAN),
+    (HELD_SESSIONS, RECONCILE_TARGET, RECONCILE_PLAN),
     _RECONCILE_INPUTS)
 INSPECT = Pipeline("inspect", "", (SESSIONS,), SOURCE_VIEWS)
 

@@ -1,0 +1,33 @@
+-- step: reconcile_target_state
+-- engine: duckdb (plan; the target attached read-only as tgt — an empty Remnic schema when there is none)
+-- reads: tgt.lcm_messages, tgt.lcm_compaction_events, jsonl_sessions, jsonl_messages, jsonl_appended
+-- produces: held_tgt (what the target holds of the transcripts' sessions), tgt_max_turn, tgt_boundaries
+-- key: session_id; a held row by its transcript entry id, else by identity hash
+-- why: reconcile needs of the target only what the transcripts' sessions hold (to match by entry id or
+--      identity: r20_match.sql), their last turn (new rows append after it) and their boundary events
+--      (r60_batches.sql) — not migrate's target state (05, 07: lossless-claw identities, parts, summaries,
+--      marks), which read the metadata column three more times. Each row's metadata is read once, and the
+--      session filter applied to what that read keeps (a filter joining jsonl_sessions before it made DuckDB
+--      carry the whole column). A session read from its recorded offsets (jsonl_appended) is matched by entry
+--      id alone: of its rows only those whose entry id the new messages bring, and those without an entry id
+--      (which send it back to a whole read: reconcile.py), are held.
+CREATE OR REPLACE TABLE held_tgt AS
+SELECT t.* EXCLUDE (turn_index) FROM (
+  SELECT session_id, v[1] AS source, v[2] AS conversation_id, try_cast(v[3] AS BIGINT) AS source_seq,
+         v[4] AS entry_id, v[5] AS identity_hash, turn_index
+  FROM (SELECT session_id, turn_index,
+               json_extract_string(metadata, ['$.source', '$.conversation_id', '$.source_seq',
+                                              '$.transcript_entry_id', '$.identity_hash']) AS v
+        FROM tgt.lcm_messages WHERE json_valid(metadata))
+) t
+WHERE t.session_id IN (SELECT session_id FROM jsonl_sessions)
+  AND (t.session_id NOT IN (SELECT session_id FROM jsonl_appended) OR t.entry_id IS NULL
+       OR t.entry_id IN (SELECT entry_id FROM jsonl_messages WHERE entry_id IS NOT NULL));
+
+CREATE OR REPLACE TABLE tgt_max_turn AS
+SELECT session_id, max_turn FROM (SELECT session_id, max(turn_index) AS max_turn FROM tgt.lcm_messages GROUP BY 1)
+WHERE session_id IN (SELECT session_id FROM jsonl_sessions);
+
+CREATE OR REPLACE TABLE tgt_boundaries AS
+SELECT DISTINCT session_id FROM tgt.lcm_compaction_events
+WHERE tokens_before = tokens_after AND session_id IN (SELECT session_id FROM jsonl_sessions);
