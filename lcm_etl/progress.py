@@ -11,6 +11,8 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
+from lcm_etl.interrupts import Worker
+
 if TYPE_CHECKING:
     from tqdm import tqdm
 
@@ -43,7 +45,7 @@ class Progress:
                 self.bar.set_postfix_str(self.labels[0])
         if self._ticker is None:
             self._stop.clear()
-            self._ticker = threading.Thread(target=self._tick, name="lcm-etl-progress", daemon=True)
+            self._ticker = Worker(target=self._tick, name="lcm-etl-progress")
             self._ticker.start()
 
     def step(self, label: str | None = None) -> None:

@@ -138,7 +138,7 @@ class _Run:
                                                schema.integer_ids, planned=bool(opts.session_filter),
                                                spare_work=snap.hash_in_background, release=snap.discard_in_background))
         self.schema = schema
-        con = plan.open_source(snap.path, schema, opts.src, opts.memory_limit, self.warm)
+        con = plan.open_source(snap.path, schema, opts.src, opts.memory_limit, self.warm, workdir=snap.folder)
         try:
             if proved is not None:
                 snap.hash_in_background()   # for the ledger: a core is spare while a few sessions are planned
@@ -242,6 +242,8 @@ class _Run:
             # the kept copy is this run's snapshot; sealed last, with the target as the run leaves it (a
             # new target's building name, removed above, changed its ctime)
             self.cache.seal(self.committed, self.snap.digests if self.snap else None)
+        elif self.cache is not None:   # failed or interrupted: no copy of the source's size left for nothing
+            self.cache.discard_unsealed()
 
 
 def _background_failure(strategy: Strategy | None, opts: MigrateOptions, snapshot: Path) -> None:

@@ -134,6 +134,19 @@ class SnapshotCache:
         self.memo_file.unlink(missing_ok=True)
         self.digests_file.unlink(missing_ok=True)
 
+    def discard_unsealed(self) -> None:
+        """At the end of a run that did not commit: a copy no seal vouches for (this run unsealed it before
+        changing it) is of no use to any later run, which copies the source whole; its bytes (the source's
+        size) go. A copy still sealed, by an earlier run, stays."""
+        if self._seal() is None:
+            self.unseal()
+            for suffix in ("", "-wal", "-journal"):
+                Path(str(self.db) + suffix).unlink(missing_ok=True)
+            try:
+                self.folder.rmdir()   # the pair's folder, when nothing else is in it
+            except OSError:
+                pass
+
     def _sealed_memo(self) -> dict:
         """The interior pages of the sealed copy, parsed when it was sealed (empty when not kept)."""
         try:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lcm_etl.errors import BadInput, RunFailed
+from lcm_etl.interrupts import Worker
 from lcm_etl.read.pages import wal_frames
 
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -182,7 +183,7 @@ class Snapshot:
         def work():
             self.digests = chunk_digests(self.path, self.known)
             self._sha256.append(snapshot_digest(self.digests))
-        digest = threading.Thread(target=work, name="lcm-etl-sha256", daemon=True)
+        digest = Worker(target=work, name="lcm-etl-sha256")
         digest.start()
         return digest
 
@@ -191,8 +192,8 @@ class Snapshot:
         of unlinking) once nothing reads it any more, so it overlaps with the target's final fsync."""
         if self._digest is not None:
             self._digest.join()
-        self._discard = threading.Thread(target=shutil.rmtree, args=(self.folder,), kwargs={"ignore_errors": True},
-                                         name="lcm-etl-discard", daemon=True)
+        self._discard = Worker(target=shutil.rmtree, args=(self.folder,), kwargs={"ignore_errors": True},
+                               name="lcm-etl-discard")
         self._discard.start()
 
     def close(self) -> None:
