@@ -6,10 +6,11 @@ an older lcm-etl wrote (version 1, no lcm_etl_meta) in the same write transactio
 
 The ledger (`lcm_etl_runs`) has one row per real run, made by one constructor (`RunRecord.new`). An
 existing target gets the row when the run's first batch commits (status `running`), and it becomes
-`complete` in the run's last transaction, or `failed` when the run fails where it can still say so. A
-killed run cannot: the next run or undo (which holds the run lock, so no other run is alive) marks every
-row still `running` as `failed`. A new target is built in one private transaction, so its row is written
-once, `complete`. `undo` sets a run's status to `undone` and records itself as a run of its own.
+`complete` in the run's last transaction, or `failed` when the run fails (or is stopped by a signal) where
+it can still say so. A killed run cannot: the next run or undo (which holds the run lock, so no other run is
+alive) marks every row still `running` as `killed`, and `runs` shows it so before then (runlock.held). A new
+target is built in one private transaction, so its row is written once, `complete`. `undo` sets a run's
+status to `undone` and records itself as a run of its own.
 """
 from __future__ import annotations
 
@@ -152,7 +153,7 @@ def start(con: sqlite3.Connection, record: RunRecord) -> None:
 
 
 def mark_dead_runs(con: sqlite3.Connection) -> None:
-    con.execute("UPDATE lcm_etl_runs SET status = 'failed' WHERE status = 'running'")
+    con.execute("UPDATE lcm_etl_runs SET status = 'killed' WHERE status = 'running'")
 
 
 def complete(con: sqlite3.Connection, record: RunRecord, finished_at: str) -> None:
