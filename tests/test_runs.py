@@ -39,6 +39,25 @@ def test_runs_lists_every_run_with_its_command_times_status_source_options_and_c
     assert "nothing changed" in lines[3]
 
 
+def test_no_op_runs_in_a_row_share_one_ledger_row_with_their_count_and_the_last_time(tmp_path):
+    src = copy_fixture("basic-0.15.3.db", tmp_path / "src")
+    target = native_target(tmp_path / "out" / "lcm.sqlite")
+    first = cli_ok("migrate", "--src", src, "--dest", target)
+    noops = [cli_ok("migrate", "--src", src, "--dest", target) for _ in range(3)]
+    assert all("shortcut" in r["extra"] for r in noops)
+    listed = runs(target)
+    assert [(r["run_id"], r["times"]) for r in listed] == [(first["run_id"], 1), (noops[0]["run_id"], 3)]
+    assert {r["run_id"] for r in noops} == {noops[0]["run_id"]}   # each no-op run reports the row that records it
+    row = listed[1]
+    assert row["started_at"] < row["finished_at"] and row["finished_at"] > listed[0]["finished_at"]
+    line = run_cli("runs", "--dest", target).stdout.splitlines()[3]
+    assert line.endswith(f"nothing changed from {src} (3 runs in a row: started is the first's, finished the last's)")
+    # a run that is not a no-op ends the streak: the no-op after it is a row of its own
+    assert "shortcut" not in cli_ok("migrate", "--src", src, "--dest", target, "--full")["extra"]
+    cli_ok("migrate", "--src", src, "--dest", target)
+    assert [r["times"] for r in runs(target)] == [1, 3, 1, 1]
+
+
 def test_runs_of_a_missing_target_is_one_line_and_exit_2(tmp_path):
     proc = run_cli("runs", "--dest", tmp_path / "none.sqlite")
     assert (proc.returncode, proc.stdout, proc.stderr) == (2, "", f"lcm-etl: error: no target at "

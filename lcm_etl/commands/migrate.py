@@ -277,10 +277,9 @@ def _nothing_changed(opts: MigrateOptions, report: RunReport, previous: tuple[st
     if not opts.dry_run:
         record = ledger.RunRecord.new("migrate", started, _options(opts), source_path=str(opts.src),
                                       source_size=opts.src.stat().st_size)
-        record_run(opts.target, opts.lock_timeout, record, {"source_fingerprint": source_fp, "options_key": opts_key,
-                                                            "totals": totals, "shortcut_of": run_id,
-                                                            "marks_run": marks_run}, now_iso())
-        report.run_id = record.run_id
+        report.run_id = record_run(opts.target, opts.lock_timeout, record,
+                                   {"source_fingerprint": source_fp, "options_key": opts_key, "totals": totals,
+                                    "shortcut_of": run_id, "marks_run": marks_run}, now_iso())
     report.elapsed_s = time.monotonic() - t0
     return report
 

@@ -161,6 +161,36 @@ def complete(con: sqlite3.Connection, record: RunRecord, finished_at: str) -> No
     _put(con, record._row("complete", finished_at))
 
 
+NOOP_RUNS = "noop_runs"   # in a coalesced row's counts: how many no-op runs in a row it stands for
+
+
+def complete_noop(con: sqlite3.Connection, record: RunRecord, finished_at: str) -> str:
+    """A no-op run's row (the shortcut: it wrote nothing else). When the ledger's latest row is a no-op run
+    that found the same (same source, options, version and everything its counts hold: totals, marks and
+    fingerprints), that row stands for this run too: its count goes up and its finished_at becomes this
+    run's (started_at stays the first's), so a cron job that finds nothing every minute does not grow the
+    ledger by a row a minute. Returns the id of the row that records the run."""
+    row = con.execute("SELECT rowid, run_id, command, status, source_path, options, counts, tool_version "
+                      "FROM lcm_etl_runs ORDER BY rowid DESC LIMIT 1").fetchone()
+    mine = record._row("complete", finished_at)
+    if row is not None and (row[2], row[3], row[4], row[7]) == ("migrate", "complete", mine["source_path"],
+                                                                 mine["tool_version"]):
+        try:
+            options, counts = orjson.loads(row[5]), orjson.loads(row[6])
+        except orjson.JSONDecodeError:
+            options, counts = None, None
+        if isinstance(counts, dict) and counts.get("shortcut_of") and options == record.options:
+            times = counts.pop(NOOP_RUNS, 1)
+            # the run took the shortcut from that row, or from the run that row took it from
+            same = {**record.counts, "shortcut_of": counts["shortcut_of"]} == counts
+            if same and record.counts.get("shortcut_of") in (row[1], counts["shortcut_of"]):
+                con.execute("UPDATE lcm_etl_runs SET finished_at = ?, counts = ? WHERE rowid = ?",
+                            (finished_at, orjson.dumps({**counts, NOOP_RUNS: times + 1}).decode(), row[0]))
+                return row[1]
+    _put(con, mine)
+    return record.run_id
+
+
 def fail(target: Path, record: RunRecord, finished_at: str, lock_timeout: float) -> None:
     """Best effort, after the run's own transaction rolled back: a row left `running` by a run that failed
     is marked `failed` (the next run would do it anyway, so a locked or full target is not an error here)."""
