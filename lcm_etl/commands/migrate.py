@@ -107,7 +107,8 @@ class _Run:
     def read(self) -> None:
         """The source's snapshot: the kept one brought up to date page by page, or a whole copy."""
         opts = self.opts
-        self.bars.phase("reading source")
+        size = sum(side[1] for side in self.source_fp[1] if side is not None)   # the source's file and -wal
+        self.bars.phase("reading source", size, unit="B")   # a whole copy counts its bytes (sources.copy_file)
         # a run that stores marks keeps its snapshot for the next run of the pair, which then copies and reads
         # only the pages that changed (lcm_etl/read/snapcache.py); a dry run or a filtered run leaves it alone
         if not (opts.dry_run or opts.session_filter):
@@ -116,9 +117,11 @@ class _Run:
             self.rec = ledger.recorded_marks(opts.target, str(opts.src), self.opts_key)
         self.warm = duck.Warmup(opts.memory_limit, _PLANNING)   # DuckDB starts while the source is read
         if self.cache is not None:
-            self.snap, self.changes = self.cache.snapshot(self.rec.run_id if self.rec else None, opts.tmp_dir)
+            self.snap, self.changes = self.cache.snapshot(self.rec.run_id if self.rec else None, opts.tmp_dir,
+                                                          self.bars.count)
         else:
-            self.snap = take_snapshot(opts.src, "source", opts.tmp_dir)
+            self.snap = take_snapshot(opts.src, "source", opts.tmp_dir, progress=self.bars.count)
+        self.bars.count(size, size)   # read, whole or page by page
         if self.changes is not None and self.changes.conversations is None:
             self.rec = None   # changed pages that cannot be placed (a value rewritten in its overflow pages): plan all
 
