@@ -19,7 +19,8 @@ EXIT_CODES = {
     EXIT_BAD_INPUT: "bad usage or bad input (one line on stderr); nothing was written",
     EXIT_PENDING: "audit: pending work or differences",
     EXIT_INTERRUPTED: "interrupted (Ctrl-C); every session written so far is complete, re-run to finish",
-    EXIT_TERMINATED: "stopped by SIGTERM (a service manager); as 130",
+    EXIT_TERMINATED: "terminated (SIGTERM, e.g. a service manager stopping it); as 130, every session written so far "
+                     "is complete",
 }
 
 
