@@ -57,6 +57,26 @@ def raised_as_interrupted() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
+def _raise_once(signum: int, frame) -> None:
+    for sig in _WHAT:   # a worker's pair unwinds once: the signal its parent forwards finds it already stopping
+        signal.signal(sig, signal.SIG_IGN)
+    raise Interrupted(signum)
+
+
+def in_a_worker() -> None:
+    """A fleet's worker process (its pool's initializer): SIGINT and SIGTERM stop its pair as they stop a run,
+    once. Ctrl-C reaches the workers from the terminal, a SIGTERM sent to the parent alone is forwarded to
+    them (fleet.run_fleet): either way each stops once."""
+    for sig in _WHAT:
+        signal.signal(sig, _raise_once)
+
+
+def worker_stopped() -> bool:
+    """In a fleet's worker (in_a_worker): a signal has stopped it, so it starts no further pair (a pair queued
+    to it before the parent could cancel it)."""
+    return signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+
+
 def interruption(exc: BaseException | None) -> Interrupted | None:
     """The signal that stopped the run, if `exc` is one or was raised while one was being handled (a plain
     KeyboardInterrupt is a SIGINT)."""

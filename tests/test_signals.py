@@ -144,3 +144,15 @@ def test_a_second_signal_while_a_watch_plans_abandons_the_sync_with_its_code_and
         w.kill()
     assert (code, err) == LINES[sig]
     assert not target.parent.exists()
+
+
+def test_sigterm_to_a_fleets_parent_stops_its_running_pair_and_starts_no_other(tmp_path, source):
+    manifest = tmp_path / "pairs.txt"
+    targets = [tmp_path / f"agent{i}" / "lcm.sqlite" for i in range(3)]
+    manifest.write_text("".join(f"{source} {t}\n" for t in targets))
+    run = Run(tmp_path, "migrate", "--manifest", manifest, "--jobs", "1", "-q")
+    run.wait_for(lambda: any((t.parent / ".lcm.sqlite.lcm-etl-building").exists() for t in targets),
+                 "the first pair's building file")
+    assert run.stop(signal.SIGTERM) == LINES[signal.SIGTERM]   # sent to the parent alone, as `kill PID` does
+    assert run.left() == []
+    assert [t.parent for t in targets if t.parent.exists()] == []
