@@ -5,13 +5,12 @@ SCHEMA_VERSION below), so they can change safely: `ensure` creates what is missi
 an older lcm-etl wrote (version 1, no lcm_etl_meta) in the same write transaction as the run's first rows.
 
 The ledger (`lcm_etl_runs`) has one row per real run, made by one constructor (`RunRecord.new`); no-op runs
-in a row share one (`complete_noop`). An
-existing target gets the row when the run's first batch commits (status `running`), and it becomes
-`complete` in the run's last transaction, or `failed` when the run fails (or is stopped by a signal) where
-it can still say so. A killed run cannot: the next run or undo (which holds the run lock, so no other run is
-alive) marks every row still `running` as `killed`, and `runs` shows it so before then (runlock.held). A new
-target is built in one private transaction, so its row is written once, `complete`. `undo` sets a run's
-status to `undone` and records itself as a run of its own.
+in a row share one (`complete_noop`). An existing target gets the row when the run's first batch commits
+(status `running`), and it becomes `complete` in the run's last transaction, or `failed` when the run fails
+(or is stopped by a signal) where it can still say so. A killed run cannot: the next run or undo (which holds
+the run lock, so no other run is alive) marks every row still `running` as `killed`, and `runs` shows it so
+before then (runlock.held). A new target is built in one private transaction, so its row is written once,
+`complete`. `undo` sets a run's status to `undone` and records itself as a run of its own.
 """
 from __future__ import annotations
 
