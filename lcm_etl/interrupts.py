@@ -57,18 +57,39 @@ def raised_as_interrupted() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
-def _raise_once(signum: int, frame) -> None:
-    for sig in _WHAT:   # a worker's pair unwinds once: the signal its parent forwards finds it already stopping
+def _stop_worker(signum: int, frame) -> None:
+    """A fleet worker's handler: from now on it ignores both signals (worker_stopped), and a pair it is
+    running unwinds as a run does; an idle worker has nothing to unwind (a raise there would end the process
+    with multiprocessing's traceback) and exits when its pool shuts down."""
+    running = signal.getsignal(signum) is _stop_pair
+    for sig in _WHAT:
         signal.signal(sig, signal.SIG_IGN)
-    raise Interrupted(signum)
+    if running:
+        raise Interrupted(signum)
+
+
+def _stop_pair(signum: int, frame) -> None:
+    _stop_worker(signum, frame)
 
 
 def in_a_worker() -> None:
-    """A fleet's worker process (its pool's initializer): SIGINT and SIGTERM stop its pair as they stop a run,
-    once. Ctrl-C reaches the workers from the terminal, a SIGTERM sent to the parent alone is forwarded to
-    them (fleet.run_fleet): either way each stops once."""
+    """A fleet's worker process (its pool's initializer). Ctrl-C reaches the workers from the terminal, and a
+    SIGTERM sent to the parent alone is forwarded to them (fleet.run_fleet): either way each stops once."""
     for sig in _WHAT:
-        signal.signal(sig, _raise_once)
+        signal.signal(sig, _stop_worker)
+
+
+@contextmanager
+def pair_in_worker() -> Iterator[None]:
+    """While a worker runs a pair, a signal stops the pair as it stops a run (Interrupted)."""
+    for sig in _WHAT:
+        signal.signal(sig, _stop_pair)
+    try:
+        yield
+    finally:
+        if not worker_stopped():
+            for sig in _WHAT:
+                signal.signal(sig, _stop_worker)
 
 
 def worker_stopped() -> bool:

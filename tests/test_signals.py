@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import LCM_ETL
+from conftest import FIXTURE_DIR, LCM_ETL
 from undolib import generate_source, native_target, runs
 from watchlib import Watcher
 
@@ -41,8 +41,9 @@ class Run:
         self.tmp.mkdir(parents=True)
         self.cache.mkdir()
         env = {**os.environ, "TMPDIR": str(self.tmp), "LCM_ETL_CACHE_DIR": str(self.cache)}
+        # a session of its own: its process group is what a terminal's Ctrl-C signals (stop_group)
         self.proc = subprocess.Popen([str(LCM_ETL), *map(str, args)], stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, text=True, env=env)
+                                     stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
 
     def wait_for(self, landmark, what: str) -> None:
         deadline = time.monotonic() + PATIENCE_S
@@ -55,8 +56,12 @@ class Run:
     def spilling(self) -> bool:
         return spilling(self.tmp, self.cache)
 
-    def stop(self, sig: int) -> tuple[int, str]:
-        self.proc.send_signal(sig)
+    def stop(self, sig: int, group: bool = False) -> tuple[int, str]:
+        """Signal the run (`kill PID`), or with `group` its whole process group (Ctrl-C on a terminal)."""
+        if group:
+            os.killpg(self.proc.pid, sig)
+        else:
+            self.proc.send_signal(sig)
         code = self.proc.wait(timeout=PATIENCE_S)
         err = self.proc.stderr.read()
         self.proc.stderr.close()
@@ -156,3 +161,19 @@ def test_sigterm_to_a_fleets_parent_stops_its_running_pair_and_starts_no_other(t
     assert run.stop(signal.SIGTERM) == LINES[signal.SIGTERM]   # sent to the parent alone, as `kill PID` does
     assert run.left() == []
     assert [t.parent for t in targets if t.parent.exists()] == []
+
+
+def test_ctrl_c_to_a_fleet_with_an_idle_worker_is_one_line_and_exit_130(tmp_path, source):
+    small = FIXTURE_DIR / "basic-0.15.3.db"
+    manifest = tmp_path / "pairs.txt"
+    done, running = tmp_path / "small" / "lcm.sqlite", tmp_path / "big" / "lcm.sqlite"
+    manifest.write_text(f"{small} {done}\n{source} {running}\n")
+    run = Run(tmp_path, "migrate", "--manifest", manifest, "--jobs", "2", "-q")
+    # the small pair is done once it has sealed its kept snapshot, its last act
+    run.wait_for(lambda: any(run.cache.glob("*/seal.json"))
+                 and (running.parent / ".lcm.sqlite.lcm-etl-building").exists(),
+                 "the small pair done while the big one builds")
+    assert run.stop(signal.SIGINT, group=True) == LINES[signal.SIGINT]   # no worker's traceback
+    (kept,) = {p.parent for p in run.cache.glob("*/seal.json")}
+    assert [p for p in run.left() if not p.startswith(str(kept))] == []   # but the small pair's kept snapshot
+    assert not running.parent.exists() and done.exists()

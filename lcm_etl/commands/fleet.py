@@ -23,7 +23,7 @@ import orjson
 from tqdm import tqdm
 
 from lcm_etl.errors import EXIT_FAILURE, EXIT_INTERRUPTED, BadInput, LcmEtlError
-from lcm_etl.interrupts import in_a_worker, interruption, worker_stopped
+from lcm_etl.interrupts import in_a_worker, interruption, pair_in_worker, worker_stopped
 from lcm_etl.commands.migrate import MigrateOptions, migrate
 from lcm_etl.read.sources import expand
 from lcm_etl.sqlite_runtime import disable_memstatus
@@ -124,7 +124,8 @@ def _pool_pair(index: int, opts: MigrateOptions) -> PairResult:
     if worker_stopped():
         return PairResult(index, str(opts.src), str(opts.target), False, EXIT_INTERRUPTED,
                           error="not started: the fleet was stopped by a signal")
-    return run_pair(index, opts)
+    with pair_in_worker():
+        return run_pair(index, opts)
 
 
 def _worker() -> None:

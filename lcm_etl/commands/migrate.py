@@ -241,11 +241,14 @@ class _Run:
                 self.snap.close()
         if self.view:
             self.view.close()
-        if self.committed and self.cache is not None:
-            # the kept copy is this run's snapshot; sealed last, with the target as the run leaves it (a
-            # new target's building name, removed above, changed its ctime)
-            self.cache.seal(self.committed, self.snap.digests if self.snap else None)
-        elif self.cache is not None:   # failed or interrupted: no copy of the source's size left for nothing
+        if self.cache is None:
+            return
+        try:
+            if self.committed:
+                # the kept copy is this run's snapshot; sealed last, with the target as the run leaves it (a
+                # new target's building name, removed above, changed its ctime)
+                self.cache.seal(self.committed, self.snap.digests if self.snap else None)
+        finally:   # failed, interrupted (sealing too): no copy of the source's size left for nothing
             self.cache.discard_unsealed()
 
 
