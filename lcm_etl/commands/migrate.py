@@ -15,7 +15,7 @@ from lcm_etl.store.runlock import target_lock
 from lcm_etl.progress import Progress
 from lcm_etl.report import RunReport, now_iso
 from lcm_etl.read.source_schema import detect_schema, normalized_views
-from lcm_etl.read.sources import Snapshot, check_sqlite_file, take_snapshot
+from lcm_etl.read.sources import Snapshot, check_sqlite_file, file_signature, take_snapshot
 from lcm_etl.load.loader import SourceParts, Strategy, choose, load, staged
 from lcm_etl.planning.pipeline import PROVENANCE, WRITE_MESSAGES, WRITE_REST
 from lcm_etl.load.write import WriteJob, record_run, write_failure
@@ -107,7 +107,7 @@ class _Run:
     def read(self) -> None:
         """The source's snapshot: the kept one brought up to date page by page, or a whole copy."""
         opts = self.opts
-        size = sum(side[1] for side in self.source_fp[1] if side is not None)   # the source's file and -wal
+        size = sum(side[1] for side in file_signature(opts.src) if side is not None)   # the file and its -wal
         self.bars.phase("reading source", size, unit="B")   # a whole copy counts its bytes (sources.copy_file)
         # a run that stores marks keeps its snapshot for the next run of the pair, which then copies and reads
         # only the pages that changed (lcm_etl/read/snapcache.py); a dry run or a filtered run leaves it alone
