@@ -14,6 +14,7 @@ import orjson
 
 from lcm_etl import __version__
 from lcm_etl.errors import EXIT_CODES, EXIT_FAILURE, BadInput, LcmEtlError
+from lcm_etl.interrupts import interruption, raised_as_interrupted
 from lcm_etl.options import MEMORY_SIZE, TEXT_PATH
 from lcm_etl.planning.pipeline import COMMANDS
 from lcm_etl.report import SCHEMA_VERSION
@@ -118,29 +119,37 @@ def _watch(run_once, inputs, interval, as_json, quiet) -> int:
 
 
 def handled(f):
-    """Map domain errors to exit codes; anything unexpected becomes one line (traceback under --debug)."""
+    """Map domain errors to exit codes; anything unexpected becomes one line (traceback under --debug). A
+    SIGINT or SIGTERM is one line and 128 + its number, whatever error it surfaced as (lcm_etl/interrupts.py)."""
     @functools.wraps(f)
     def wrapper(*args, **kwargs):
         debug = kwargs.get("debug", False)
         try:
-            code = f(*args, **kwargs)
-        except LcmEtlError as exc:
-            if debug:
-                traceback.print_exc()
-            click.echo(f"lcm-etl: error: {exc}", err=True)
-            sys.exit(exc.exit_code)
-        except KeyboardInterrupt:
-            click.echo("lcm-etl: interrupted; every session written so far is complete, re-run to finish", err=True)
-            sys.exit(130)
-        except Exception as exc:  # a bug: still one line unless asked
-            if debug:
-                traceback.print_exc()
-            first = str(exc).splitlines()[0] if str(exc) else ""
-            click.echo(f"lcm-etl: internal error: {type(exc).__name__}: {first} (re-run with --debug "
-                       "and report it)", err=True)
-            sys.exit(EXIT_FAILURE)
+            with raised_as_interrupted():
+                code = f(*args, **kwargs)
+        except BaseException as exc:
+            if not isinstance(exc, Exception) and interruption(exc) is None:   # SystemExit and the like
+                raise
+            line, code = _error_line(exc, debug)
+            click.echo(line, err=True)
+        # exits outside the except clause: the error's traceback, and with it the run's frames, are let go
+        # first, so connections still open in them are closed (a WAL target's -wal and -shm go with them)
         sys.exit(code or 0)
     return wrapper
+
+
+def _error_line(exc: BaseException, debug: bool) -> tuple[str, int]:
+    stop = interruption(exc)
+    if stop is not None:
+        return f"lcm-etl: {stop.line()}", stop.exit_code
+    if debug:
+        traceback.print_exception(exc)
+    if isinstance(exc, LcmEtlError):
+        return f"lcm-etl: error: {exc}", exc.exit_code
+    # a bug: still one line unless asked
+    first = str(exc).splitlines()[0] if str(exc) else ""
+    return (f"lcm-etl: internal error: {type(exc).__name__}: {first} (re-run with --debug and report it)",
+            EXIT_FAILURE)
 
 
 def emit(report, as_json: bool, quiet: bool) -> None:

@@ -23,12 +23,12 @@ import glob
 import hashlib
 import importlib
 import os
-import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import orjson
 
+from lcm_etl.interrupts import Worker
 from lcm_etl.cachedir import cache_root, write_atomically
 from lcm_etl.errors import BadInput, LcmEtlError, RunFailed
 from lcm_etl.read.sources import file_signature
@@ -86,8 +86,12 @@ class Warmup:
     def __init__(self, memory_limit: str = DEFAULT_MEMORY_LIMIT, imports: tuple[str, ...] = ()):
         self._con: duckdb.DuckDBPyConnection | None = None
         self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, args=(memory_limit, imports), name="lcm-etl-duckdb", daemon=True)
-        self._thread.start()
+        self._thread = Worker(target=self._run, args=(memory_limit, imports), name="lcm-etl-duckdb")
+        try:
+            self._thread.start()
+        except BaseException:   # a signal while it started: the caller never gets this Warmup to close
+            self.close()
+            raise
 
     def _run(self, memory_limit: str, imports: tuple[str, ...]) -> None:
         try:

@@ -11,11 +11,14 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
+from lcm_etl.interrupts import Worker
+
 if TYPE_CHECKING:
     from tqdm import tqdm
 
 TICK_S = 0.5
 _FORMAT = "{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}]{postfix}"
+_BYTES = "{desc}: {percentage:3.0f}%|{bar}| {n_fmt}B/{total_fmt}B [{elapsed}, {rate_fmt}]{postfix}"   # unit="B"
 
 
 class Progress:
@@ -37,13 +40,15 @@ class Progress:
         with self._lock:
             self._close_bar()
             self.labels = steps if isinstance(steps, tuple) else ()
+            in_bytes = unit == "B"   # a copy: sizes as 451M, not 473,000,000 steps
             self.bar = tqdm(total=len(steps) if isinstance(steps, tuple) else steps, desc=desc, unit=unit,
-                            leave=False, bar_format=_FORMAT)
+                            leave=False, bar_format=_BYTES if in_bytes else _FORMAT, unit_scale=in_bytes,
+                            unit_divisor=1024)
             if self.labels:
                 self.bar.set_postfix_str(self.labels[0])
         if self._ticker is None:
             self._stop.clear()
-            self._ticker = threading.Thread(target=self._tick, name="lcm-etl-progress", daemon=True)
+            self._ticker = Worker(target=self._tick, name="lcm-etl-progress")
             self._ticker.start()
 
     def step(self, label: str | None = None) -> None:
@@ -58,6 +63,18 @@ class Progress:
             else:   # drawn at once: tqdm would skip a redraw within 0.1 s of the last, and steps are few
                 self.bar.set_postfix_str(label, refresh=False)
                 self.bar.n = self.labels.index(label)
+                self.bar.refresh()
+
+    def count(self, done: int, total: int) -> None:
+        """A phase measured in units (bytes copied): `done` of `total` so far. Drawn by the ticker twice a
+        second, and at once when done, so the bar's end shows whatever the copy's length."""
+        if not self.enabled:
+            return
+        with self._lock:
+            if self.bar is None:
+                return
+            self.bar.total, self.bar.n = total, done
+            if done >= total:
                 self.bar.refresh()
 
     def close(self) -> None:

@@ -65,6 +65,20 @@ def test_docs_cli_md_option_table_is_made_from_the_commands():
         assert f"| `{option}`" in doc
 
 
+def test_readme_and_docs_cli_md_list_the_exit_codes_help_lists_and_every_signals_code_is_among_them():
+    import signal
+
+    from lcm_etl.docgen import exit_codes, user_readme
+    from lcm_etl.interrupts import Interrupted
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert readme == user_readme(readme), "README.md's exit codes drifted: run `python docs/generate.py`"
+    for doc in (readme, (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")):
+        assert exit_codes() in doc
+        assert doc.count("Exit codes") == 1   # stated once: the generated list
+    assert {Interrupted(signal.SIGINT).exit_code, Interrupted(signal.SIGTERM).exit_code} <= set(EXIT_CODES)
+
+
 def test_no_two_lcm_etl_modules_import_each_other_even_indirectly():
     modules = {p.stem: p for p in (ROOT / "lcm_etl").glob("*.py")}
     graph = {}

@@ -14,6 +14,7 @@ import struct
 import subprocess
 import termios
 import time
+from pathlib import Path
 
 from conftest import LCM_ETL, copy_fixture, make_native_target
 from test_sources import PARTS_WITH_ORDINAL, peer_source
@@ -65,6 +66,18 @@ def test_a_new_target_shows_a_bar_for_every_phase_of_the_run_on_a_terminal(tmp_p
     for step in ("messages", "parts and FTS rows", "copying into the target", "checking and linking"):
         assert step in screen, step
     assert "Done." in out
+
+
+def test_the_reading_source_bar_counts_the_bytes_of_the_copy_up_to_the_source_size(tmp_path):
+    from tqdm import tqdm
+
+    src = copy_fixture("multiparent-newest.db", tmp_path / "src")
+    size = sum(p.stat().st_size for p in (src, Path(f"{src}-wal")) if p.exists())
+    code, _, screen = on_a_terminal("migrate", "--src", src, "--dest", tmp_path / "out" / "lcm.sqlite")
+    assert code == 0, screen
+    shown = tqdm.format_sizeof(size, divisor=1024)   # 308k: how tqdm writes a size
+    assert re.search(rf"reading source: +0%\|[^|]*\| 0\.00B/{shown}B ", screen), screen
+    assert re.search(rf"reading source: 100%\|[^|]*\| {shown}B/{shown}B ", screen), screen
 
 
 def test_an_existing_target_shows_a_bar_for_every_phase_of_the_run_on_a_terminal(tmp_path):

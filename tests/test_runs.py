@@ -3,6 +3,7 @@ and becomes `complete` or `failed`; lcm-etl's tables carry a schema version, and
 wrote (fixtures/targets/) is upgraded when written and still listed, deduplicated and undoable."""
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import sqlite3
@@ -10,7 +11,8 @@ import subprocess
 import time
 
 from conftest import LCM_ETL, ROOT, copy_fixture, open_db, run_cli
-from undolib import cli_ok, digest, generate_source, native_target, refused, runs, undo
+from lcm_etl.store.runlock import target_lock
+from undolib import NATIVE_SESSION, cli_ok, digest, generate_source, native_target, refused, runs, undo
 
 V1_TARGET = ROOT / "fixtures" / "targets" / "ledger-v1-multiparent.sqlite"
 
@@ -35,6 +37,25 @@ def test_runs_lists_every_run_with_its_command_times_status_source_options_and_c
     assert lines[2].split()[:3] == [first["run_id"], "migrate", "complete"]
     assert f"messages {first['messages']['inserted']}," in lines[2]
     assert "nothing changed" in lines[3]
+
+
+def test_no_op_runs_in_a_row_share_one_ledger_row_with_their_count_and_the_last_time(tmp_path):
+    src = copy_fixture("basic-0.15.3.db", tmp_path / "src")
+    target = native_target(tmp_path / "out" / "lcm.sqlite")
+    first = cli_ok("migrate", "--src", src, "--dest", target)
+    noops = [cli_ok("migrate", "--src", src, "--dest", target) for _ in range(3)]
+    assert all("shortcut" in r["extra"] for r in noops)
+    listed = runs(target)
+    assert [(r["run_id"], r["times"]) for r in listed] == [(first["run_id"], 1), (noops[0]["run_id"], 3)]
+    assert {r["run_id"] for r in noops} == {noops[0]["run_id"]}   # each no-op run reports the row that records it
+    row = listed[1]
+    assert row["started_at"] < row["finished_at"] and row["finished_at"] > listed[0]["finished_at"]
+    line = run_cli("runs", "--dest", target).stdout.splitlines()[3]
+    assert line.endswith(f"nothing changed from {src} (3 runs in a row: started is the first's, finished the last's)")
+    # a run that is not a no-op ends the streak: the no-op after it is a row of its own
+    assert "shortcut" not in cli_ok("migrate", "--src", src, "--dest", target, "--full")["extra"]
+    cli_ok("migrate", "--src", src, "--dest", target)
+    assert [r["times"] for r in runs(target)] == [1, 3, 1, 1]
 
 
 def test_runs_of_a_missing_target_is_one_line_and_exit_2(tmp_path):
@@ -71,6 +92,45 @@ def test_a_run_interrupted_after_its_first_batch_is_recorded_as_failed_and_its_r
     assert (run["status"], run["command"]) == ("failed", "migrate") and run["finished_at"]
     undo(target, run["run_id"])
     assert digest(target) == before
+
+
+def test_runs_after_a_killed_run_says_killed_and_what_its_committed_batches_hold_as_undo_would_remove(tmp_path):
+    src = generate_source(tmp_path / "src" / "lcm.db", messages=6000, sessions=30, seed=4)
+    target = native_target(tmp_path / "out" / "lcm.sqlite")
+    proc = subprocess.Popen([str(LCM_ETL), "migrate", "--src", str(src), "--dest", str(target), "--batch-rows", "100",
+                             "-q"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 600
+
+    def batches() -> int:
+        con = sqlite3.connect(f"file:{target}?mode=ro", uri=True)
+        try:
+            return con.execute("SELECT count(*) FROM lcm_etl_run_ranges WHERE tbl = 'lcm_messages'").fetchone()[0]
+        except sqlite3.OperationalError:   # the first batch has not created the table yet
+            return 0
+        finally:
+            con.close()
+
+    while batches() < 2 and proc.poll() is None:
+        assert time.monotonic() < deadline, "the run committed no batch"
+        time.sleep(0.01)
+    os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.wait() == -signal.SIGKILL, "the run finished before it could be killed"
+    (killed,) = runs(target)
+    would = undo(target, killed["run_id"], "--dry-run")["removed"]
+    con = open_db(target)
+    imported = con.execute("SELECT count(*) FROM lcm_messages WHERE session_id != ?", (NATIVE_SESSION,)).fetchone()[0]
+    con.close()
+    assert killed["status"] == "killed" and killed["finished_at"] is None
+    assert killed["committed"]["messages"] == would["messages"] == imported > 0
+    assert {k: killed["committed"][k] for k in ("parts", "summaries", "boundary_events")} == {
+        k: would[k] for k in ("parts", "summaries", "boundary_events")}
+    text = run_cli("runs", "--dest", target).stdout.splitlines()
+    assert text[2].split()[:3] == [killed["run_id"], "migrate", "killed"]
+    assert f"committed messages {imported}, parts {would['parts']}" in text[2]
+    with target_lock(target, 10.0):   # a live run holds the lock: its row is a running run's
+        assert runs(target)[0]["status"] == "running"
+    cli_ok("migrate", "--src", src, "--dest", target)   # the next run records the killed run as such
+    assert [(r["status"], r["committed"] is None) for r in runs(target)] == [("killed", False), ("complete", True)]
 
 
 def test_a_target_written_by_an_older_lcm_etl_is_listed_upgraded_when_written_and_its_own_runs_undone(tmp_path):

@@ -151,9 +151,9 @@ def test_undoing_a_killed_run_removes_the_batches_it_committed(tmp_path):
     os.killpg(proc.pid, signal.SIGKILL)
     assert proc.wait() == -signal.SIGKILL, "the run finished before it could be killed"
     (killed,) = [r for r in runs(target) if r["command"] == "migrate"]
-    assert killed["status"] == "running"   # nobody could say otherwise yet
+    assert killed["status"] == "killed"   # its row says `running`, but no run holds the target's lock
     report = undo(target, killed["run_id"])
-    assert report["status"] == "failed"    # the undo holds the run lock: a run still `running` is dead
+    assert report["status"] == "killed"    # the undo holds the run lock: a run still `running` is dead
     assert report["removed"]["messages"] > 0
     assert digest(target) == before
 

@@ -10,6 +10,7 @@ pair per line `SRC DEST` (whitespace-separated; `#` starts a comment; paths may 
 """
 from __future__ import annotations
 
+import multiprocessing
 import os
 import shlex
 import sys
@@ -21,7 +22,8 @@ from pathlib import Path
 import orjson
 from tqdm import tqdm
 
-from lcm_etl.errors import EXIT_FAILURE, BadInput, LcmEtlError
+from lcm_etl.errors import EXIT_FAILURE, EXIT_INTERRUPTED, BadInput, LcmEtlError
+from lcm_etl.interrupts import in_a_worker, interruption, pair_in_worker, worker_stopped
 from lcm_etl.commands.migrate import MigrateOptions, migrate
 from lcm_etl.read.sources import expand
 from lcm_etl.sqlite_runtime import disable_memstatus
@@ -120,14 +122,40 @@ def run_fleet(pairs: list[tuple[Path, Path]], template: PairOptions, on_done,
               jobs: int | None = None) -> list[PairResult]:
     jobs = max(1, jobs or os.cpu_count() or 1)
     results: list[PairResult] = []
-    # a worker starts with no connection open, so it can turn SQLite's allocation counter off as the CLI does
-    with ProcessPoolExecutor(max_workers=min(jobs, len(pairs)), initializer=disable_memstatus) as pool:
-        futures = [pool.submit(run_pair, i, opts) for i, opts in pair_options(pairs, template)]
-        for fut in as_completed(futures):
-            result = fut.result()
-            results.append(result)
-            on_done(result, len(results), len(pairs))
+    with ProcessPoolExecutor(max_workers=min(jobs, len(pairs)), initializer=_worker) as pool:
+        futures = [pool.submit(_pool_pair, i, opts) for i, opts in pair_options(pairs, template)]
+        try:
+            for fut in as_completed(futures):
+                result = fut.result()
+                results.append(result)
+                on_done(result, len(results), len(pairs))
+        except BaseException as exc:
+            # stopped (a signal, or a bug): a signal stops the pairs running, as it stops a single run, and no
+            # pair starts any more; shut down here (waiting for those pairs), since the pool's own exit would
+            # wait for every pair left
+            stop = interruption(exc)
+            if stop is not None:
+                for child in multiprocessing.active_children():
+                    if child.pid:
+                        os.kill(child.pid, stop.signum)
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
     return sorted(results, key=lambda r: r.index)
+
+
+def _pool_pair(index: int, opts: MigrateOptions) -> PairResult:
+    """run_pair in a local pool's worker; a worker a signal has stopped starts no further pair."""
+    if worker_stopped():
+        return PairResult(index, str(opts.src), str(opts.target), False, EXIT_INTERRUPTED,
+                          error="not started: the fleet was stopped by a signal")
+    with pair_in_worker():
+        return run_pair(index, opts)
+
+
+def _worker() -> None:
+    # a worker starts with no connection open, so it can turn SQLite's allocation counter off as the CLI does
+    disable_memstatus()
+    in_a_worker()
 
 
 class FleetProgress:

@@ -15,7 +15,7 @@ from lcm_etl.store.runlock import target_lock
 from lcm_etl.progress import Progress
 from lcm_etl.report import RunReport, now_iso
 from lcm_etl.read.source_schema import detect_schema, normalized_views
-from lcm_etl.read.sources import Snapshot, check_sqlite_file, take_snapshot
+from lcm_etl.read.sources import Snapshot, check_sqlite_file, file_signature, take_snapshot
 from lcm_etl.load.loader import SourceParts, Strategy, choose, load, staged
 from lcm_etl.planning.pipeline import PROVENANCE, WRITE_MESSAGES, WRITE_REST
 from lcm_etl.load.write import WriteJob, record_run, write_failure
@@ -107,7 +107,8 @@ class _Run:
     def read(self) -> None:
         """The source's snapshot: the kept one brought up to date page by page, or a whole copy."""
         opts = self.opts
-        self.bars.phase("reading source")
+        size = sum(side[1] for side in file_signature(opts.src) if side is not None)   # the file and its -wal
+        self.bars.phase("reading source", size, unit="B")   # a whole copy counts its bytes (sources.copy_file)
         # a run that stores marks keeps its snapshot for the next run of the pair, which then copies and reads
         # only the pages that changed (lcm_etl/read/snapcache.py); a dry run or a filtered run leaves it alone
         if not (opts.dry_run or opts.session_filter):
@@ -116,9 +117,11 @@ class _Run:
             self.rec = ledger.recorded_marks(opts.target, str(opts.src), self.opts_key)
         self.warm = duck.Warmup(opts.memory_limit, _PLANNING)   # DuckDB starts while the source is read
         if self.cache is not None:
-            self.snap, self.changes = self.cache.snapshot(self.rec.run_id if self.rec else None, opts.tmp_dir)
+            self.snap, self.changes = self.cache.snapshot(self.rec.run_id if self.rec else None, opts.tmp_dir,
+                                                          self.bars.count)
         else:
-            self.snap = take_snapshot(opts.src, "source", opts.tmp_dir)
+            self.snap = take_snapshot(opts.src, "source", opts.tmp_dir, progress=self.bars.count)
+        self.bars.count(size, size)   # read, whole or page by page
         if self.changes is not None and self.changes.conversations is None:
             self.rec = None   # changed pages that cannot be placed (a value rewritten in its overflow pages): plan all
 
@@ -139,7 +142,7 @@ class _Run:
                                                schema.integer_ids, planned=bool(opts.session_filter),
                                                spare_work=snap.hash_in_background, release=snap.discard_in_background))
         self.schema = schema
-        con = plan.open_source(snap.path, schema, opts.src, opts.memory_limit, self.warm)
+        con = plan.open_source(snap.path, schema, opts.src, opts.memory_limit, self.warm, workdir=snap.folder)
         try:
             if proved is not None:
                 snap.hash_in_background()   # for the ledger: a core is spare while a few sessions are planned
@@ -243,10 +246,15 @@ class _Run:
                 self.snap.close()
         if self.view:
             self.view.close()
-        if self.committed and self.cache is not None:
-            # the kept copy is this run's snapshot; sealed last, with the target as the run leaves it (a
-            # new target's building name, removed above, changed its ctime)
-            self.cache.seal(self.committed, self.snap.digests if self.snap else None)
+        if self.cache is None:
+            return
+        try:
+            if self.committed:
+                # the kept copy is this run's snapshot; sealed last, with the target as the run leaves it (a
+                # new target's building name, removed above, changed its ctime)
+                self.cache.seal(self.committed, self.snap.digests if self.snap else None)
+        finally:   # failed, interrupted (sealing too): no copy of the source's size left for nothing
+            self.cache.discard_unsealed()
 
 
 def _background_failure(strategy: Strategy | None, opts: MigrateOptions, snapshot: Path) -> None:
@@ -280,10 +288,9 @@ def _nothing_changed(opts: MigrateOptions, report: RunReport, previous: tuple[st
     if not opts.dry_run:
         record = ledger.RunRecord.new("migrate", started, _options(opts), source_path=str(opts.src),
                                       source_size=opts.src.stat().st_size)
-        record_run(opts.target, opts.lock_timeout, record, {"source_fingerprint": source_fp, "options_key": opts_key,
-                                                            "totals": totals, "shortcut_of": run_id,
-                                                            "marks_run": marks_run}, now_iso())
-        report.run_id = record.run_id
+        report.run_id = record_run(opts.target, opts.lock_timeout, record,
+                                   {"source_fingerprint": source_fp, "options_key": opts_key, "totals": totals,
+                                    "shortcut_of": run_id, "marks_run": marks_run}, now_iso())
     report.elapsed_s = time.monotonic() - t0
     return report
 

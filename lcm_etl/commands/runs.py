@@ -1,4 +1,9 @@
-"""`runs`: the target's ledger, read-only: every run with its command, times, status, source, options, counts."""
+"""`runs`: the target's ledger, read-only: every run with its command, times, status, source, options, counts.
+
+A run that did not complete (`running`, `failed`, `killed`) is shown with what its committed batches hold in
+the target (`committed`, read from its provenance: what `undo` of it removes), since the counts of its ledger
+row are only what it could still write before it stopped, and a killed run wrote none. A row still `running`
+whose run no longer holds the target's run lock is a killed run's (the next run records it so)."""
 from __future__ import annotations
 
 import sqlite3
@@ -6,7 +11,8 @@ from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lcm_etl.store import ledger, target as tgt
+from lcm_etl.planning import provenance
+from lcm_etl.store import ledger, runlock, target as tgt
 from lcm_etl.report import SCHEMA_VERSION
 from lcm_etl.read.sources import take_snapshot
 
@@ -32,16 +38,23 @@ class RunsReport:
         return "\n".join(lines)
 
 
+UNFINISHED = ("running", "failed", "killed")
+
+
 def _what(run: dict) -> str:
     counts = run["counts"] if isinstance(run["counts"], dict) else {}
+    source = f" from {run['source_path']}" if run["source_path"] else ""
+    if run["committed"] is not None:
+        shown = [f"{k} {n}" for k, n in run["committed"].items() if n]
+        return ("committed " + ", ".join(shown) if shown else "nothing committed") + source
     if run["command"] == "undo":
         removed = counts.get("removed", {})
         return f"undid {counts.get('undid')}: removed " + ", ".join(f"{k} {n}" for k, n in removed.items() if n)
     written = counts.get("written", {})
     shown = [f"{k.removesuffix('_inserted')} {n}" for k, n in written.items() if n and k != "part_times_fixed"]
-    source = f" from {run['source_path']}" if run["source_path"] else ""
     if counts.get("shortcut_of"):
-        return f"nothing changed{source}"
+        again = f" ({run['times']} runs in a row: started is the first's, finished the last's)" if run["times"] > 1 else ""
+        return f"nothing changed{source}{again}"
     return (", ".join(shown) or "nothing written") + source + (f" (undone by {run['undone_by']})" if run["undone_by"] else "")
 
 
@@ -51,21 +64,29 @@ def list_runs(target: Path) -> RunsReport:
     if not tgt.check_target(target, open_it=False):
         raise BadInput(f"no target at {target}: no runs")
     report = RunsReport(target=str(target))
+    alive = runlock.held(target)   # before the ledger is read: a run that ends meanwhile is not called killed
     wal = Path(f"{target}-wal")
     if wal.exists() and wal.stat().st_size:   # rows may live in the WAL: read a private copy of it all
         copy = take_snapshot(target, "target")
         try:
             tgt.check_remnic(copy.path, target)
-            _read(f"file:{copy.path}?mode=ro", report)
+            _read(f"file:{copy.path}?mode=ro", report, alive)
         finally:
             copy.close()
     else:   # immutable: opening a database, even read-only, may create files beside it
         tgt.check_remnic(target, target)
-        _read(f"file:{target}?mode=ro&immutable=1", report)
+        _read(f"file:{target}?mode=ro&immutable=1", report, alive)
     return report
 
 
-def _read(uri: str, report: RunsReport) -> None:
+def _read(uri: str, report: RunsReport, alive: bool) -> None:
     with closing(sqlite3.connect(uri, uri=True)) as con:
         report.ledger_schema_version = ledger.schema_version(con)
         report.runs = ledger.read_runs(con)
+        for run in report.runs:
+            counts = run["counts"] if isinstance(run["counts"], dict) else {}
+            run["times"] = counts.get(ledger.NOOP_RUNS, 1)   # no-op runs in a row share a row (ledger.complete_noop)
+            if run["status"] == "running" and not alive:
+                run["status"] = "killed"
+            unfinished = run["status"] in UNFINISHED and run["provenance"] and run["command"] != "undo"
+            run["committed"] = provenance.committed(con, run["run_id"]) if unfinished else None

@@ -18,8 +18,9 @@ commits is one sync, not one per commit). A source that never goes quiet is stil
 
 Signals: SIGINT and SIGTERM stop the watch between syncs, exit 0. One arriving during a sync lets
 that sync finish (it is an ordinary run and leaves a whole target; a line on stderr says so), then
-the watch exits 0; a second one during the same sync abandons it as Ctrl-C abandons any run (the
-run's own interruption path: every session written is complete; exit 130).
+the watch exits 0; a second one during the same sync abandons it as a signal abandons any run (the
+run's own interruption path, lcm_etl/interrupts.py: every session written is complete; exit 130 for
+SIGINT, 143 for SIGTERM).
 """
 from __future__ import annotations
 
@@ -39,6 +40,7 @@ import click
 import orjson
 
 from lcm_etl.errors import EXIT_BAD_INPUT, LcmEtlError
+from lcm_etl.interrupts import Interrupted
 from lcm_etl.report import SCHEMA_VERSION, RunReport, now_iso
 from lcm_etl.read.sources import file_signature
 
@@ -91,7 +93,7 @@ class StopFlag:
         self.event.set()   # first: another signal may run its handler between any two lines of this one
         if self.in_sync:
             if again:
-                raise KeyboardInterrupt   # the second signal of one sync: abandon it like any interrupted run
+                raise Interrupted(signum)   # the second signal of one sync: abandon it like any interrupted run
             if not self.quiet:   # os.write: a signal handler must not re-enter a buffered stream mid-write
                 os.write(2, b"lcm-etl: stopping after this sync (signal again to abandon it)\n")
 

@@ -15,6 +15,7 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Callable, Iterator, Protocol
 
+from lcm_etl.interrupts import Worker
 from lcm_etl.store import target as tgt
 from lcm_etl.store.runlock import folders_to_make, remove_folders
 from lcm_etl.errors import RunFailed
@@ -207,7 +208,7 @@ class EarlyWriteback:
     def __init__(self, path: Path, every: float = 1.0):
         self.path, self.every = path, every
         self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="lcm-etl-writeback", daemon=True)
+        self.thread = Worker(target=self._run, name="lcm-etl-writeback")
         self.fd = -1
 
     def _run(self) -> None:

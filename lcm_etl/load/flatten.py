@@ -4,10 +4,10 @@ from integer ids is built differently (lcm_etl/load/fresh.py)."""
 from __future__ import annotations
 
 import sqlite3
-import threading
 from contextlib import closing
 from pathlib import Path
 
+from lcm_etl.interrupts import Worker
 from lcm_etl.sqlite_runtime import attach_all, interrupt, private_file
 from lcm_etl.planning.pipeline import FLATTEN
 from lcm_etl.planning.steps import run_stage
@@ -31,7 +31,7 @@ class Flattener:
         self.attach_map, self.views, self.owners = attach, views, owners
         self.error: BaseException | None = None
         self.con: sqlite3.Connection | None = None
-        self.thread = threading.Thread(target=self._run, name="lcm-etl-flatten", daemon=True)
+        self.thread = Worker(target=self._run, name="lcm-etl-flatten")
 
     def _run(self) -> None:
         try:

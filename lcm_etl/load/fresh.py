@@ -18,6 +18,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Callable
 
+from lcm_etl.interrupts import Worker
 from lcm_etl.store import target as tgt
 from lcm_etl.load.aside import BuildingFile
 from lcm_etl.errors import RunFailed
@@ -65,7 +66,7 @@ class TargetBuilder:
         self.stage: Path | None = None
         self._stage_ready = threading.Event()
         self._cancelled = False
-        self.thread = threading.Thread(target=self._run, name="lcm-etl-build", daemon=True)
+        self.thread = Worker(target=self._run, name="lcm-etl-build")
 
     @property
     def owners(self) -> str:
@@ -83,8 +84,8 @@ class TargetBuilder:
         try:
             if self.planned:
                 self._stage_ready.wait()
-                if self._cancelled:
-                    return
+            if self._cancelled:   # closed before the thread ran (or while it waited for the stage)
+                return
             # SQLite's default 2 MB page cache: the builder appends, and it runs beside DuckDB's budget while
             # the run's memory peaks
             with self.file.open(self.lock_timeout, cache_kib=2000) as con:
@@ -130,6 +131,8 @@ class TargetBuilder:
     def close(self) -> None:
         if self.thread.is_alive():
             self.cancel()
+        else:   # not started yet, or its start was interrupted: a thread that still starts does nothing
+            self._cancelled = True
 
     def before(self, job: WriteJob, bars: Progress) -> dict[str, int]:
         """The messages into a scratch file while the builder works, then the builder's counts."""

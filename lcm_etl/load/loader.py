@@ -65,8 +65,14 @@ def choose(target: Path, existed: bool, stages: tuple[Stage, ...], lock_timeout:
         # the new target keeps the integer source ids as its message ids: a second thread builds it from
         # the source while DuckDB plans (at once, or once the stage exists with a filter)
         builder = TargetBuilder(file, parts.attach, parts.views, planned=parts.planned, lock_timeout=lock_timeout,
-                                spare_work=parts.spare_work).start()
-        return BuiltAside(file, builder, parts.release)
+                                spare_work=parts.spare_work)
+        strategy = BuiltAside(file, builder, parts.release)
+        try:   # a signal can land while the thread starts: the caller never gets the strategy to close
+            builder.start()
+        except BaseException:
+            strategy.close()
+            raise
+        return strategy
     # a new target takes every part: flatten them while DuckDB plans (with a filter: the planned ones, later)
     early = None if parts.planned else Flattener(parts.folder, parts.attach, parts.views, ALL_OWNERS).start()
     return BuiltAside(file, InOneTransaction(stages, flatten=True, flattener=early), parts.release)

@@ -110,13 +110,17 @@ def _complete(con: sqlite3.Connection, record: ledger.RunRecord, counts: dict, e
     ledger.complete(con, record, finished_at)
 
 
-def record_run(target: Path, lock_timeout: float, record: ledger.RunRecord, extra: dict, finished_at: str) -> None:
-    """A ledger row for a run that writes nothing else (the no-op shortcut)."""
+def record_run(target: Path, lock_timeout: float, record: ledger.RunRecord, extra: dict, finished_at: str) -> str:
+    """The ledger row of a run that writes nothing else (the no-op shortcut): its own, or the previous no-op
+    run's standing for it too (ledger.complete_noop). Returns the id of that row."""
+    recorded = [record.run_id]
     with closing(tgt.connect(target, lock_timeout)) as con:
         def work() -> None:   # the ledger may be an older lcm-etl's (lcm_etl/store/ledger.py upgrades it)
             tgt.apply_schema(con)
-            _complete(con, record, {}, extra, finished_at)
+            record.counts = {"written": {}, **extra, "target_fingerprint": shortcut.target_fingerprint(con)}
+            recorded[0] = ledger.complete_noop(con, record, finished_at)
         in_transaction(con, target, lock_timeout, work)
+    return recorded[0]
 
 
 def in_transaction(con: sqlite3.Connection, target: Path, lock_timeout: float, work: Callable[[], object]) -> None:

@@ -31,6 +31,7 @@ from pathlib import Path
 import duckdb
 import orjson
 
+from lcm_etl.interrupts import Worker
 from lcm_etl.read.source_schema import SourceSchema, normalized_views
 from lcm_etl import duck
 from lcm_etl.store import ledger
@@ -57,7 +58,7 @@ class Scope:
                 subset.source_subset(snapshot, self.source_subset, conversations)
             except BaseException as exc:   # raised in the planning thread by copied()
                 self._failed.append(exc)
-        self._copying = threading.Thread(target=work, name="lcm-etl-scope", daemon=True)
+        self._copying = Worker(target=work, name="lcm-etl-scope")
         self._copying.start()
 
     def wait(self) -> None:

@@ -40,11 +40,13 @@ class PlannedRun:
 
 def open_source(snapshot_path: Path, schema: SourceSchema, original: Path,
                 memory_limit: str = duck.DEFAULT_MEMORY_LIMIT,
-                warm: duck.Warmup | None = None) -> duckdb.DuckDBPyConnection:
+                warm: duck.Warmup | None = None, workdir: Path | None = None) -> duckdb.DuckDBPyConnection:
     """DuckDB with the snapshot attached and the normalised views over it. A source DuckDB cannot read
     (a damaged page met already here) is the same one-line error as one met while planning."""
-    # the snapshot's private folder holds what the plan spills
-    con = warm.take(snapshot_path.parent) if warm else duck.connect(snapshot_path.parent, memory_limit)
+    # the run's private folder (by default the snapshot's) holds what the plan spills: never the cache folder
+    # a kept snapshot lives in, which outlasts the run
+    workdir = workdir or snapshot_path.parent
+    con = warm.take(workdir) if warm else duck.connect(workdir, memory_limit)
     try:
         duck.attach_sqlite(con, str(snapshot_path), "src", read_only=True)
         for name, sql in normalized_views(schema, "duckdb").items():

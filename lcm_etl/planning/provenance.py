@@ -98,3 +98,19 @@ def record_whole(con: sqlite3.Connection, run_id: str) -> None:
             _, pk = columns(con, table)
             con.execute(f"INSERT OR IGNORE INTO lcm_etl_run_rows (run_id, tbl, key, before) "
                         f"SELECT ?, ?, {key_sql('t', pk)}, NULL FROM main.{table} t", (run_id, table))
+
+
+def committed(con: sqlite3.Connection, run_id: str) -> dict[str, int]:
+    """What the run's committed batches hold in the target now, by kind (the names undo reports): a run that
+    did not complete has no counts of its own beyond those it could still write, and a killed one none."""
+    out = {}
+    for table, kind in (("lcm_messages", "messages"), ("lcm_message_parts", "parts"),
+                        ("lcm_compaction_events", "boundary_events")):
+        out[kind] = con.execute(f"SELECT coalesce(sum((SELECT count(*) FROM main.{table} t WHERE t.id BETWEEN r.lo AND r.hi)), 0) "
+                                "FROM lcm_etl_run_ranges r WHERE r.run_id = ? AND r.tbl = ?", (run_id, table)).fetchone()[0]
+    out["summaries"] = con.execute(
+        "SELECT count(*) FROM lcm_etl_run_rows w JOIN main.lcm_summary_nodes n ON n.id = json_extract(w.key, '$[0]') "
+        "WHERE w.run_id = ? AND w.tbl = 'lcm_summary_nodes' AND w.before IS NULL", (run_id,)).fetchone()[0]
+    out["changed"] = con.execute("SELECT count(*) FROM lcm_etl_run_rows WHERE run_id = ? AND before IS NOT NULL "
+                                 "AND tbl IN ('lcm_messages', 'lcm_summary_nodes')", (run_id,)).fetchone()[0]
+    return out

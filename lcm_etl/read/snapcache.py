@@ -27,6 +27,7 @@ import time
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import orjson
 
@@ -134,6 +135,19 @@ class SnapshotCache:
         self.memo_file.unlink(missing_ok=True)
         self.digests_file.unlink(missing_ok=True)
 
+    def discard_unsealed(self) -> None:
+        """At the end of a run that did not commit: a copy no seal vouches for (this run unsealed it before
+        changing it) is of no use to any later run, which copies the source whole; its bytes (the source's
+        size) go. A copy still sealed, by an earlier run, stays."""
+        if self._seal() is None:
+            self.unseal()
+            for suffix in ("", "-wal", "-journal"):
+                Path(str(self.db) + suffix).unlink(missing_ok=True)
+            try:
+                self.folder.rmdir()   # the pair's folder, when nothing else is in it
+            except OSError:
+                pass
+
     def _sealed_memo(self) -> dict:
         """The interior pages of the sealed copy, parsed when it was sealed (empty when not kept)."""
         try:
@@ -167,9 +181,11 @@ class SnapshotCache:
             write_atomically(self.digests_file, marshal.dumps((signature, signature[1], digests)))
         write_atomically(self.seal_file, body)
 
-    def snapshot(self, since_run: str | None, tmp_root: str | None) -> tuple[Snapshot, Changes | None]:
+    def snapshot(self, since_run: str | None, tmp_root: str | None,
+                 progress: Callable[[int, int], None] | None = None) -> tuple[Snapshot, Changes | None]:
         """The source's snapshot, in the kept copy. With the copy sealed by `since_run`: only the differing
-        pages are written, and what they hold is returned; otherwise the source is copied whole (None)."""
+        pages are written, and what they hold is returned; otherwise the source is copied whole (None), its
+        bytes told to `progress` (sources.take_snapshot)."""
         seal = self._seal() if since_run is not None else None
         if seal is not None and seal.get("run_id") == since_run:
             memo, digests = self._sealed_memo(), self._sealed_digests()
@@ -193,7 +209,7 @@ class SnapshotCache:
             shutil.rmtree(folder, ignore_errors=True)
         self.unseal()
         self._memo = None
-        snap = take_snapshot(self.source, "source", tmp_root, into=self.db)
+        snap = take_snapshot(self.source, "source", tmp_root, into=self.db, progress=progress)
         self.read = snap.read
         return snap, None
 

@@ -21,8 +21,10 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from lcm_etl.errors import BadInput, RunFailed
+from lcm_etl.interrupts import Worker
 from lcm_etl.read.pages import wal_frames
 
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -182,7 +184,7 @@ class Snapshot:
         def work():
             self.digests = chunk_digests(self.path, self.known)
             self._sha256.append(snapshot_digest(self.digests))
-        digest = threading.Thread(target=work, name="lcm-etl-sha256", daemon=True)
+        digest = Worker(target=work, name="lcm-etl-sha256")
         digest.start()
         return digest
 
@@ -191,8 +193,8 @@ class Snapshot:
         of unlinking) once nothing reads it any more, so it overlaps with the target's final fsync."""
         if self._digest is not None:
             self._digest.join()
-        self._discard = threading.Thread(target=shutil.rmtree, args=(self.folder,), kwargs={"ignore_errors": True},
-                                         name="lcm-etl-discard", daemon=True)
+        self._discard = Worker(target=shutil.rmtree, args=(self.folder,), kwargs={"ignore_errors": True},
+                               name="lcm-etl-discard")
         self._discard.start()
 
     def close(self) -> None:
@@ -216,10 +218,34 @@ def file_signature(path: Path) -> list:
     return out
 
 
+COPY_CHUNK = 8 << 20   # what copy_file moves between two reports of its progress
+
+
+def copy_file(src: Path | str, dst: Path | str, copied: Callable[[int], None] | None = None) -> None:
+    """shutil.copyfile, telling `copied` the bytes each chunk moved (os.sendfile, as copyfile uses on Linux:
+    no copy through user space). Where sendfile cannot copy file to file, copyfile does it in one go."""
+    if copied is None:
+        shutil.copyfile(src, dst)
+        return
+    with open(src, "rb") as fin, open(dst, "wb") as fout:
+        while True:
+            try:
+                n = os.sendfile(fout.fileno(), fin.fileno(), None, COPY_CHUNK)
+            except OSError as exc:
+                if exc.errno not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP) or fout.tell():
+                    raise
+                break   # no sendfile between these files: copied whole below
+            if n == 0:
+                return
+            copied(n)
+    shutil.copyfile(src, dst)
+
+
 def take_snapshot(path: Path, what: str = "source", tmp_root: str | None = None, attempts: int = 20,
-                  into: Path | None = None) -> Snapshot:
+                  into: Path | None = None, progress: Callable[[int, int], None] | None = None) -> Snapshot:
     """Copy db + -wal until an unchanged signature brackets the copy, then checkpoint the copy. The copy is
     made in a private temporary folder, or at `into` (the kept copy of lcm_etl/read/snapcache.py).
+    `progress(done, total)` follows the copy in bytes (an attempt that has to start over starts at 0).
 
     A live writer appending to the WAL cannot hurt a copy: SQLite reads WAL frames only up to the last
     commit whose checksum chain is intact. A checkpoint or WAL reset during the copy changes the main
@@ -233,10 +259,11 @@ def take_snapshot(path: Path, what: str = "source", tmp_root: str | None = None,
             at, before = time.time_ns(), file_signature(path)
             for suffix in ("-wal", "-journal"):
                 Path(str(copy) + suffix).unlink(missing_ok=True)
-            shutil.copyfile(path, copy)
+            copied = _counter(before, progress)
+            copy_file(path, copy, copied)
             wal = Path(str(path) + "-wal")
             if wal.exists():
-                shutil.copyfile(wal, str(copy) + "-wal")
+                copy_file(wal, str(copy) + "-wal", copied)
             if unchanged_but_appended(before, file_signature(path)):
                 break
         else:
@@ -254,6 +281,20 @@ def take_snapshot(path: Path, what: str = "source", tmp_root: str | None = None,
     except BaseException:
         _remove(folder, into)
         raise
+
+
+def _counter(signature: list, progress: Callable[[int, int], None] | None) -> Callable[[int], None] | None:
+    """What copy_file tells, summed over the main file and its -wal (their sizes in `signature`)."""
+    if progress is None:
+        return None
+    total = sum(side[1] for side in signature if side is not None)
+    done = [0]
+
+    def copied(n: int) -> None:
+        done[0] += n
+        progress(done[0], max(total, done[0]))   # a WAL may grow while it is copied
+    progress(0, total)
+    return copied
 
 
 def _remove(folder: Path, into: Path | None) -> None:

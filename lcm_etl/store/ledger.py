@@ -4,12 +4,13 @@ Remnic ignores these tables. They carry a schema version of their own (`lcm_etl_
 SCHEMA_VERSION below), so they can change safely: `ensure` creates what is missing and upgrades a target
 an older lcm-etl wrote (version 1, no lcm_etl_meta) in the same write transaction as the run's first rows.
 
-The ledger (`lcm_etl_runs`) has one row per real run, made by one constructor (`RunRecord.new`). An
-existing target gets the row when the run's first batch commits (status `running`), and it becomes
-`complete` in the run's last transaction, or `failed` when the run fails where it can still say so. A
-killed run cannot: the next run or undo (which holds the run lock, so no other run is alive) marks every
-row still `running` as `failed`. A new target is built in one private transaction, so its row is written
-once, `complete`. `undo` sets a run's status to `undone` and records itself as a run of its own.
+The ledger (`lcm_etl_runs`) has one row per real run, made by one constructor (`RunRecord.new`); no-op runs
+in a row share one (`complete_noop`). An existing target gets the row when the run's first batch commits
+(status `running`), and it becomes `complete` in the run's last transaction, or `failed` when the run fails
+(or is stopped by a signal) where it can still say so. A killed run cannot: the next run or undo (which holds
+the run lock, so no other run is alive) marks every row still `running` as `killed`, and `runs` shows it so
+before then (runlock.held). A new target is built in one private transaction, so its row is written once,
+`complete`. `undo` sets a run's status to `undone` and records itself as a run of its own.
 """
 from __future__ import annotations
 
@@ -152,12 +153,42 @@ def start(con: sqlite3.Connection, record: RunRecord) -> None:
 
 
 def mark_dead_runs(con: sqlite3.Connection) -> None:
-    con.execute("UPDATE lcm_etl_runs SET status = 'failed' WHERE status = 'running'")
+    con.execute("UPDATE lcm_etl_runs SET status = 'killed' WHERE status = 'running'")
 
 
 def complete(con: sqlite3.Connection, record: RunRecord, finished_at: str) -> None:
     """In the run's last transaction (inserted there when `start` was not called: a new target)."""
     _put(con, record._row("complete", finished_at))
+
+
+NOOP_RUNS = "noop_runs"   # in a coalesced row's counts: how many no-op runs in a row it stands for
+
+
+def complete_noop(con: sqlite3.Connection, record: RunRecord, finished_at: str) -> str:
+    """A no-op run's row (the shortcut: it wrote nothing else). When the ledger's latest row is a no-op run
+    that found the same (same source, options, version and everything its counts hold: totals, marks and
+    fingerprints), that row stands for this run too: its count goes up and its finished_at becomes this
+    run's (started_at stays the first's), so a cron job that finds nothing every minute does not grow the
+    ledger by a row a minute. Returns the id of the row that records the run."""
+    row = con.execute("SELECT rowid, run_id, command, status, source_path, options, counts, tool_version "
+                      "FROM lcm_etl_runs ORDER BY rowid DESC LIMIT 1").fetchone()
+    mine = record._row("complete", finished_at)
+    if row is not None and (row[2], row[3], row[4], row[7]) == ("migrate", "complete", mine["source_path"],
+                                                                 mine["tool_version"]):
+        try:
+            options, counts = orjson.loads(row[5]), orjson.loads(row[6])
+        except orjson.JSONDecodeError:
+            options, counts = None, None
+        if isinstance(counts, dict) and counts.get("shortcut_of") and options == record.options:
+            times = counts.pop(NOOP_RUNS, 1)
+            # the run took the shortcut from that row, or from the run that row took it from
+            same = {**record.counts, "shortcut_of": counts["shortcut_of"]} == counts
+            if same and record.counts.get("shortcut_of") in (row[1], counts["shortcut_of"]):
+                con.execute("UPDATE lcm_etl_runs SET finished_at = ?, counts = ? WHERE rowid = ?",
+                            (finished_at, orjson.dumps({**counts, NOOP_RUNS: times + 1}).decode(), row[0]))
+                return row[1]
+    _put(con, mine)
+    return record.run_id
 
 
 def fail(target: Path, record: RunRecord, finished_at: str, lock_timeout: float) -> None:

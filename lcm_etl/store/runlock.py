@@ -82,6 +82,22 @@ def _open(path: Path, target: Path) -> int:
                        "write to)") from None
 
 
+def held(target: Path) -> bool:
+    """A live lcm-etl run holds the target's run lock now (read-only: no file is created, none is kept
+    locked). A killed run's lock went with its process, so its ledger row still `running` is a dead run's."""
+    try:
+        fd = os.open(lock_path(target), os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:   # no lock file: no run
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)   # releases the shared lock if it was taken
+    return False
+
+
 def _wait_for_lock(fd: int, target: Path, timeout: float, deadline: float) -> None:
     while True:
         try:
