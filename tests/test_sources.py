@@ -272,7 +272,9 @@ def _newer(tmp_path):
     con.executescript("""
         ALTER TABLE messages ADD COLUMN reaction TEXT;
         ALTER TABLE messages ADD COLUMN edit_count INTEGER;
-        UPDATE messages SET reaction = '👍', edit_count = 2 WHERE message_id = (SELECT min(message_id) FROM messages);
+        ALTER TABLE messages ADD COLUMN title TEXT;
+        UPDATE messages SET reaction = '👍', edit_count = 2, title = 'not the conversation title'
+        WHERE message_id = (SELECT min(message_id) FROM messages);
         ALTER TABLE summaries ADD COLUMN quality REAL;
         ALTER TABLE conversations ADD COLUMN pinned INTEGER;
         CREATE TABLE message_reactions (message_id INTEGER, emoji TEXT);
@@ -285,7 +287,7 @@ def _newer(tmp_path):
 
 WANT_UNKNOWN = {"tables_not_kept": ["message_reactions"],
                 "columns_in_metadata": ["messages.edit_count", "messages.reaction"],
-                "columns_not_kept": ["conversations.pinned", "summaries.quality"]}
+                "columns_not_kept": ["conversations.pinned", "messages.title", "summaries.quality"]}
 
 
 def test_columns_and_tables_of_a_newer_lossless_claw_are_kept_in_metadata_or_listed_in_every_report(tmp_path):
@@ -299,10 +301,12 @@ def test_columns_and_tables_of_a_newer_lossless_claw_are_kept_in_metadata_or_lis
     first_id = min(m["source_message_id"] for m in metas)
     held = [m for m in metas if "reaction" in m or "edit_count" in m]
     assert [(m["source_message_id"], m["reaction"], m["edit_count"]) for m in held] == [(first_id, "👍", 2)]
+    # a column named like a metadata key lcm-etl writes does not overwrite it: listed as not kept instead
+    assert held[0]["title"] != "not the conversation title"
     text = run_cli("migrate", "--src", src, "--dest", tmp_path / "other" / "lcm.sqlite").stdout
     assert ("  source tables lcm-etl does not know (not kept): message_reactions\n"
             "  source columns lcm-etl does not know: messages.edit_count, messages.reaction (kept in message "
-            "metadata); conversations.pinned, summaries.quality (not kept)\n") in text
+            "metadata); conversations.pinned, messages.title, summaries.quality (not kept)\n") in text
     audit = run_cli("audit", "--src", src, "--dest", dest, "--json")
     assert audit.returncode == 0, audit.stdout
     assert json.loads(audit.stdout)["unknown_in_source"] == WANT_UNKNOWN

@@ -54,10 +54,10 @@ class SourceSchema:
         metadata (extra_message_columns), those of the other mapped rows are listed as not kept, and so are
         unknown tables. message_parts has none: its payload takes every column it has (_parts_view)."""
         tables = sorted(t for t in self.columns if t not in self.views and not _known_table(t))
-        in_metadata = [f"messages.{c}" for c in extra_message_columns(self)]
-        not_kept = sorted(f"{t}.{c}" for t, mapped in _MAPPED_COLUMNS.items() if t != "messages"
-                          for c in self.columns.get(t, []) if c not in mapped)
-        return {"tables_not_kept": tables, "columns_in_metadata": sorted(in_metadata), "columns_not_kept": not_kept}
+        kept = {f"messages.{c}" for c in extra_message_columns(self)}
+        unmapped = {f"{t}.{c}" for t, mapped in _MAPPED_COLUMNS.items() for c in self.columns.get(t, []) if c not in mapped}
+        return {"tables_not_kept": tables, "columns_in_metadata": sorted(kept),
+                "columns_not_kept": sorted(unmapped - kept)}
 
     def has(self, table: str, column: str | None = None) -> bool:
         cols = self.columns.get(table)
