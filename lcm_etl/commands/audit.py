@@ -112,7 +112,7 @@ def _audit_source(opts: AuditOptions, source: Snapshot, target_db: Path | None, 
     schema = detect_schema(source.path, source.original)
     report.source_schema = schema.generation
     hashes = content_hashes(source.folder / "hashes.sqlite", source.path, schema, target_db)
-    con = plan.open_source(source.path, schema, source.original, opts.memory_limit)
+    con = plan.open_source(source.path, schema, source.original, opts.memory_limit, keeps_records=False)
     try:
         plan.load_target_state(con, target_db, source.folder)
         planned = plan.build(con, opts.key_by, opts.session_filter, 50_000, str(source.original))
@@ -178,7 +178,7 @@ def _sha256_hex(value: bytes | None) -> str | None:
 
 def _audit_transcripts(opts: AuditOptions, source: Snapshot | None, target_db: Path | None,
                        report: RunReport) -> list[dict]:
-    ropts = ReconcileOptions(sessions=opts.sessions, target=opts.target, src=opts.src,
+    ropts = ReconcileOptions(sessions=opts.sessions, target=opts.target, src=opts.src, dry_run=True,   # read-only
                              session_filter=opts.session_filter, key_by=opts.key_by, memory_limit=opts.memory_limit)
     transcripts, _ = read_all(ropts)
     work = tempfile.TemporaryDirectory(prefix="lcm-etl-")

@@ -48,7 +48,7 @@ def describe(src: Path, key_by: str = "session-id", memory_limit: str = plan.duc
     snap = take_snapshot(src)
     try:
         schema = detect_schema(snap.path, src)
-        con = plan.open_source(snap.path, schema, src, memory_limit)
+        con = plan.open_source(snap.path, schema, src, memory_limit, keeps_records=False)   # read-only
         try:
             run_stage(SESSIONS, con, {"key_by": key_by, "ws": plan.WHITESPACE})
             info = SourceInfo(source=str(src), generation=schema.generation)

@@ -114,7 +114,8 @@ class _Run:
             self.cache = snapcache.SnapshotCache.for_pair(opts.src, opts.target)
         if not (opts.full or opts.session_filter or not self.existed or opts.dry_run):
             self.rec = ledger.recorded_marks(opts.target, str(opts.src), self.opts_key)
-        self.warm = duck.Warmup(opts.memory_limit, _PLANNING)   # DuckDB starts while the source is read
+        # DuckDB starts while the source is read; a dry run keeps no record of the scanner's check (lcm_etl/duck.py)
+        self.warm = duck.Warmup(opts.memory_limit, _PLANNING, keeps_records=not opts.dry_run)
         if self.cache is not None:
             self.snap, self.changes = self.cache.snapshot(self.rec.run_id if self.rec else None, opts.tmp_dir)
         else:

@@ -133,7 +133,7 @@ def plan_transcripts(opts: ReconcileOptions, transcripts: list[Transcript], targ
     if sessions is None:
         sessions = file_sessions(transcripts, opts.key_by)
     messages, parts, abandoned = arrow_tables(transcripts, sessions, fallback_time)
-    con = plan.duck.connect(workdir, opts.memory_limit)
+    con = plan.duck.connect(workdir, opts.memory_limit, keeps_records=not opts.dry_run)
     try:
         for name, table in (("jsonl_messages", messages), ("jsonl_parts", parts), ("jsonl_abandoned", abandoned)):
             con.register(f"{name}_arrow", table)
