@@ -222,7 +222,7 @@ def sync_line(outcome: SyncOutcome) -> str:
 
 def sync_record(outcome: SyncOutcome) -> dict:
     """--json: the run report's as_dict(), plus when (timestamp: finished) and which sync; a failed sync
-    carries its error instead."""
+    carries its error instead (docs/schemas/watch.schema.json: a field added here goes there too)."""
     base = {"timestamp": outcome.finished_at, "started_at": outcome.started_at, "sync": outcome.number}
     if outcome.error is not None:
         return {"schema_version": SCHEMA_VERSION, **base, "error": str(outcome.error),
