@@ -165,6 +165,8 @@ def test_a_message_the_source_deleted_stays_in_the_target_and_is_counted_not_fla
     assert (code, report["differences"]) == (0, [])
     assert report["extra"]["messages kept, no longer in the source"] == 1
     assert target_id(dest, seq) is not None
+    text = run_cli("audit", "--src", src, "--dest", dest)   # the text report says so too
+    assert text.returncode == 0 and "  messages kept, no longer in the source: 1" in text.stdout.splitlines()
 
 
 def test_an_altered_summary_is_named(migrated):

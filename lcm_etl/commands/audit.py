@@ -69,6 +69,10 @@ class AuditOptions:
     default_src: Path | None = None
 
 
+# extra's "<kind> kept, no longer in the source": rows the source deleted that the target keeps (counted, not findings)
+KEPT = " kept, no longer in the source"
+
+
 def audit(opts: AuditOptions) -> tuple[RunReport, list[dict]]:
     t0 = time.monotonic()
     if opts.src is None and opts.default_src is not None:
@@ -133,7 +137,7 @@ def _audit_source(opts: AuditOptions, source: Snapshot, target_db: Path | None, 
         con.execute("DETACH hashes")
         run_stage(AUDIT_SOURCE, con)
         for kind, n in con.execute("SELECT kind, n FROM audit_archive WHERE n > 0 ORDER BY kind").fetchall():
-            report.extra[f"{kind} kept, no longer in the source"] = n
+            report.extra[f"{kind}{KEPT}"] = n
         rows = con.execute("SELECT * FROM audit_findings ORDER BY kind, session_id, source_id").fetchall()
         return [dict(zip(FINDING_KEYS, r)) for r in rows]
     finally:
@@ -209,6 +213,7 @@ def as_text(report: RunReport, findings: list[dict], per_kind: int = 5) -> str:
                      f"{report.summaries.inserted} summaries, {report.boundary_events} boundary events")
     if "transcript_messages_pending" in report.extra:
         lines.append(f"  a reconcile would import: {report.extra['transcript_messages_pending']} transcript messages")
+    lines += [f"  {key}: {n}" for key, n in sorted(report.extra.items()) if key.endswith(KEPT)]
     shown: dict[str, int] = {}
     for f in findings:
         key = f"{f['kind']}: {f['problem']}"
