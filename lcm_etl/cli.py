@@ -151,10 +151,13 @@ def resolve_src(src: str | None):
 EPILOG = "\b\nExit codes:\n" + "\n".join(f"  {code:>3}  {meaning}" for code, meaning in EXIT_CODES.items())
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=EPILOG)
+@click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=EPILOG, invoke_without_command=True)
 @click.version_option(__version__, prog_name="lcm-etl")
-def cli():
+@click.pass_context
+def cli(ctx):
     """Migrate OpenClaw conversation memory (lossless-claw lcm.db, JSONL transcripts) into Remnic's LCM store."""
+    if ctx.invoked_subcommand is None:   # click's own error here is the whole help text after "error:"
+        raise click.UsageError(f"no command given: one of {', '.join(sorted(ctx.command.commands))}", ctx)
 
 
 @cli.command(epilog=EPILOG)
@@ -182,7 +185,7 @@ def migrate(src, dest, memory_dir, dry_run, session_filter, key_by, as_json, qui
     from lcm_etl.store.target import resolve_target
 
     watching = _watching(watch, interval, dry_run, manifest or discover)
-    if manifest or discover or dest_root or scheduler or retries is not None:
+    if manifest or discover or dest_root or scheduler or retries is not None or jobs:
         return _fleet(manifest, discover, dest_root, scheduler, retries, src, dest, memory_dir, jobs, as_json, quiet,
                       functools.partial(MigrateOptions, dry_run=dry_run, session_filter=list(session_filter),
                                         key_by=key_by, lock_timeout=lock_timeout, batch_rows=batch_rows,
@@ -205,6 +208,9 @@ def _fleet(manifest, discover, dest_root, scheduler, retries, src, dest, memory_
     import time
     from lcm_etl.commands.fleet import FleetProgress, fleet_exit_code, read_manifest, run_fleet, summary_table
 
+    if not (manifest or discover):   # an option of many pairs given alone: the pairs are what is missing
+        flag = "--dest-root" if dest_root else "--jobs" if jobs else "--scheduler" if scheduler else "--retries"
+        raise BadInput(f"{flag} applies only with --manifest FILE or --discover ROOT, which name the pairs to migrate")
     if src or dest or memory_dir:
         raise BadInput("--manifest or --discover lists the pairs: do not also pass --src, --dest or --memory-dir")
     if bool(manifest) == bool(discover):
@@ -236,7 +242,7 @@ def _fleet(manifest, discover, dest_root, scheduler, retries, src, dest, memory_
         click.echo(orjson.dumps({"schema_version": SCHEMA_VERSION, **shown, "pairs": [r.__dict__ for r in results],
                                  "failed": sum(not r.ok for r in results)}).decode())
     elif not quiet:
-        click.echo(summary_table(results, time.monotonic() - t0))
+        click.echo(summary_table(results, time.monotonic() - t0, template.keywords["dry_run"]))
     return fleet_exit_code(results)
 
 

@@ -132,13 +132,16 @@ def progress_line(r: PairResult, done: int, total: int) -> str:
     if r.ok:
         rep = r.report
         assert rep is not None, "a pair that succeeded has its report"
+        verb = "would be inserted" if rep["dry_run"] else "inserted"
         return (f"[{done}/{total}] ok      {r.src} -> {r.dest}: {rep['messages']['inserted']} messages, "
-                f"{rep['summaries']['inserted']} summaries inserted ({rep['elapsed_s']:.2f} s)")
+                f"{rep['summaries']['inserted']} summaries {verb} ({rep['elapsed_s']:.2f} s)")
     return f"[{done}/{total}] FAILED  {r.src} -> {r.dest}: {r.error}"
 
 
-def summary_table(results: list[PairResult], elapsed: float) -> str:
-    lines = [f"{'#':>3}  {'status':<7} {'messages':>9} {'parts':>9} {'summaries':>9} {'seconds':>8}  source -> target"]
+def summary_table(results: list[PairResult], elapsed: float, dry_run: bool = False) -> str:
+    """The rows inserted per pair; a dry run's are what a real run would insert, and it migrated nothing."""
+    lines = ["DRY RUN - nothing was written; a real run would insert:"] if dry_run else []
+    lines += [f"{'#':>3}  {'status':<7} {'messages':>9} {'parts':>9} {'summaries':>9} {'seconds':>8}  source -> target"]
     for r in results:
         if r.ok:
             rep = r.report
@@ -148,7 +151,9 @@ def summary_table(results: list[PairResult], elapsed: float) -> str:
         else:
             lines.append(f"{r.index + 1:>3}  {'FAILED':<7} {'':>9} {'':>9} {'':>9} {'':>8}  {r.src} -> {r.dest}: {r.error}")
     failed = sum(not r.ok for r in results)
-    lines.append(f"{len(results) - failed} of {len(results)} pairs migrated, {failed} failed, {elapsed:.2f} s")
+    done = "checked" if dry_run else "migrated"
+    lines.append(f"{len(results) - failed} of {len(results)} pairs {done}, {failed} failed, {elapsed:.2f} s"
+                 + (" (dry run: nothing written)" if dry_run else ""))
     return "\n".join(lines)
 
 
