@@ -167,7 +167,7 @@ def cli(ctx):
 @write_options
 @click.option("--full", is_flag=True, help="re-plan everything even when source and target are unchanged since the last run")
 @click.option("--manifest", metavar="FILE", type=TEXT_PATH, help="migrate every `SRC DEST` pair listed in FILE, in parallel")
-@click.option("--jobs", type=click.IntRange(min=1), default=None, metavar="N", help="parallel pairs with --manifest (default: cores)")
+@click.option("--jobs", type=click.IntRange(min=1), default=None, metavar="N", help="parallel pairs with --manifest or --discover (default: cores)")
 @click.option("--discover", metavar="ROOT",
               help="the pairs: every OpenClaw state folder (holding lcm.db) under ROOT")
 @click.option("--dest-root", metavar="DIR",
