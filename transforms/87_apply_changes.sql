@@ -13,11 +13,11 @@
 --      the optional ones are patched, so a value that became NULL drops its key as a first write would.
 -- count: messages_updated
 UPDATE lcm_messages
-SET metadata = json_patch(
+SET metadata = CAST(lcm_etl_utf8_json(CAST(json_patch(   -- valid UTF-8, as 72_write_messages.sql writes it
       json_set(metadata, '$.conversation_id', m.conversation_id, '$.identity_hash', m.identity_hash,
                '$.source_seq', m.seq, '$.title', c.title),
       json_object('session_key', c.session_key, 'transcript_entry_id', m.transcript_entry_id,
-                  'openclaw_sender_metadata', m.openclaw_sender_metadata))
+                  'openclaw_sender_metadata', m.openclaw_sender_metadata)) AS BLOB)) AS TEXT)
 FROM plan.plan_message_refresh r
 JOIN src_messages m ON m.message_id = r.message_id
 JOIN src_conversations c ON c.conversation_id = m.conversation_id

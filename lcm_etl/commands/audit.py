@@ -19,7 +19,7 @@ import duckdb
 from lcm_etl import duck
 from lcm_etl.planning import plan
 from lcm_etl.commands.reconcile import ReconcileOptions, plan_transcripts, read_all
-from lcm_etl.report import RunReport, now_iso
+from lcm_etl.report import RunReport, now_iso, one_line_each
 from lcm_etl.read.source_schema import detect_schema, normalized_views
 from lcm_etl.read.sources import Snapshot, take_snapshot
 from lcm_etl.sqlite_runtime import attach_all, private_file, quote_path
@@ -227,4 +227,4 @@ def as_text(report: RunReport, findings: list[dict], per_kind: int = 5) -> str:
     for w in report.warnings:
         lines.append(f"  warning: {w}")
     lines.append(f"  {len(findings)} findings; elapsed {report.elapsed_s:.2f} s")
-    return "\n".join(lines)
+    return one_line_each(lines)

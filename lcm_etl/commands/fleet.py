@@ -24,6 +24,7 @@ from tqdm import tqdm
 from lcm_etl.errors import EXIT_FAILURE, BadInput, LcmEtlError
 from lcm_etl.commands.migrate import MigrateOptions, migrate
 from lcm_etl.read.sources import expand
+from lcm_etl.report import one_line, one_line_each
 from lcm_etl.sqlite_runtime import disable_memstatus
 from lcm_etl.store.target import resolve_target
 
@@ -117,7 +118,7 @@ class FleetProgress:
     def __call__(self, result: PairResult, done: int, total: int) -> None:
         self.failed += not result.ok
         if self.lines:
-            tqdm.write(progress_line(result, done, total), file=sys.stderr)   # above the bar, if any
+            tqdm.write(one_line(progress_line(result, done, total)), file=sys.stderr)   # above the bar, if any
         self.bar.set_postfix(failed=self.failed, refresh=False)
         self.bar.update(1)
 
@@ -154,7 +155,7 @@ def summary_table(results: list[PairResult], elapsed: float, dry_run: bool = Fal
     done = "checked" if dry_run else "migrated"
     lines.append(f"{len(results) - failed} of {len(results)} pairs {done}, {failed} failed, {elapsed:.2f} s"
                  + (" (dry run: nothing written)" if dry_run else ""))
-    return "\n".join(lines)
+    return one_line_each(lines)
 
 
 def fleet_exit_code(results: list[PairResult]) -> int:

@@ -9,7 +9,7 @@ from lcm_etl.planning import plan
 from lcm_etl.read.source_schema import detect_schema
 from lcm_etl.read.sources import take_snapshot
 from lcm_etl.planning.pipeline import SESSIONS
-from lcm_etl.report import SCHEMA_VERSION
+from lcm_etl.report import SCHEMA_VERSION, one_line, one_line_each
 from lcm_etl.planning.steps import run_stage
 
 
@@ -31,7 +31,7 @@ class SourceInfo:
         lines.append(f"  {'session':<40} {'convs':>5} {'messages':>8} {'tokens':>9} {'leaf':>5} {'cond':>5} "
                      f"{'depth':>5} {'multi':>5}")
         for s in self.sessions:
-            lines.append(f"  {s['session_id'][:40]:<40} {s['conversations']:>5} {s['messages']:>8} "
+            lines.append(f"  {one_line(s['session_id'])[:40]:<40} {s['conversations']:>5} {s['messages']:>8} "
                          f"{s['token_sum']:>9} {s['leaf_summaries']:>5} {s['condensed_summaries']:>5} "
                          f"{'-' if s['max_depth'] is None else s['max_depth']:>5} {s['multi_parent_summaries']:>5}")
         d = self.dag
@@ -41,7 +41,7 @@ class SourceInfo:
                      f"{d.get('multi_cover', 0)} condensed into several (collapsed on import), "
                      f"{d.get('unlinked', 0)} without links, {d.get('cross_conversation_links', 0)} "
                      "links to another conversation's messages")
-        return "\n".join(lines)
+        return one_line_each(lines)
 
 
 def describe(src: Path, key_by: str = "session-id", memory_limit: str = plan.duck.DEFAULT_MEMORY_LIMIT) -> SourceInfo:

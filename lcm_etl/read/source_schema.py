@@ -15,6 +15,7 @@ import orjson
 
 from lcm_etl.errors import BadInput
 from lcm_etl.read.sources import unreadable
+from lcm_etl.sqlite_runtime import UTF8_JSON
 
 REQUIRED_TABLES = ("conversations", "messages")
 
@@ -200,6 +201,8 @@ def _parts_view(schema: SourceSchema, dialect: str) -> str:
     has_output = '"tool_output" IS NOT NULL' if "tool_output" in cols else "0"
     if dialect != "sqlite":
         payload = "NULL"
+    else:   # SQLite's JSON functions copy text bytes that are not UTF-8 as they are: sqlite_runtime.utf8_json
+        payload = f"CAST({UTF8_JSON}(CAST({payload} AS BLOB)) AS TEXT)"
     tool_name = '"tool_name"' if "tool_name" in cols else "NULL"
     # the SQLite writers sort part keys, then read each row by its rowid (a huge payload never sorted)
     src_rowid = "rowid" if dialect == "sqlite" else "NULL"
