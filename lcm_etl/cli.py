@@ -297,18 +297,26 @@ def reconcile(sessions, src, dest, memory_dir, dry_run, session_filter, key_by, 
 @key_by_option
 @output_options
 @memory_limit_option
+@click.option("--junit", metavar="FILE", type=TEXT_PATH,
+              help="also write the audit as JUnit XML to FILE: one test case per session, failing when it is behind")
 @handled
-def audit(src, sessions, dest, memory_dir, session_filter, key_by, as_json, quiet, debug, memory_limit):
+def audit(src, sessions, dest, memory_dir, session_filter, key_by, as_json, quiet, debug, memory_limit, junit):
     """Read-only: is everything in the sources in the target? Exit 0 clean, 3 pending or different."""
     from lcm_etl.commands.audit import AuditOptions, as_text, audit as run
+    from lcm_etl.commands.audit_junit import check_junit_path, junit_xml, write_junit
     from lcm_etl.errors import EXIT_PENDING
     from lcm_etl.store.target import resolve_target
 
+    if junit:
+        check_junit_path(expand(junit))
     # without --src the default lcm.db is audited too; with --sessions alone it may be absent (audit.py)
     source = resolve_src(src) if (src or not sessions) else None
-    report, findings = run(AuditOptions(target=resolve_target(dest, memory_dir), src=source, sessions=list(sessions),
-                                        session_filter=list(session_filter), key_by=key_by,
-                                        memory_limit=memory_limit, default_src=None if src else default_source()))
+    audited = run(AuditOptions(target=resolve_target(dest, memory_dir), src=source, sessions=list(sessions),
+                               session_filter=list(session_filter), key_by=key_by,
+                               memory_limit=memory_limit, default_src=None if src else default_source()))
+    report, findings = audited.report, audited.findings
+    if junit:
+        write_junit(expand(junit), junit_xml(report, findings, audited.sessions))
     if as_json:
         click.echo(orjson.dumps({**report.as_dict(), "differences": findings}).decode())
     elif not quiet:

@@ -73,7 +73,14 @@ class AuditOptions:
 KEPT = " kept, no longer in the source"
 
 
-def audit(opts: AuditOptions) -> tuple[RunReport, list[dict]]:
+@dataclass
+class Audited:
+    report: RunReport
+    findings: list[dict]
+    sessions: set[str] = field(default_factory=set)   # every session audited, clean or not (audit --junit)
+
+
+def audit(opts: AuditOptions) -> Audited:
     t0 = time.monotonic()
     if opts.src is None and opts.default_src is not None:
         opts = replace(opts, src=opts.default_src if opts.default_src.exists() else None)
@@ -82,6 +89,7 @@ def audit(opts: AuditOptions) -> tuple[RunReport, list[dict]]:
     existed = check_target(opts.target, open_it=False)
     snaps = []
     findings: list[dict] = []
+    sessions: set[str] = set()
     try:
         view = target_view(opts.target, existed, private=True)
         if view:
@@ -94,9 +102,9 @@ def audit(opts: AuditOptions) -> tuple[RunReport, list[dict]]:
         source = take_snapshot(opts.src, "source") if opts.src else None
         if source is not None:
             snaps.append(source)
-            findings += _audit_source(opts, source, target_db, report)
+            findings += _audit_source(opts, source, target_db, report, sessions)
         if opts.sessions:
-            findings += _audit_transcripts(opts, source, target_db, report)
+            findings += _audit_transcripts(opts, source, target_db, report, sessions)
     except duckdb.Error as exc:
         raise duck.translate(exc, "inputs could not be read") from None
     finally:
@@ -109,10 +117,11 @@ def audit(opts: AuditOptions) -> tuple[RunReport, list[dict]]:
     report.extra["findings"] = len(findings)
     report.extra["findings_by_problem"] = counts
     report.elapsed_s = time.monotonic() - t0
-    return report, findings
+    return Audited(report, findings, sessions)
 
 
-def _audit_source(opts: AuditOptions, source: Snapshot, target_db: Path | None, report: RunReport) -> list[dict]:
+def _audit_source(opts: AuditOptions, source: Snapshot, target_db: Path | None, report: RunReport,
+                  sessions: set[str]) -> list[dict]:
     schema = detect_schema(source.path, source.original)
     report.source_schema = schema.generation
     hashes = content_hashes(source.folder / "hashes.sqlite", source.path, schema, target_db)
@@ -138,6 +147,7 @@ def _audit_source(opts: AuditOptions, source: Snapshot, target_db: Path | None, 
         run_stage(AUDIT_SOURCE, con)
         for kind, n in con.execute("SELECT kind, n FROM audit_archive WHERE n > 0 ORDER BY kind").fetchall():
             report.extra[f"{kind}{KEPT}"] = n
+        sessions.update(r[0] for r in con.execute("SELECT session_id FROM selected").fetchall())
         rows = con.execute("SELECT * FROM audit_findings ORDER BY kind, session_id, source_id").fetchall()
         return [dict(zip(FINDING_KEYS, r)) for r in rows]
     finally:
@@ -181,7 +191,7 @@ def _sha256_hex(value: bytes | None) -> str | None:
 
 
 def _audit_transcripts(opts: AuditOptions, source: Snapshot | None, target_db: Path | None,
-                       report: RunReport) -> list[dict]:
+                       report: RunReport, sessions: set[str]) -> list[dict]:
     ropts = ReconcileOptions(sessions=opts.sessions, target=opts.target, src=opts.src, dry_run=True,   # read-only
                              session_filter=opts.session_filter, key_by=opts.key_by, memory_limit=opts.memory_limit)
     transcripts, _ = read_all(ropts)
@@ -194,6 +204,7 @@ def _audit_transcripts(opts: AuditOptions, source: Snapshot | None, target_db: P
             FROM jsonl_plan p JOIN jsonl_messages m USING (message_id)
             WHERE p.is_new ORDER BY p.session_id, p.file_order, p.path_index""").fetchall()
         report.extra["transcript_messages_pending"] = len(rows)
+        sessions.update(r[0] for r in con.execute("SELECT DISTINCT session_id FROM jsonl_plan").fetchall())
         return [dict(zip(FINDING_KEYS, r)) for r in rows]
     finally:
         con.close()
