@@ -19,7 +19,7 @@ SCHEMA_VERSION = 1
 class KindCounts:
     inserted: int = 0
     already_present: int = 0
-    updated: int = 0        # already present, changed in place by the source since (SPEC §8)
+    updated: int = 0        # already present, changed in place by the source since (docs/mapping.md)
     skipped: dict[str, int] = field(default_factory=dict)   # reason -> count
 
     def skip(self, reason: str, n: int = 1) -> None:
@@ -38,7 +38,7 @@ class RunReport:
     parts: KindCounts = field(default_factory=KindCounts)
     summaries: KindCounts = field(default_factory=KindCounts)
     collapsed_parents: int = 0
-    parents_updated: int = 0   # imported summaries given the parent that now covers them (SPEC §8)
+    parents_updated: int = 0   # imported summaries given the parent that now covers them
     changes: dict[str, int] = field(default_factory=dict)   # what changed in updated messages -> count
     sessions_kept: int = 0     # conversations kept in the session they were first imported into
     conversations_changed: int = 0   # conversations new to the provenance, or changed there since (archived...)

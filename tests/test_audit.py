@@ -1,4 +1,4 @@
-"""audit: a read-only proof, for CI, that the target holds every source fact (SPEC §1, §5)."""
+"""audit: a read-only proof, for CI, that the target holds every source fact (docs/cli.md, audit)."""
 from __future__ import annotations
 
 import json
@@ -135,7 +135,7 @@ def test_a_row_added_to_the_source_is_pending(migrated):
 
 def test_a_target_row_whose_recorded_source_position_is_stale_is_named_and_a_migrate_refreshes_it(migrated):
     # the message is found by its source message id; its (conversation, seq) in metadata is an attribute
-    # lossless-claw's rollover-split repair changes in place (SPEC §8)
+    # lossless-claw's rollover-split repair changes in place (docs/mapping.md, "When the source changes")
     src, dest = migrated
     alter(dest, f"UPDATE lcm_messages SET metadata = json_set(metadata, '$.source_seq', 4242) "
                 f"WHERE id = {target_id(dest, 9)}")

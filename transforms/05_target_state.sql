@@ -11,7 +11,7 @@
 --           tgt_max_turn, tgt_parts, tgt_summaries, tgt_boundaries
 -- key: message identity = (metadata.source_message_id, created_at)
 -- why: lossless-claw's message_id survives every change it makes to a row (rebinds, the rollover-split
---      repair's move and renumbering, entry-id adoption; reference/lossless-claw-in-place-changes.md §7),
+--      repair's move and renumbering, entry-id adoption; docs/mapping.md, "When the source changes"),
 --      while (conversation_id, seq) does not: seq is reused after a heartbeat prune and renumbered by the
 --      repair. created_at is never changed in place, so it tells a message from another file's (or a
 --      restored backup's) message that happens to carry the same id. Only identities and the small

@@ -5,7 +5,7 @@
 -- key: (session_id, metadata.conversation_id, metadata.source_seq) — decided in 20_turn_index.sql
 -- why: role, content and token_count verbatim; created_at in Remnic's ISO form (the source text kept
 --      as metadata.source_created_at when it differs). metadata carries the source identity and every
---      source column that has no target column (SPEC §3.3), made valid UTF-8 (lcm_etl_utf8_json: a source
+--      source column that has no target column (docs/mapping.md, `messages`), made valid UTF-8 (lcm_etl_utf8_json: a source
 --      text whose bytes are not UTF-8 would otherwise reach the JSON as they are).
 -- count: messages_inserted
 INSERT INTO lcm_messages (id, session_id, turn_index, role, content, token_count, created_at, metadata)

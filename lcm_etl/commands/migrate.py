@@ -77,7 +77,7 @@ class _Planned:
 
 
 class _Run:
-    """One migrate, phase by phase. A sync re-run (SPEC §8) plans only what changed since the run whose
+    """One migrate, phase by phase. A sync re-run (docs/design.md, "Sync") plans only what changed since the run whose
     marks the target's ledger trusts (`rec`); `changes` are the kept snapshot's changed pages, `proved` the
     conversations they name (None: nothing proved, the marks decide)."""
 

@@ -1,4 +1,4 @@
-"""`reconcile`: crash recovery from OpenClaw JSONL transcripts (SPEC §6).
+"""`reconcile`: crash recovery from OpenClaw JSONL transcripts (docs/mapping.md, JSONL transcripts).
 
 Transcripts are read in Python (lcm_etl/read/transcripts.py: OpenClaw's active path, lossless-claw's
 identity and token formula), handed to DuckDB as Arrow tables, matched against what lcm.db and the
@@ -69,7 +69,7 @@ def default_session_dirs() -> list[str]:
 
 
 def read_all(opts: ReconcileOptions, records: dict | None = None) -> tuple[list[Transcript], list[tuple[Path, str]]]:
-    """Every transcript, each read whole, or from the offset its record proves (`records`: a re-run, SPEC §8)."""
+    """Every transcript, each read whole, or from the offset its record proves (`records`: a re-run)."""
     given = [expand(p) for p in opts.sessions] or [Path(p) for p in default_session_dirs()]
     if not given:
         raise BadInput("no transcripts: pass --sessions PATH (a .jsonl file or a sessions folder); none found "

@@ -1,4 +1,4 @@
-"""Read OpenClaw JSONL session transcripts (SPEC section 6).
+"""Read OpenClaw JSONL session transcripts (docs/mapping.md, JSONL transcripts).
 
 ``read_transcript`` returns the messages on a transcript's *active path* as OpenClaw itself computes
 it, plus a report of everything it skipped; each message carries lossless-claw's content, token count
@@ -225,7 +225,7 @@ def read_transcript(path: Path | str, strict: bool = False) -> Transcript:
 
 
 def _active_path(body: list[tuple[int, dict]], report: TranscriptReport) -> tuple[list[_Node], dict[str, _Node]]:
-    """OpenClaw's leaf selection and parent walk (reference 2.5/2.6), with SPEC 6's gap and replay rules."""
+    """OpenClaw's leaf selection and parent walk (as OpenClaw computes the active path), with the gap and replay rules of docs/mapping.md."""
     nodes: dict[str, _Node] = {}
     prev: str | None = None
     leaf: str | None = None
