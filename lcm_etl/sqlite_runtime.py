@@ -44,7 +44,7 @@ def disable_memstatus() -> bool:
 
 def attach_all(con: sqlite3.Connection, attachments: dict[str, Path], views: dict[str, str]) -> None:
     """ATTACH each database under its alias, then create the TEMP views that read them (and utf8_json, which
-    the source's part view calls)."""
+    the source's part view and the message writers call)."""
     for alias, path in attachments.items():
         con.execute(f"ATTACH '{quote_path(path)}' AS {alias}")
     con.create_function(UTF8_JSON, 1, utf8_json, deterministic=True)
@@ -53,7 +53,8 @@ def attach_all(con: sqlite3.Connection, attachments: dict[str, Path], views: dic
 
 
 def utf8_json(value: bytes | None) -> bytes | None:
-    """A part's payload (JSON text, as bytes) made valid UTF-8. SQLite keeps whatever bytes a text value is given,
+    """JSON text SQLite built from source values (a part's payload, a message's metadata; as bytes) made valid
+    UTF-8. SQLite keeps whatever bytes a text value is given,
     and its JSON functions copy them into the JSON as they are, where no JSON parser takes them. Each byte that
     is not UTF-8 (they can only be inside JSON strings) becomes the escape of the lone surrogate Python's
     surrogateescape gives it (\\udc80-\\udcff): the JSON is valid and the bytes can be told back
