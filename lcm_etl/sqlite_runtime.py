@@ -55,9 +55,10 @@ def attach_all(con: sqlite3.Connection, attachments: dict[str, Path], views: dic
 def utf8_json(value: bytes | None) -> bytes | None:
     """JSON text SQLite built from source values (a part's payload, a message's metadata; as bytes) made valid
     UTF-8. SQLite keeps whatever bytes a text value is given, and its JSON functions copy them into the JSON as
-    they are, where no JSON parser takes them. Each byte that is not UTF-8 (they can only be inside JSON strings) becomes the escape of the lone surrogate Python's
-    surrogateescape gives it (\\udc80-\\udcff): the JSON is valid and the bytes can be told back
-    (`.encode("utf-8", "surrogateescape")`). UTF-8 text, nearly always, is returned as it came."""
+    they are, where no JSON parser takes them. Each byte that is not UTF-8 (they can only be inside JSON
+    strings) becomes the escape of the lone surrogate Python's surrogateescape gives it (\\udc80-\\udcff): the
+    JSON is valid and the bytes can be told back (`.encode("utf-8", "surrogateescape")`). UTF-8 text, nearly
+    always, is returned as it came."""
     if value is None:
         return None
     try:
