@@ -16,7 +16,7 @@ from lcm_etl import __version__
 from lcm_etl.errors import EXIT_CODES, EXIT_FAILURE, BadInput, LcmEtlError
 from lcm_etl.options import MEMORY_SIZE, TEXT_PATH
 from lcm_etl.planning.pipeline import COMMANDS
-from lcm_etl.report import SCHEMA_VERSION
+from lcm_etl.report import SCHEMA_VERSION, one_line
 from lcm_etl.read.sources import default_source, expand
 from lcm_etl.sqlite_runtime import disable_memstatus
 
@@ -116,7 +116,7 @@ def handled(f):
         except LcmEtlError as exc:
             if debug:
                 traceback.print_exc()
-            click.echo(f"lcm-etl: error: {exc}", err=True)
+            click.echo(f"lcm-etl: error: {one_line(str(exc))}", err=True)   # a path or an id may hold controls
             sys.exit(exc.exit_code)
         except KeyboardInterrupt:
             click.echo("lcm-etl: interrupted; every session written so far is complete, re-run to finish", err=True)
@@ -125,7 +125,7 @@ def handled(f):
             if debug:
                 traceback.print_exc()
             first = str(exc).splitlines()[0] if str(exc) else ""
-            click.echo(f"lcm-etl: internal error: {type(exc).__name__}: {first} (re-run with --debug "
+            click.echo(f"lcm-etl: internal error: {type(exc).__name__}: {one_line(first)} (re-run with --debug "
                        "and report it)", err=True)
             sys.exit(EXIT_FAILURE)
         sys.exit(code or 0)
@@ -401,7 +401,7 @@ def main() -> None:
         hint = ""
         if isinstance(exc, click.UsageError) and exc.ctx is not None:
             hint = f" (see `{exc.ctx.command_path} --help`)"
-        click.echo(f"lcm-etl: error: {exc.format_message()}{hint}", err=True)
+        click.echo(f"lcm-etl: error: {one_line(exc.format_message())}{hint}", err=True)
         sys.exit(exc.exit_code)
 
 

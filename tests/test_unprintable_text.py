@@ -74,3 +74,11 @@ def test_a_session_id_with_control_characters_is_shown_escaped_on_one_line_in_ev
         assert not any(line.startswith("session\\x1b") for line in proc.stdout.splitlines()), command
     inspect_rows = [line for line in shown["inspect"].stdout.splitlines() if SHOWN in line]
     assert len(inspect_rows) == 1 and len(inspect_rows[0].split()) == 8   # its row, whole: id and 7 numbers
+
+
+def test_an_error_naming_a_path_with_an_escape_sequence_shows_it_escaped_on_one_line(tmp_path):
+    missing = tmp_path / "lcm\x1b[2J\r.db"   # a clear-screen sequence and a carriage return in a file name
+    proc = run_cli("inspect", "--src", missing)
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == (f"lcm-etl: error: source not found: {tmp_path}/lcm\\x1b[2J\\r.db "
+                           "(pass --src with the path of lossless-claw's lcm.db)\n")
