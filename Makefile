@@ -35,7 +35,7 @@ lint: $(STAMP)
 test-faults: $(STAMP)
 	$(BIN)/python -m pytest -m slow tests/faults
 
-# SIZES / REPEAT / SYNC_REPEAT / SYNC_ONLY / STORE_SIZES: e.g. `make bench SIZES=200000 REPEAT=5`, or SPEC §8's shares alone:
+# SIZES / REPEAT / SYNC_REPEAT / SYNC_ONLY / STORE_SIZES: e.g. `make bench SIZES=200000 REPEAT=5`, or the sync re-runs' shares alone:
 # `make bench SIZES=200000 REPEAT=3 SYNC_REPEAT=3 SYNC_ONLY=1`
 SIZES  ?= 200000,2000000
 REPEAT ?= 3

@@ -15,7 +15,7 @@ the yardstick, and writes the figures to bench/out/results.json. Nothing here as
 The disk and the shared host make single timings vary by ±20-50 %, so `--repeat N` runs the yardstick
 and the new-target migrate N times, and `--sync-repeat M` each sync re-run M times (each after a setup of
 its own: a first run on the earlier source), alternating (yardstick, first run, re-runs, yardstick, ...),
-and reports their medians with the range, and each migrate's share of the first run's median (SPEC §8's
+and reports their medians with the range, and each migrate's share of the first run's median (docs/design.md's sync
 targets are shares); `--sync-only` runs only those cases; every case starts after a `sync` and a one-second pause, so writeback
 left by the previous case is not charged to the next.
 
@@ -169,7 +169,7 @@ def bench_size(n: int, repeat: int = 1, sync_repeat: int = 1, sync_only: bool = 
     synced_runs: dict[tuple[float, str, bool], list[dict]] = {case: [] for case in SYNC_CASES}
 
     def sync_rerun(share: float, how: str, keep: bool) -> dict:
-        """A sync re-run (SPEC §8): the source as it was, migrated, then grown; with the snapshot the first run
+        """A sync re-run: the source as it was, migrated, then grown; with the snapshot the first run
         kept (the default), or without one (LCM_ETL_CACHE_DIR=off: the marks of every conversation compared)."""
         grown, synced = work / "grown.db", work / "sync.sqlite"
         env = None if keep else {"LCM_ETL_CACHE_DIR": "off"}
@@ -242,7 +242,7 @@ def bench_reconcile() -> list[dict]:
 
     case("reconcile 5k (new target)", target)
     case("reconcile 5k (all present)", target)   # a re-run: read from the recorded offset, no line is new
-    # a re-run after OpenClaw appended 1 % of the lines (SPEC §8): read from the recorded offset, then the
+    # a re-run after OpenClaw appended 1 % of the lines: read from the recorded offset, then the
     # same append with the record removed, read whole (what every re-run cost before offsets were recorded)
     whole = jsonl.read_bytes()
     lines = whole.splitlines(keepends=True)
@@ -321,7 +321,7 @@ def main() -> int:
     ap.add_argument("--sync-repeat", type=int, default=1,
                     help="runs of each sync re-run (each after its own setup), alternating with the runs above")
     ap.add_argument("--sync-only", action="store_true",
-                    help="only the yardstick, the first run and the sync re-runs (SPEC §8's targets); no reconcile")
+                    help="only the yardstick, the first run and the sync re-runs (their targets: docs/design.md); no reconcile")
     ap.add_argument("--store-sizes", default="50000,500000",
                     help="transcript events of the OpenClaw session stores reconciled (one agent's store each)")
     args = ap.parse_args()

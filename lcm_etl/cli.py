@@ -17,7 +17,7 @@ from lcm_etl.errors import EXIT_CODES, EXIT_FAILURE, BadInput, LcmEtlError
 from lcm_etl.interrupts import interruption, raised_as_interrupted
 from lcm_etl.options import MEMORY_SIZE, TEXT_PATH
 from lcm_etl.planning.pipeline import COMMANDS
-from lcm_etl.report import SCHEMA_VERSION
+from lcm_etl.report import SCHEMA_VERSION, one_line
 from lcm_etl.read.sources import default_source, expand
 from lcm_etl.sqlite_runtime import disable_memstatus
 
@@ -145,10 +145,10 @@ def _error_line(exc: BaseException, debug: bool) -> tuple[str, int]:
     if debug:
         traceback.print_exception(exc)
     if isinstance(exc, LcmEtlError):
-        return f"lcm-etl: error: {exc}", exc.exit_code
+        return f"lcm-etl: error: {one_line(str(exc))}", exc.exit_code   # a path or an id may hold controls
     # a bug: still one line unless asked
     first = str(exc).splitlines()[0] if str(exc) else ""
-    return (f"lcm-etl: internal error: {type(exc).__name__}: {first} (re-run with --debug and report it)",
+    return (f"lcm-etl: internal error: {type(exc).__name__}: {one_line(first)} (re-run with --debug and report it)",
             EXIT_FAILURE)
 
 
@@ -171,10 +171,13 @@ def resolve_src(src: str | None):
 EPILOG = "\b\nExit codes:\n" + "\n".join(f"  {code:>3}  {meaning}" for code, meaning in EXIT_CODES.items())
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=EPILOG)
+@click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=EPILOG, invoke_without_command=True)
 @click.version_option(__version__, prog_name="lcm-etl")
-def cli():
+@click.pass_context
+def cli(ctx):
     """Migrate OpenClaw conversation memory (lossless-claw lcm.db, JSONL transcripts) into Remnic's LCM store."""
+    if ctx.invoked_subcommand is None:   # click's own error here is the whole help text after "error:"
+        raise click.UsageError(f"no command given: one of {', '.join(sorted(ctx.command.commands))}", ctx)
 
 
 @cli.command(epilog=EPILOG)
@@ -184,7 +187,7 @@ def cli():
 @write_options
 @click.option("--full", is_flag=True, help="re-plan everything even when source and target are unchanged since the last run")
 @click.option("--manifest", metavar="FILE", type=TEXT_PATH, help="migrate every `SRC DEST` pair listed in FILE, in parallel")
-@click.option("--jobs", type=click.IntRange(min=1), default=None, metavar="N", help="parallel pairs with --manifest (default: cores)")
+@click.option("--jobs", type=click.IntRange(min=1), default=None, metavar="N", help="parallel pairs with --manifest or --discover (default: cores)")
 @click.option("--discover", metavar="ROOT",
               help="the pairs: every OpenClaw state folder (holding lcm.db) under ROOT")
 @click.option("--dest-root", metavar="DIR",
@@ -202,7 +205,7 @@ def migrate(src, dest, memory_dir, dry_run, session_filter, key_by, as_json, qui
     from lcm_etl.store.target import resolve_target
 
     watching = _watching(watch, interval, dry_run, manifest or discover)
-    if manifest or discover or dest_root or scheduler or retries is not None:
+    if manifest or discover or dest_root or scheduler or retries is not None or jobs:
         return _fleet(manifest, discover, dest_root, scheduler, retries, src, dest, memory_dir, jobs, as_json, quiet,
                       functools.partial(MigrateOptions, dry_run=dry_run, session_filter=list(session_filter),
                                         key_by=key_by, lock_timeout=lock_timeout, batch_rows=batch_rows,
@@ -225,6 +228,9 @@ def _fleet(manifest, discover, dest_root, scheduler, retries, src, dest, memory_
     import time
     from lcm_etl.commands.fleet import FleetProgress, fleet_exit_code, read_manifest, run_fleet, summary_table
 
+    if not (manifest or discover):   # an option of many pairs given alone: the pairs are what is missing
+        flag = "--dest-root" if dest_root else "--jobs" if jobs else "--scheduler" if scheduler else "--retries"
+        raise BadInput(f"{flag} applies only with --manifest FILE or --discover ROOT, which name the pairs to migrate")
     if src or dest or memory_dir:
         raise BadInput("--manifest or --discover lists the pairs: do not also pass --src, --dest or --memory-dir")
     if bool(manifest) == bool(discover):
@@ -256,7 +262,7 @@ def _fleet(manifest, discover, dest_root, scheduler, retries, src, dest, memory_
         click.echo(orjson.dumps({"schema_version": SCHEMA_VERSION, **shown, "pairs": [r.__dict__ for r in results],
                                  "failed": sum(not r.ok for r in results)}).decode())
     elif not quiet:
-        click.echo(summary_table(results, time.monotonic() - t0))
+        click.echo(summary_table(results, time.monotonic() - t0, template.keywords["dry_run"]))
     return fleet_exit_code(results)
 
 
@@ -310,23 +316,32 @@ def reconcile(sessions, include_archived, src, dest, memory_dir, dry_run, sessio
 @key_by_option
 @output_options
 @memory_limit_option
+@click.option("--junit", metavar="FILE", type=TEXT_PATH,
+              help="also write the audit as JUnit XML to FILE: one test case per session, failing when it is behind")
 @handled
-def audit(sessions, include_archived, src, dest, memory_dir, session_filter, key_by, as_json, quiet, debug, memory_limit):
+def audit(sessions, include_archived, src, dest, memory_dir, session_filter, key_by, as_json, quiet, debug, memory_limit,
+          junit):
     """Read-only: is everything in the sources in the target? Exit 0 clean, 3 pending or different."""
     from lcm_etl.commands.audit import AuditOptions, as_text, audit as run
+    from lcm_etl.commands.audit_junit import check_junit_path, junit_xml, write_junit
     from lcm_etl.errors import EXIT_PENDING
     from lcm_etl.store.target import resolve_target
 
     from lcm_etl.read.openclaw_state import state_folder
 
+    if junit:
+        check_junit_path(expand(junit))
     # without --src the default lcm.db is audited too; with --sessions alone it may be absent (audit.py). With
     # neither, the default installation: its lcm.db, and the transcripts reconcile would read by default
     defaults = not src and not sessions and (state_folder() / "agents").is_dir()
     source = resolve_src(src) if (src or not (sessions or defaults)) else None
-    report, findings = run(AuditOptions(target=resolve_target(dest, memory_dir), src=source, sessions=list(sessions),
-                                        session_filter=list(session_filter), key_by=key_by,
-                                        memory_limit=memory_limit, default_src=None if src else default_source(),
-                                        default_transcripts=defaults, include_archived=include_archived))
+    audited = run(AuditOptions(target=resolve_target(dest, memory_dir), src=source, sessions=list(sessions),
+                               session_filter=list(session_filter), key_by=key_by,
+                               memory_limit=memory_limit, default_src=None if src else default_source(),
+                               default_transcripts=defaults, include_archived=include_archived))
+    report, findings = audited.report, audited.findings
+    if junit:
+        write_junit(expand(junit), junit_xml(report, findings, audited.sessions))
     if as_json:
         click.echo(orjson.dumps({**report.as_dict(), "differences": findings}).decode())
     elif not quiet:
@@ -411,7 +426,7 @@ def main() -> None:
         hint = ""
         if isinstance(exc, click.UsageError) and exc.ctx is not None:
             hint = f" (see `{exc.ctx.command_path} --help`)"
-        click.echo(f"lcm-etl: error: {exc.format_message()}{hint}", err=True)
+        click.echo(f"lcm-etl: error: {one_line(exc.format_message())}{hint}", err=True)
         sys.exit(exc.exit_code)
 
 

@@ -1,4 +1,4 @@
-"""Domain errors and the one place that maps them to exit codes (SPEC §1).
+"""Domain errors and the one place that maps them to exit codes (listed in `--help` and docs/cli.md).
 
 Every failure a user can cause or meet is one of these; the CLI prints `str(error)` as a single line on
 stderr and exits with `error.exit_code`. Anything else is a bug and is shown as a one-line internal error

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections import Counter
 
 import datetime as dt
+import re
 from dataclasses import asdict, dataclass, field
 
 # The shape of every `--json` report (docs/schemas/*.schema.json, checked by tests/test_json_schemas.py), in
@@ -20,7 +21,7 @@ SCHEMA_VERSION = 1
 class KindCounts:
     inserted: int = 0
     already_present: int = 0
-    updated: int = 0        # already present, changed in place by the source since (SPEC §8)
+    updated: int = 0        # already present, changed in place by the source since (docs/mapping.md)
     skipped: dict[str, int] = field(default_factory=dict)   # reason -> count
 
     def skip(self, reason: str, n: int = 1) -> None:
@@ -39,7 +40,7 @@ class RunReport:
     parts: KindCounts = field(default_factory=KindCounts)
     summaries: KindCounts = field(default_factory=KindCounts)
     collapsed_parents: int = 0
-    parents_updated: int = 0   # imported summaries given the parent that now covers them (SPEC §8)
+    parents_updated: int = 0   # imported summaries given the parent that now covers them
     changes: dict[str, int] = field(default_factory=dict)   # what changed in updated messages -> count
     # new messages whose source id and instant an imported row holds with another role, content or token_count
     # (a row edited by hand, a restored backup's id issued again): imported beside that row, which is kept
@@ -142,7 +143,7 @@ class RunReport:
         for w in self.warnings:
             lines.append(f"  warning: {w}")
         lines.append(f"  elapsed {self.elapsed_s:.2f} s" + (f"   run {self.run_id}" if self.run_id else ""))
-        return "\n".join(lines)
+        return one_line_each(lines)
 
 
 _RENDERED = {"transcripts_read", "lines_read", "files_read_from_offset", "rewritten_in_place"}   # extra keys as_text renders in its own words
@@ -158,6 +159,22 @@ def unknown_lines(unknown: dict[str, list[str]]) -> list[str]:
     if said:
         lines.append(f"  source columns lcm-etl does not know: {'; '.join(said)}")
     return lines
+
+# what a terminal acts on instead of showing: C0/C1 controls (a newline, an escape sequence), line and paragraph
+# separators, bidirectional overrides (they reorder the rest of the line); lone surrogates (bytes that were not UTF-8)
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def one_line(text: str) -> str:
+    """Text from the data (a session id, an id, a path) as a text report shows it: what a terminal would act on
+    is spelled as Python escapes it (a newline as \\n, ESC as \\x1b), so a row stays one row and the terminal
+    stays as it was. --json carries the text itself (JSON escapes it); the target holds it byte for byte."""
+    return _UNPRINTABLE.sub(lambda m: repr(m.group())[1:-1], text)
+
+
+def one_line_each(lines: list[str]) -> str:
+    """A text report's lines, each one line whatever the data in it (one_line), joined."""
+    return "\n".join(map(one_line, lines))
 
 
 def now_iso() -> str:

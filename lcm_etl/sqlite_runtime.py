@@ -16,11 +16,14 @@ merely slower.
 from __future__ import annotations
 
 import ctypes
+import re
 import sqlite3
 from pathlib import Path
 
 SQLITE_OK = 0
 SQLITE_CONFIG_MEMSTATUS = 9
+UTF8_JSON = "lcm_etl_utf8_json"   # the SQL name of utf8_json(), on every connection attach_all gives views
+_LONE_SURROGATE = re.compile("[\udc80-\udcff]")
 
 
 def disable_memstatus() -> bool:
@@ -40,11 +43,30 @@ def disable_memstatus() -> bool:
 
 
 def attach_all(con: sqlite3.Connection, attachments: dict[str, Path], views: dict[str, str]) -> None:
-    """ATTACH each database under its alias, then create the TEMP views that read them."""
+    """ATTACH each database under its alias, then create the TEMP views that read them (and utf8_json, which
+    the source's part view and the message writers call)."""
     for alias, path in attachments.items():
         con.execute(f"ATTACH '{quote_path(path)}' AS {alias}")
+    con.create_function(UTF8_JSON, 1, utf8_json, deterministic=True)
     for name, sql in views.items():
         con.execute(f"CREATE TEMP VIEW {name} AS {sql}")
+
+
+def utf8_json(value: bytes | None) -> bytes | None:
+    """JSON text SQLite built from source values (a part's payload, a message's metadata; as bytes) made valid
+    UTF-8. SQLite keeps whatever bytes a text value is given, and its JSON functions copy them into the JSON as
+    they are, where no JSON parser takes them. Each byte that is not UTF-8 (they can only be inside JSON
+    strings) becomes the escape of the lone surrogate Python's surrogateescape gives it (\\udc80-\\udcff): the
+    JSON is valid and the bytes can be told back (`.encode("utf-8", "surrogateescape")`). UTF-8 text, nearly
+    always, is returned as it came."""
+    if value is None:
+        return None
+    try:
+        value.decode("utf-8")
+        return value
+    except UnicodeDecodeError:
+        text = value.decode("utf-8", "surrogateescape")
+    return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text).encode("utf-8")
 
 
 def quote_path(path: Path) -> str:

@@ -31,7 +31,7 @@ LCM_ETL = Path(sys.executable).parent / "lcm-etl"
 
 ISO_MS = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$"
 
-# Remnic's LCM schema version 2 as reference/remnic-lcm-target.md section A describes it, written out
+# Remnic's LCM schema version 2 as Remnic's applySchema creates it, written out
 # here independently of lcm_etl.store.target so a drift in the product is caught.
 REMNIC_DDL = """
 CREATE TABLE lcm_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -156,7 +156,7 @@ def parse_source_time(text: str) -> dt.datetime:
 
 
 def resolve_session(conversation_id, session_id, session_key=None, key_by: str = "session-id") -> str:
-    """SPEC 3.1, written independently of transforms/10_sessions.sql."""
+    """The session rule (docs/mapping.md, "Sessions"), written independently of transforms/10_sessions.sql."""
     ws = " \t\n\r\x0b\x0c\u00a0\ufeff"
     if key_by == "session-key" and session_key is not None and session_key.strip(ws):
         return session_key.strip(ws)
@@ -166,7 +166,7 @@ def resolve_session(conversation_id, session_id, session_key=None, key_by: str =
 
 
 def source_messages(con: sqlite3.Connection, key_by: str = "session-id") -> list[dict]:
-    """Every source message with its resolved session, ordered by SPEC 3.2's key within each session."""
+    """Every source message with its resolved session, ordered by the turn order's key within each session."""
     ccols = columns(con, "conversations")
     key = "c.session_key" if "session_key" in ccols else "NULL"
     rows = con.execute(f"""SELECT m.message_id, m.conversation_id, m.seq, m.role, m.content, m.token_count,

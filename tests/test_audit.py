@@ -1,4 +1,4 @@
-"""audit: a read-only proof, for CI, that the target holds every source fact (SPEC §1, §5)."""
+"""audit: a read-only proof, for CI, that the target holds every source fact (docs/cli.md, audit)."""
 from __future__ import annotations
 
 import json
@@ -135,7 +135,7 @@ def test_a_row_added_to_the_source_is_pending(migrated):
 
 def test_a_target_row_whose_recorded_source_position_is_stale_is_named_and_a_migrate_refreshes_it(migrated):
     # the message is found by its source message id; its (conversation, seq) in metadata is an attribute
-    # lossless-claw's rollover-split repair changes in place (SPEC §8)
+    # lossless-claw's rollover-split repair changes in place (docs/mapping.md, "When the source changes")
     src, dest = migrated
     alter(dest, f"UPDATE lcm_messages SET metadata = json_set(metadata, '$.source_seq', 4242) "
                 f"WHERE id = {target_id(dest, 9)}")
@@ -165,6 +165,8 @@ def test_a_message_the_source_deleted_stays_in_the_target_and_is_counted_not_fla
     assert (code, report["differences"]) == (0, [])
     assert report["extra"]["messages kept, no longer in the source"] == 1
     assert target_id(dest, seq) is not None
+    text = run_cli("audit", "--src", src, "--dest", dest)   # the text report says so too
+    assert text.returncode == 0 and "  messages kept, no longer in the source: 1" in text.stdout.splitlines()
 
 
 def test_an_altered_summary_is_named(migrated):
@@ -273,3 +275,63 @@ def test_audit_without_sessions_still_requires_the_default_lcm_db(tmp_path):
     proc = audit_in_state(tmp_path, "--dest", tmp_path / "t.sqlite")
     assert proc.returncode == 2
     assert proc.stderr.startswith(f"lcm-etl: error: source not found: {tmp_path / 'lcm.db'}")
+
+
+# --junit FILE: the audit as JUnit XML, one test case per session, for a CI's test view
+
+def junit(src, dest, tmp_path, code: int):
+    import xml.etree.ElementTree as ET
+
+    out = tmp_path / "reports" / "audit.xml"
+    out.parent.mkdir(exist_ok=True)
+    proc = run_cli("audit", "--src", src, "--dest", dest, "--junit", out, "--quiet")
+    assert (proc.returncode, proc.stdout, proc.stderr) == (code, "", "")
+    suite = ET.parse(out).getroot().find("testsuite")
+    cases = {c.get("name"): c.find("failure") for c in suite.iter("testcase")}
+    return suite, cases
+
+
+def source_sessions(src) -> set[str]:
+    proc = run_cli("inspect", "--src", src, "--json")
+    return {s["session_id"] for s in json.loads(proc.stdout)["sessions"]}
+
+
+def test_junit_has_one_passing_test_case_per_session_of_a_clean_target(migrated, tmp_path):
+    src, dest = migrated
+    suite, cases = junit(src, dest, tmp_path, 0)
+    assert set(cases) == source_sessions(src) and len(cases) > 1
+    assert all(failure is None for failure in cases.values())
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == (str(len(cases)), "0", "0")
+
+
+def test_junit_fails_exactly_the_sessions_that_fell_behind_or_differ_with_the_reason(migrated, tmp_path):
+    src, dest = migrated
+    con = sqlite3.connect(src)
+    with con:   # a new turn in conversation 1's session: pending
+        con.execute("INSERT INTO messages (conversation_id, seq, role, content, token_count, created_at) "
+                    "VALUES (1, 999, 'user', 'a new turn', 3, '2026-12-01 00:00:00')")
+        behind, changed = (con.execute("SELECT session_id FROM conversations WHERE conversation_id = ?", (c,)).fetchone()[0]
+                           for c in (1, 2))
+    con.close()
+    # a target row of conversation 2's session altered: different
+    alter(dest, "UPDATE lcm_messages SET token_count = token_count + 1 WHERE id = (SELECT min(id) FROM lcm_messages "
+                "WHERE json_extract(metadata, '$.conversation_id') = 2)")
+    suite, cases = junit(src, dest, tmp_path, 3)
+    assert set(cases) == source_sessions(src)
+    assert sorted(name for name, failure in cases.items() if failure is not None) == sorted([behind, changed])
+    pending, different = cases[behind], cases[changed]
+    assert (pending.get("type"), pending.get("message")) == ("pending", "message: missing in target (1)")
+    assert pending.text == "message: missing in target  1:999  (source message_id " \
+        f"{sqlite3.connect(src).execute('SELECT max(message_id) FROM messages').fetchone()[0]})"
+    assert different.get("type") == "different" and different.get("message").startswith("message: differs")
+    assert "token_count" in different.text
+    assert suite.get("failures") == "2"
+
+
+def test_junit_into_a_folder_that_does_not_exist_is_a_usage_error_before_the_audit(migrated, tmp_path):
+    src, dest = migrated
+    out = tmp_path / "missing" / "audit.xml"
+    proc = run_cli("audit", "--src", src, "--dest", dest, "--junit", out)
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == f"lcm-etl: error: --junit {out}: the folder {out.parent} does not exist\n"
+    assert not out.parent.exists()

@@ -80,3 +80,18 @@ def test_a_path_that_is_not_utf8_is_refused_with_one_line_naming_its_bytes(tmp_p
         2, "", f"lcm-etl: error: Invalid value for '{option}': {shown} is not valid UTF-8; lcm-etl records paths "
                f"as text: rename it or pass a path without those bytes (see `lcm-etl {command} --help`)\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]
+
+
+def test_lcm_etl_alone_is_one_line_naming_the_commands():
+    assert_usage_error(run_cli(), "lcm-etl: error: no command given: one of audit, inspect, migrate, reconcile, runs, "
+                                  "steps, undo (see `lcm-etl --help`)")
+
+
+def test_a_fleet_option_without_manifest_or_discover_says_it_needs_the_pairs_and_is_never_ignored(tmp_path):
+    src, dest = copy_fixture("basic-0.15.3.db", tmp_path), tmp_path / "out" / "lcm.sqlite"
+    needs = "applies only with --manifest FILE or --discover ROOT, which name the pairs to migrate"
+    for extra, flag in ((("--jobs", "3"), "--jobs"), (("--dest-root", tmp_path / "mem"), "--dest-root"),
+                        (("--scheduler", "tcp://127.0.0.1:1"), "--scheduler")):
+        assert_usage_error(run_cli("migrate", "--src", src, "--dest", dest, *extra), f"lcm-etl: error: {flag} {needs}")
+        assert_usage_error(run_cli("migrate", *extra), f"lcm-etl: error: {flag} {needs}")
+    assert not dest.parent.exists() and not (tmp_path / "mem").exists()

@@ -102,3 +102,29 @@ def test_the_installed_distribution_has_the_packages_one_version():
 
     assert version("lcm-etl") == lcm_etl.__version__
     assert 'version = "' not in (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+
+
+def test_dry_runs_inspect_and_audit_create_no_cache_folder_and_only_a_real_run_keeps_one(tmp_path):
+    """--help says a dry run creates no file or folder; inspect and audit are read-only: none of them may leave
+    the cache folder (lcm_etl/cachedir.py) behind, not even the record of the scanner's signature check."""
+    import os
+
+    src = copy_fixture("basic-0.15.3.db", tmp_path / "openclaw")
+    sessions = ROOT / "fixtures" / "sessions" / "plain-chat.jsonl"
+    target, cache = tmp_path / "remnic" / "lcm.sqlite", tmp_path / "cache"
+    env = {**os.environ, "LCM_ETL_CACHE_DIR": str(cache)}
+    read_only = [("inspect", "--src", src),
+                 ("migrate", "--src", src, "--dest", target, "--dry-run"),
+                 ("reconcile", "--sessions", sessions, "--dest", target, "--dry-run"),
+                 ("audit", "--src", src, "--sessions", sessions, "--dest", target)]
+    for args in read_only:
+        proc = run_cli(*args, "-q", env=env)
+        assert proc.returncode in (0, 3), proc.stderr
+        assert not cache.exists(), f"{args[0]} created {sorted(map(str, cache.rglob('*')))}"
+    assert not target.exists()
+    assert run_cli("migrate", "--src", src, "--dest", target, "-q", env=env).returncode == 0
+    assert cache.is_dir()   # the real run keeps its snapshot and the scanner's record
+    for args in read_only[1:]:   # and on an existing target, read-only commands leave the folder as it is
+        before = sorted((p, p.stat().st_mtime_ns) for p in cache.rglob("*"))
+        assert run_cli(*args, "-q", env=env).returncode in (0, 3)
+        assert sorted((p, p.stat().st_mtime_ns) for p in cache.rglob("*")) == before, args[0]

@@ -1,4 +1,4 @@
-"""Cost follows the change (SPEC §8, lcm_etl/planning/delta.py): a re-run re-plans only the sessions whose marks
+"""Cost follows the change (docs/design.md, lcm_etl/planning/delta.py): a re-run re-plans only the sessions whose marks
 differ from those the previous run stored, and proves the others unchanged. Each test changes a migrated
 source (or its target) the way lossless-claw (or another writer) does, re-runs, and checks what was
 re-planned, what was written, and that the result is what a full plan gives (lcmcheck, audit)."""
@@ -73,7 +73,7 @@ def test_a_re_run_after_a_sync_re_plans_nothing_and_writes_nothing(synced):
 
 def test_an_entry_id_re_stamped_in_place_is_found_by_its_mark_and_updated(synced):
     src, target, _ = synced
-    # transcript re-stamp (reference §1.5): an id → another id, nothing else changes
+    # transcript re-stamp: an id → another id, nothing else changes
     change(src, ("UPDATE messages SET transcript_entry_id = 'restamped-1' WHERE message_id = "
                  "(SELECT min(message_id) FROM messages WHERE conversation_id = 3)",))
     report = migrate_json(src, target)

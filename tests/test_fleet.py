@@ -62,7 +62,7 @@ def assert_whole(src: Path, dest: Path) -> None:
     with closing(open_db(dest)) as con:
         assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         assert con.execute("PRAGMA foreign_key_check").fetchall() == []
-    _, findings = audit(AuditOptions(target=dest, src=src))
+    findings = audit(AuditOptions(target=dest, src=src)).findings
     assert findings == [], (dest, findings[:3])
 
 

@@ -39,7 +39,12 @@ def test_dry_run_prints_the_discovered_manifest_and_writes_nothing(tmp_path):
     lines = proc.stdout.splitlines()
     assert lines[:5] == [f"# 3 OpenClaw state folders under {tmp_path}/tree: SRC DEST (usable as --manifest)",
                          *expected, ""]
-    assert lines[-1].startswith("3 of 3 pairs migrated, 0 failed")
+    # a dry run migrated nothing and inserted nothing: the table, its last line and the progress lines say so
+    assert lines[5] == "DRY RUN - nothing was written; a real run would insert:"
+    assert lines[-1].startswith("3 of 3 pairs checked, 0 failed, ") and lines[-1].endswith(" s (dry run: nothing written)")
+    progress = proc.stderr.splitlines()
+    assert len(progress) == 3 and all(" summaries would be inserted (" in line for line in progress), progress
+    assert "migrated" not in proc.stdout and " inserted" not in proc.stdout
     assert not (tmp_path / "mem").exists()
 
 

@@ -1,4 +1,4 @@
-"""What lossless-claw changes in rows it already wrote (reference/lossless-claw-in-place-changes.md), applied
+"""What lossless-claw changes in rows it already wrote (docs/mapping.md, "When the source changes"), applied
 to a migrated source with the statements the plugin runs, then a re-run: never a duplicate, never a lost
 target row, FTS in step, the change counted in the report and in the ledger; `audit` clean afterwards.
 The policy for each change is stated in docs/mapping.md ("When the source changes")."""

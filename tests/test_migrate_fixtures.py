@@ -29,7 +29,7 @@ def turns_by_source_message(src, tgt) -> dict:
 
 
 def expected_summaries(src, tgt) -> dict:
-    """SPEC 3.5-3.6 computed in Python: summary_id -> (session, msg_start, msg_end, parent_id, candidates)."""
+    """Summary ranges and parents (docs/mapping.md) computed in Python: summary_id -> (session, msg_start, msg_end, parent_id, candidates)."""
     conv_session = conversation_sessions(src)
     msg_session = {mid: conv_session.get(cid) for mid, cid in src.execute("SELECT message_id, conversation_id FROM messages")}
     turn = turns_by_source_message(src, tgt)

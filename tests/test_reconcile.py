@@ -1,4 +1,4 @@
-"""reconcile: crash recovery from JSONL transcripts, alone and together with migrate (SPEC §6)."""
+"""reconcile: crash recovery from JSONL transcripts, alone and together with migrate (docs/mapping.md, JSONL transcripts)."""
 from __future__ import annotations
 
 import gzip

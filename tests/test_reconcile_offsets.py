@@ -1,4 +1,4 @@
-"""A reconcile re-run reads each transcript from where the previous complete run stopped (SPEC §8): appended
+"""A reconcile re-run reads each transcript from where the previous complete run stopped: appended
 lines only, after the recorded prefix is proved unchanged by its SHA-256; a rewritten file is read whole."""
 from __future__ import annotations
 

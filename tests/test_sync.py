@@ -1,4 +1,4 @@
-"""A source that keeps growing converges (SPEC §8): migrate the source as it was before it grew
+"""A source that keeps growing converges (docs/design.md, "Sync"): migrate the source as it was before it grew
 (tests/tools/earlier.py, a copy of the contract's own tool), then the source as it is now, into one target;
 the independent checker (tests/tools/lcmcheck.py) and `audit` must then find nothing."""
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Reader for OpenClaw JSONL transcripts: real fixtures against the lossless-claw oracle, plus
-synthetic files for every damage pattern SPEC section 6 names."""
+synthetic files for every damage pattern docs/mapping.md's transcript section names."""
 
 from __future__ import annotations
 

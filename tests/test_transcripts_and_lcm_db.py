@@ -1,4 +1,4 @@
-"""reconcile and migrate over the same messages, in either order, converge (SPEC §6, §8): transcripts without
+"""reconcile and migrate over the same messages, in either order, converge: transcripts without
 entry ids (v1 files) are matched to lcm.db's rows by lossless-claw's identity, and audit compares a
 transcript row's time in lcm.db's unit (whole seconds)."""
 from __future__ import annotations

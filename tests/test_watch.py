@@ -7,9 +7,20 @@ import subprocess
 import sys
 
 from conftest import FIXTURE_DIR, ROOT, copy_fixture, fixture_rows, run_cli
+from test_json_schemas import validator
 from watchlib import Watcher, append_turns, counts, integrity
 
 SESSIONS = ROOT / "fixtures" / "sessions"
+
+
+def assert_every_line_matches_the_watch_schema(lines: list[dict]) -> None:
+    """docs/schemas/watch.schema.json describes every line a watch prints under --json, a failed sync's too."""
+    check = validator("watch")
+    assert lines
+    for line in lines:
+        errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in check.iter_errors(line)]
+        assert errors == [], line
+        assert not check.is_valid({**line, "unexpected": 1})   # closed, as every schema
 
 
 def one_error(proc: subprocess.CompletedProcess) -> str:
@@ -69,6 +80,7 @@ def test_migrate_watch_imports_everything_then_each_append_and_stops_on_sigint_w
         w.kill()
     assert code == 0, err
     assert err == ""   # under --json the only output is the sync objects
+    assert_every_line_matches_the_watch_schema(w.seen)
     assert integrity(target) == "ok"
     assert counts(target) == {"lcm_messages": 122 + added, "lcm_message_parts": 194, "lcm_summary_nodes": 17,
                               "lcm_compaction_events": 4}
@@ -123,6 +135,7 @@ def test_a_later_sync_that_fails_is_reported_and_retried_until_it_succeeds(tmp_p
     failures = [s for s in w.seen if "error" in s]
     assert err.strip("\n").split("\n") == [
         f"lcm-etl: error: {s['error']} (sync {s['sync']}; the watch goes on)" for s in failures]
+    assert_every_line_matches_the_watch_schema(w.seen)
     assert integrity(target) == "ok" and counts(target)["lcm_messages"] == fixture_rows("basic-0.15.3.db") + added
 
 
@@ -149,3 +162,4 @@ def test_reconcile_watch_imports_an_appended_line_and_a_new_transcript_in_the_fo
         w.kill()
     assert code == 0, err
     assert integrity(target) == "ok" and counts(target)["lcm_messages"] == 8 + 21
+    assert_every_line_matches_the_watch_schema(w.seen)

@@ -3,7 +3,7 @@
 -- reads: src_conversations, src_messages, src_parts, src_summaries, src_summary_messages, src_summary_parents
 -- produces: source_global(mark) — the schema and the rows that belong to no conversation
 -- key: none (one row)
--- why: cost follows the change (SPEC §8), as 03. Rows of no known conversation are skipped by the plan; a
+-- why: cost follows the change (docs/design.md, "Sync"), as 03. Rows of no known conversation are skipped by the plan; a
 --      change among them still calls for a full plan, so their counts are part of the source's global mark.
 --      A step of its own because a sync re-run whose changes were found page by page does not compute it:
 --      such a run owns no changed row of no conversation (that sends it to a full plan), and carries the

@@ -4,8 +4,8 @@
 --        src_large_files, content_marks (lcm_etl/planning/delta.py: its messages' content, digested by SQLite)
 -- produces: source_marks(conversation_id, mark) — one digest per source conversation
 -- key: conversation_id
--- why: cost follows the change (SPEC §8). A mark digests every value of a conversation the plan reads or
---      that lossless-claw can change in place (reference/lossless-claw-in-place-changes.md): its row, its
+-- why: cost follows the change (docs/design.md, "Sync"). A mark digests every value of a conversation the plan reads or
+--      that lossless-claw can change in place (docs/mapping.md, "When the source changes"): its row, its
 --      messages' identities and drifting attributes, its parts' keys, its summaries (text by md5), their
 --      links and edges, its large files. The run stores the marks (95_write_provenance.sql); the next run
 --      re-plans only conversations whose mark differs (08_sync_scope.sql): an unchanged conversation is

@@ -15,7 +15,7 @@
 -- key: message identity = (metadata.source_message_id, created_at), holding the source row's role, content and
 --      token_count (compared in SQLite, 04_superseded_rows.sql)
 -- why: lossless-claw's message_id survives every change it makes to a row (rebinds, the rollover-split
---      repair's move and renumbering, entry-id adoption; reference/lossless-claw-in-place-changes.md §7),
+--      repair's move and renumbering, entry-id adoption; docs/mapping.md, "When the source changes"),
 --      while (conversation_id, seq) does not: seq is reused after a heartbeat prune and renumbered by the
 --      repair. created_at is never changed in place, so it tells a message from another file's (or a
 --      restored backup's) message that happens to carry the same id. Only identities and the small

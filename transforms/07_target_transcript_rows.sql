@@ -6,7 +6,7 @@
 --           the session's path the message is (recorded for rows without an entry id) and the transcript's time;
 --           tgt_parts gains the parts of those without an entry id
 -- key: target message id
--- why: SPEC §6/§8: a transcript without entry ids (a v1 file) gives rows that only lossless-claw's identity
+-- why: a transcript without entry ids (a v1 file) gives rows that only lossless-claw's identity
 --      ties to the lcm.db rows lossless-claw's backfill made of the same file. migrate matches them by
 --      identity, occurrence and second (20_turn_index.sql), as reconcile matches lcm.db rows (r20_match.sql),
 --      so either order leaves each message once; audit names a message held twice (a10_audit_source.sql).

@@ -9,7 +9,7 @@
 -- why: a conversation whose mark differs changed in the source, and so did one owning a row on a page
 --      that differs from the previous run's snapshot (then 03 has not run: source_marks is empty until
 --      09_carried_marks.sql); a session whose mark differs changed in
---      the target. Planning a session needs every conversation whose rows are or will be in it (its §3.1
+--      the target. Planning a session needs every conversation whose rows are or will be in it (its rule's
 --      session and the one it was first imported into), and planning a conversation needs every such
 --      session: the scope is closed over both links. Everything outside it is proved unchanged since the
 --      previous run and is not read again.

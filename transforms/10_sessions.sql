@@ -2,9 +2,9 @@
 -- engine: duckdb (plan)
 -- reads: src_conversations
 -- produces: sessions(conversation_id, conv_key, conv_num, session_id, rule_session) — one row per source
---           conversation (rule_session: §3.1's answer; session_id may be changed by 15_kept_sessions.sql)
+--           conversation (rule_session: the rule's answer; session_id may be changed by 15_kept_sessions.sql)
 -- key: conversation_id
--- why: Remnic has no conversations, only session ids. SPEC §3.1: the trimmed session_id, or the
+-- why: Remnic has no conversations, only session ids (docs/mapping.md, "Sessions"): the trimmed session_id, or the
 --      conversation_id as decimal text ("3", never "3.0") when it is blank; with --key-by session-key the
 --      trimmed session_key first. conv_key is the text form used in metadata and in the dedup key.
 CREATE OR REPLACE TABLE sessions AS

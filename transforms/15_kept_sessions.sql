@@ -4,10 +4,10 @@
 -- produces: src_timed(message_id, ..., ts, created_iso, id_tid, sup_tid) — every source message with its parsed
 --           time, Remnic's created_at text, the target row holding it by identity (05_target_state.sql) and
 --           the imported row of its identity that holds other values (sup_*: it is written beside that row);
---           sessions.session_id rewritten for conversations already imported (rule_session keeps §3.1's)
+--           sessions.session_id rewritten for conversations already imported (rule_session keeps 10's)
 -- key: conversation_id
 -- why: a conversation stays in the Remnic session it was first imported into. lossless-claw rebinds a
---      conversation to a new session id in place (and a user may change --key-by): by §3.1 alone its whole
+--      conversation to a new session id in place (and a user may change --key-by): by the session rule alone its whole
 --      history would look new under the new session and be imported a second time, and the summaries over
 --      it would land in one session while their messages sit in another. New messages of such a
 --      conversation follow its history. The session a conversation has now is kept in provenance

@@ -7,14 +7,14 @@
 -- key: the message identity of 05_target_state.sql; (session_id, conv_key, seq) for rows older writers
 --      wrote without a source message id; the transcript entry id for rows `reconcile` wrote; for those
 --      without one (v1 transcripts), (lossless-claw's identity_hash, its occurrence in the session, the second)
--- why: turn_index is one running counter per session across all of its conversations (SPEC §3.2):
+-- why: turn_index is one running counter per session across all of its conversations:
 --      created_at parsed as a time (text order breaks on mixed formats), then conversation_id
 --      numerically, then seq. Rows already in the target keep their turn; new rows are ranked in that
 --      order and appended after the session's current maximum, at write time. A message `reconcile`
 --      already brought in from the JSONL transcript is recognised by its transcript entry id, so the two
 --      commands, in either order, leave each message in the target once. A transcript row without an entry
 --      id (a v1 file) is the source message with the same identity_hash, the same occurrence of that identity
---      in the session (reconcile records which occurrence on the path it is; here it is counted in §3.2
+--      in the session (reconcile records which occurrence on the path it is; here it is counted in turn
 --      order over every source message of the session) and the same second (lossless-claw stores a
 --      transcript message's time truncated to the second), when nothing else holds it. Occurrence and
 --      second both matter: lcm.db may hold only a prefix of the transcript, and a delivery mirror repeats

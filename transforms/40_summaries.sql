@@ -7,7 +7,7 @@
 --           sum_range(summary_id, ...)    per summary: own-session messages beneath, first/last of them
 --           sum_plan(summary_id, status, reason, ...) one row per source summary
 -- key: summary_id
--- why: SPEC §3.5. Leaves link messages through summary_messages; condensed summaries only link other
+-- why: every summary, leaf or condensed, in its conversation's session. Leaves link messages through summary_messages; condensed summaries only link other
 --      summaries through summary_parents (summary_id = the condensed C, parent_summary_id = a source S).
 --      A summary's range is min/max target turn over the messages beneath it (any depth) that belong to
 --      its own session; other sessions' messages do not count and are reported. lo_msg/hi_msg name the

@@ -6,7 +6,7 @@
 --           sum_level(summary_id, lvl)                              — distance from its root (write order)
 -- key: (cover_id, source_id)
 -- why: lossless-claw's row (summary_id=C, parent_summary_id=S) means S was condensed into C; Remnic's
---      parent_id points up from S to the node covering it, and holds one value (SPEC §3.6). The parent
+--      parent_id points up from S to the node covering it, and holds one value. The parent
 --      is the C of the lowest ordinal among edges naming S whose C is importable in S's session, ties to
 --      the smallest C id. The other candidates are "collapsed" edges, kept in provenance. Summaries are
 --      written roots first (sum_level), so every parent_id exists when its child is inserted and foreign

@@ -7,12 +7,12 @@
 --                        sender metadata filled in later, identity_hash backfills, a session key or title set)
 --           summary_refresh(summary_id, session_id) — imported summaries whose text or token_count changed
 --                        (lossless-claw's doctor, lcm-tui repair/rewrite)
---           parent_updates(summary_id, session_id, parent_id, candidates) — imported summaries whose §3.6
---                        parent is now another summary (lossless-claw condensed them after they were imported)
+--           parent_updates(summary_id, session_id, parent_id, candidates) — imported summaries whose parent
+--                        (50_parent_collapse.sql) is now another summary (lossless-claw condensed them after they were imported)
 --           conversation_same(conversation_id) — conversations whose provenance row for this source path is
 --                        as the source has it now (archiving, rebinds and lifecycle stamps change the others)
 -- key: target message id / summary id / (source path, conversation id)
--- why: SPEC §8: a re-run converges on what §3 gives for the source as it is now, and the target's rows
+-- why: a re-run converges on what the mapping (docs/mapping.md) gives for the source as it is now, and the target's rows
 --      follow what lossless-claw changes in place (docs/mapping.md, "When the source changes"). Nothing is
 --      ever removed here: a parent is only set or moved to the summary that covers a node now, never
 --      cleared (a covering summary the source deleted stays in the archive), and content is not compared

@@ -4,7 +4,7 @@
 -- produces: write_messages(message_id, session_id, new_rank, weight, batch) — every new message with the
 --           batch (one SQLite transaction on an existing target) it lands in
 -- key: message_id
--- why: a live Remnic waits at most 5 s for the write lock (SPEC §4), so one transaction carries about
+-- why: a live Remnic waits at most 5 s for the write lock (busy_timeout), so one transaction carries about
 --      $budget rows. Sessions are packed whole while they fit; a larger session is cut in turn order.
 --      A session's summaries and its boundary event go into its last batch (60_batches.sql), after all
 --      its messages, so a run killed between batches leaves every session complete, untouched, or a

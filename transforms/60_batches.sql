@@ -7,7 +7,7 @@
 -- key: session_id / summary_id
 -- why: a session's summaries, its in-place changes and its boundary event go into its last batch, after all
 --      its messages. A session that only changed in place (52_in_place_changes.sql) gained no data: it gets
---      no boundary event (SPEC §3.7), only its updates.
+--      no boundary event (90_write_boundary.sql), only its updates.
 CREATE OR REPLACE TABLE session_work AS
 WITH touched AS (
   SELECT session_id FROM write_messages

@@ -4,7 +4,7 @@
 -- reads: src_parts (source_schema.normalized_views: adapts to the schema generation)
 -- produces: TEMP VIEW part_rows(message_id, ordinal, kind, payload, tool_name, file_path, created_at)
 -- key: (source message id, ordinal)
--- why: SPEC §3.4, said once for both ways of writing parts. One target row per source part. kind:
+-- why: said once for both ways of writing parts (docs/mapping.md, `message_parts`). One target row per source part. kind:
 --      Remnic's name where one exists (a tool part is tool_call, or tool_result when lossless-claw
 --      recorded a result block), else the source type. payload: a JSON object of every non-null source
 --      column that has no target column. file_path from the file and patch fields. created_at the

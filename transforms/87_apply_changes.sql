@@ -6,18 +6,18 @@
 --           parent_id updated, lcm_etl_summaries.parent_candidates in step (the re-parented summaries'
 --           edges are in plan.plan_edges, which 85_write_summaries.sql records)
 -- key: target message id / summary id (decided in 52_in_place_changes.sql)
--- why: SPEC §8. The rows change in the same transaction as the rest of their session's batch. The summary
+-- why: a re-run converges (52_in_place_changes.sql). The rows change in the same transaction as the rest of their session's batch. The summary
 --      FTS index has external content, so the old text is taken out of it before the row changes and the
 --      new text put in after (the same 'delete' command Remnic's own triggers-free writes use).
---      Metadata keys that §3.3 always writes are set (title, identity_hash, conversation_id, source_seq);
+--      Metadata keys that 72_write_messages.sql always writes are set (title, identity_hash, conversation_id, source_seq);
 --      the optional ones are patched, so a value that became NULL drops its key as a first write would.
 -- count: messages_updated
 UPDATE lcm_messages
-SET metadata = json_patch(
+SET metadata = CAST(lcm_etl_utf8_json(CAST(json_patch(   -- valid UTF-8, as 72_write_messages.sql writes it
       json_set(metadata, '$.conversation_id', m.conversation_id, '$.identity_hash', m.identity_hash,
                '$.source_seq', m.seq, '$.title', c.title),
       json_object('session_key', c.session_key, 'transcript_entry_id', m.transcript_entry_id,
-                  'openclaw_sender_metadata', m.openclaw_sender_metadata))
+                  'openclaw_sender_metadata', m.openclaw_sender_metadata)) AS BLOB)) AS TEXT)
 FROM plan.plan_message_refresh r
 JOIN src_messages m ON m.message_id = r.message_id
 JOIN src_conversations c ON c.conversation_id = m.conversation_id

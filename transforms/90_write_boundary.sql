@@ -3,7 +3,7 @@
 -- reads: plan.plan_sessions, lcm_messages
 -- produces: lcm_compaction_events — one import-boundary row per session finished in this batch
 -- key: session_id (one per session per run that changed it)
--- why: SPEC §3.7. Remnic treats tokens_before == tokens_after as "nothing was compacted here": the
+-- why: one marker per session a run adds to. Remnic treats tokens_before == tokens_after as "nothing was compacted here": the
 --      marker tells it where imported history ends. Totals are read from the target at write time, so
 --      they include native rows and earlier imports. A session that gained nothing gets no event (one
 --      that only changed in place neither), unless its imported rows have none yet (a run killed before

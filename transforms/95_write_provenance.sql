@@ -6,9 +6,9 @@
 -- key: (source_path, conversation_id) / (source_path, file_id) / (source_path, kind, source_id) /
 --      (source_path, kind, key)
 -- why: Remnic has no conversations and no large-file registry; keeping them (and every summary the
---      run could not import, with the reason) lets `audit` account for every source fact (SPEC §5).
+--      run could not import, with the reason) lets `audit` account for every source fact.
 --      Conversations and large files are replaced with what the source says now: lossless-claw archives
---      conversations, rebinds their session id and moves large files in place (SPEC §8); session_id stays
+--      conversations, rebinds their session id and moves large files in place; session_id stays
 --      the Remnic session the conversation's rows are in (15_kept_sessions.sql).
 -- count: conversations_refreshed
 INSERT OR REPLACE INTO lcm_etl_conversations (source_path, conversation_id, session_id, source_session_id,

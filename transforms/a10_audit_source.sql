@@ -8,7 +8,7 @@
 -- produces: audit_findings(kind, problem, session_id, source_id, detail) — one row per offending fact
 --           audit_archive(kind, n) — imported rows the source no longer holds (kept: the target is the archive)
 -- key: (kind, source_id)
--- why: CI needs proof that the target holds every source fact or accounts for it (SPEC §1 audit, §5).
+-- why: CI needs proof that the target holds every source fact or accounts for it (docs/cli.md, audit).
 --      The comparison is against the sources, never against the ledger; content is compared by hash.
 --      Every query below returns offending rows only: an empty table means exit 0. Times are compared in
 --      lossless-claw's unit (whole seconds) where the target row came from a transcript (milliseconds).
@@ -136,7 +136,7 @@ WHERE status = 'skipped' AND (session_id IS NULL OR session_id IN (SELECT sessio
   AND summary_id NOT IN (SELECT source_id FROM tgt_skipped);
 
 -- rows the source deleted since they were imported (heartbeat prunes, doctor clean, dissolve): the target is
--- the archive and keeps them (SPEC §8), so they are counted, not findings. A summary's session and a parent
+-- the archive and keeps them (docs/mapping.md, "When the source changes"), so they are counted, not findings. A summary's session and a parent
 -- that no longer covers it are kept the same way.
 CREATE OR REPLACE TABLE audit_archive AS
 SELECT 'messages' AS kind, count(*) AS n FROM tgt_lc t

@@ -7,7 +7,7 @@
 -- key: transcript entry id per session; else lossless-claw's identity (role + canonical content) with
 --      occurrence counting; or a rewrite: same role and inner timestamp as a held entry that the file
 --      keeps on an abandoned branch
--- why: SPEC §6. reconcile imports only what neither lcm.db nor the target holds yet. A held row is
+-- why: reconcile imports only what neither lcm.db nor the target holds yet. A held row is
 --      matched by its transcript entry id where one is stored. The held rows no path entry claims
 --      (older lossless-claw rows without entry ids, or rows whose ids a copy-on-write rewrite
 --      re-issued) are matched first as rewrites (a copy-on-write rewrite keeps the inner timestamp and

@@ -5,7 +5,7 @@
 -- key: (target message id, ordinal)
 -- why: each content block became one part when the transcript was read (kind text / reasoning /
 --      tool_call / tool_result / file / the block's own type; payload = the whole block, image data
---      included), the same flattening as SPEC §3.4.
+--      included), the same flattening as 74_part_rows.sql.
 -- count: parts_inserted
 INSERT INTO lcm_message_parts (message_id, ordinal, kind, payload, tool_name, file_path, created_at)
 SELECT n.id, q.ordinal, q.kind, q.payload, q.tool_name, q.file_path, coalesce(q.created_at, n.created_iso)

@@ -3,7 +3,7 @@
 -- reads: plan.transcript_files (staged by lcm_etl/commands/reconcile.py from lcm_etl/read/transcript_offsets.py)
 -- produces: lcm_etl_transcript_files (one row per transcript file of the sessions this run planned)
 -- key: path (absolute)
--- why: SPEC §8: a re-run reads each transcript from where this run stopped, once the recorded prefix still
+-- why: cost follows the change: a re-run reads each transcript from where this run stopped, once the recorded prefix still
 --      hashes the same (lcm_etl/read/transcript_offsets.py). Written only when the run completes, in the same
 --      transaction as its ledger row: a dry run, a failed or a killed run records nothing, and a record
 --      names its run, so an undone run's record is not used.

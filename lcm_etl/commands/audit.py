@@ -19,7 +19,7 @@ import duckdb
 from lcm_etl import duck
 from lcm_etl.planning import plan
 from lcm_etl.commands.reconcile import ReconcileOptions, plan_transcripts, read_all
-from lcm_etl.report import RunReport, unknown_lines
+from lcm_etl.report import RunReport, one_line_each, unknown_lines
 from lcm_etl.read.source_schema import detect_schema, normalized_views
 from lcm_etl.read.sources import Snapshot, take_snapshot
 from lcm_etl.sqlite_runtime import attach_all, private_file, quote_path
@@ -73,7 +73,18 @@ class AuditOptions:
     include_archived: bool = False
 
 
-def audit(opts: AuditOptions) -> tuple[RunReport, list[dict]]:
+# extra's "<kind> kept, no longer in the source": rows the source deleted that the target keeps (counted, not findings)
+KEPT = " kept, no longer in the source"
+
+
+@dataclass
+class Audited:
+    report: RunReport
+    findings: list[dict]
+    sessions: set[str] = field(default_factory=set)   # every session audited, clean or not (audit --junit)
+
+
+def audit(opts: AuditOptions) -> Audited:
     t0 = time.monotonic()
     if opts.src is None and opts.default_src is not None:
         opts = replace(opts, src=opts.default_src if opts.default_src.exists() else None)
@@ -82,6 +93,7 @@ def audit(opts: AuditOptions) -> tuple[RunReport, list[dict]]:
     existed = check_target(opts.target, open_it=False)
     snaps = []
     findings: list[dict] = []
+    sessions: set[str] = set()
     try:
         view = target_view(opts.target, existed, private=True)
         if view:
@@ -94,9 +106,9 @@ def audit(opts: AuditOptions) -> tuple[RunReport, list[dict]]:
         source = take_snapshot(opts.src, "source") if opts.src else None
         if source is not None:
             snaps.append(source)
-            findings += _audit_source(opts, source, target_db, report)
+            findings += _audit_source(opts, source, target_db, report, sessions)
         if opts.sessions or opts.default_transcripts:
-            findings += _audit_transcripts(opts, source, target_db, report)
+            findings += _audit_transcripts(opts, source, target_db, report, sessions)
     except duckdb.Error as exc:
         raise duck.translate(exc, "inputs could not be read") from None
     finally:
@@ -109,15 +121,16 @@ def audit(opts: AuditOptions) -> tuple[RunReport, list[dict]]:
     report.extra["findings"] = len(findings)
     report.extra["findings_by_problem"] = counts
     report.elapsed_s = time.monotonic() - t0
-    return report, findings
+    return Audited(report, findings, sessions)
 
 
-def _audit_source(opts: AuditOptions, source: Snapshot, target_db: Path | None, report: RunReport) -> list[dict]:
+def _audit_source(opts: AuditOptions, source: Snapshot, target_db: Path | None, report: RunReport,
+                  sessions: set[str]) -> list[dict]:
     schema = detect_schema(source.path, source.original)
     report.source_schema = schema.generation
     report.unknown_in_source = schema.unknown()
     hashes = content_hashes(source.folder / "hashes.sqlite", source.path, schema, target_db)
-    con = plan.open_source(source.path, schema, source.original, opts.memory_limit)
+    con = plan.open_source(source.path, schema, source.original, opts.memory_limit, keeps_records=False)
     try:
         plan.load_target_state(con, target_db, source.folder,
                                source=plan.SourceRows(source.path, normalized_views(schema, "sqlite")))
@@ -139,7 +152,8 @@ def _audit_source(opts: AuditOptions, source: Snapshot, target_db: Path | None, 
         con.execute("DETACH hashes")
         run_stage(AUDIT_SOURCE, con)
         for kind, n in con.execute("SELECT kind, n FROM audit_archive WHERE n > 0 ORDER BY kind").fetchall():
-            report.extra[f"{kind} kept, no longer in the source"] = n
+            report.extra[f"{kind}{KEPT}"] = n
+        sessions.update(r[0] for r in con.execute("SELECT session_id FROM selected").fetchall())
         rows = con.execute("SELECT * FROM audit_findings ORDER BY kind, session_id, source_id").fetchall()
         return [dict(zip(FINDING_KEYS, r)) for r in rows]
     finally:
@@ -183,8 +197,8 @@ def _sha256_hex(value: bytes | None) -> str | None:
 
 
 def _audit_transcripts(opts: AuditOptions, source: Snapshot | None, target_db: Path | None,
-                       report: RunReport) -> list[dict]:
-    ropts = ReconcileOptions(sessions=opts.sessions, target=opts.target, src=opts.src,
+                       report: RunReport, sessions: set[str]) -> list[dict]:
+    ropts = ReconcileOptions(sessions=opts.sessions, target=opts.target, src=opts.src, dry_run=True,   # read-only
                              session_filter=opts.session_filter, key_by=opts.key_by, memory_limit=opts.memory_limit,
                              include_archived=opts.include_archived)
     reading = read_all(ropts)
@@ -205,6 +219,7 @@ def _audit_transcripts(opts: AuditOptions, source: Snapshot | None, target_db: P
             FROM jsonl_plan p JOIN jsonl_messages m USING (message_id)
             WHERE p.is_new ORDER BY p.session_id, p.file_order, p.path_index""").fetchall()
         report.extra["transcript_messages_pending"] = len(rows)
+        sessions.update(r[0] for r in con.execute("SELECT DISTINCT session_id FROM jsonl_plan").fetchall())
         return [dict(zip(FINDING_KEYS, r)) for r in rows]
     finally:
         con.close()
@@ -225,6 +240,7 @@ def as_text(report: RunReport, findings: list[dict], per_kind: int = 5) -> str:
                      f"{report.summaries.inserted} summaries, {report.boundary_events} boundary events")
     if "transcript_messages_pending" in report.extra:
         lines.append(f"  a reconcile would import: {report.extra['transcript_messages_pending']} transcript messages")
+    lines += [f"  {key}: {n}" for key, n in sorted(report.extra.items()) if key.endswith(KEPT)]
     shown: dict[str, int] = {}
     for f in findings:
         key = f"{f['kind']}: {f['problem']}"
@@ -239,4 +255,4 @@ def as_text(report: RunReport, findings: list[dict], per_kind: int = 5) -> str:
     for w in report.warnings:
         lines.append(f"  warning: {w}")
     lines.append(f"  {len(findings)} findings; elapsed {report.elapsed_s:.2f} s")
-    return "\n".join(lines)
+    return one_line_each(lines)

@@ -26,6 +26,7 @@ from lcm_etl.errors import EXIT_FAILURE, EXIT_INTERRUPTED, BadInput, LcmEtlError
 from lcm_etl.interrupts import in_a_worker, interruption, pair_in_worker, worker_stopped
 from lcm_etl.commands.migrate import MigrateOptions, migrate
 from lcm_etl.read.sources import expand
+from lcm_etl.report import one_line, one_line_each
 from lcm_etl.sqlite_runtime import disable_memstatus
 from lcm_etl.store.target import resolve_target
 
@@ -169,7 +170,7 @@ class FleetProgress:
     def __call__(self, result: PairResult, done: int, total: int) -> None:
         self.failed += not result.ok
         if self.lines:
-            tqdm.write(progress_line(result, done, total), file=sys.stderr)   # above the bar, if any
+            tqdm.write(one_line(progress_line(result, done, total)), file=sys.stderr)   # above the bar, if any
         self.bar.set_postfix(failed=self.failed, refresh=False)
         self.bar.update(1)
 
@@ -184,18 +185,22 @@ def progress_line(r: PairResult, done: int, total: int) -> str:
     if r.ok:
         rep = r.report
         assert rep is not None, "a pair that succeeded has its report"
+        verb = "would be inserted" if rep["dry_run"] else "inserted"
         return (f"[{done}/{total}] ok      {r.src} -> {r.dest}: {rep['messages']['inserted']} messages, "
-                f"{rep['summaries']['inserted']} summaries inserted" + _transcripts(r) + f" ({rep['elapsed_s']:.2f} s)")
+                f"{rep['summaries']['inserted']} summaries {verb}" + _transcripts(r) + f" ({rep['elapsed_s']:.2f} s)")
     return f"[{done}/{total}] FAILED  {r.src} -> {r.dest}: {r.error}"
 
 
 def _transcripts(r: PairResult) -> str:
     t = r.transcripts
-    return "" if t is None else f", {t['messages']['inserted']} more from {t['extra']['transcripts_read']} transcripts"
+    return "" if t is None else (f", {t['messages']['inserted']} more from {t['extra']['transcripts_read']} "
+                                 "transcripts")
 
 
-def summary_table(results: list[PairResult], elapsed: float) -> str:
-    lines = [f"{'#':>3}  {'status':<7} {'messages':>9} {'parts':>9} {'summaries':>9} {'seconds':>8}  source -> target"]
+def summary_table(results: list[PairResult], elapsed: float, dry_run: bool = False) -> str:
+    """The rows inserted per pair; a dry run's are what a real run would insert, and it migrated nothing."""
+    lines = ["DRY RUN - nothing was written; a real run would insert:"] if dry_run else []
+    lines += [f"{'#':>3}  {'status':<7} {'messages':>9} {'parts':>9} {'summaries':>9} {'seconds':>8}  source -> target"]
     for r in results:
         if r.ok:
             rep = r.report
@@ -206,8 +211,10 @@ def summary_table(results: list[PairResult], elapsed: float) -> str:
         else:
             lines.append(f"{r.index + 1:>3}  {'FAILED':<7} {'':>9} {'':>9} {'':>9} {'':>8}  {r.src} -> {r.dest}: {r.error}")
     failed = sum(not r.ok for r in results)
-    lines.append(f"{len(results) - failed} of {len(results)} pairs migrated, {failed} failed, {elapsed:.2f} s")
-    return "\n".join(lines)
+    done = "checked" if dry_run else "migrated"
+    lines.append(f"{len(results) - failed} of {len(results)} pairs {done}, {failed} failed, {elapsed:.2f} s"
+                 + (" (dry run: nothing written)" if dry_run else ""))
+    return one_line_each(lines)
 
 
 def fleet_exit_code(results: list[PairResult]) -> int:

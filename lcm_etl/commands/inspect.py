@@ -10,7 +10,7 @@ from lcm_etl.planning import plan
 from lcm_etl.read.source_schema import detect_schema
 from lcm_etl.read.sources import take_snapshot
 from lcm_etl.planning.pipeline import SESSIONS
-from lcm_etl.report import SCHEMA_VERSION, unknown_lines
+from lcm_etl.report import SCHEMA_VERSION, one_line, one_line_each, unknown_lines
 from lcm_etl.planning.steps import run_stage
 
 
@@ -33,7 +33,7 @@ class SourceInfo:
         lines.append(f"  {'session':<40} {'convs':>5} {'messages':>8} {'tokens':>9} {'leaf':>5} {'cond':>5} "
                      f"{'depth':>5} {'multi':>5}")
         for s in self.sessions:
-            lines.append(f"  {s['session_id'][:40]:<40} {s['conversations']:>5} {s['messages']:>8} "
+            lines.append(f"  {one_line(s['session_id'])[:40]:<40} {s['conversations']:>5} {s['messages']:>8} "
                          f"{s['token_sum']:>9} {s['leaf_summaries']:>5} {s['condensed_summaries']:>5} "
                          f"{'-' if s['max_depth'] is None else s['max_depth']:>5} {s['multi_parent_summaries']:>5}")
         d = self.dag
@@ -43,7 +43,7 @@ class SourceInfo:
                      f"{d.get('multi_cover', 0)} condensed into several (collapsed on import), "
                      f"{d.get('unlinked', 0)} without links, {d.get('cross_conversation_links', 0)} "
                      "links to another conversation's messages")
-        return "\n".join(lines + [line.strip() for line in unknown_lines(self.unknown_in_source)])
+        return one_line_each(lines + [line.strip() for line in unknown_lines(self.unknown_in_source)])
 
 
 def describe(src: Path, key_by: str = "session-id",
@@ -54,7 +54,7 @@ def describe(src: Path, key_by: str = "session-id",
             snap.close()
             return describe_store(src, memory_limit)
         schema = detect_schema(snap.path, src)
-        con = plan.open_source(snap.path, schema, src, memory_limit)
+        con = plan.open_source(snap.path, schema, src, memory_limit, keeps_records=False)   # read-only
         try:
             run_stage(SESSIONS, con, {"key_by": key_by, "ws": plan.WHITESPACE})
             info = SourceInfo(source=str(src), generation=schema.generation, unknown_in_source=schema.unknown())

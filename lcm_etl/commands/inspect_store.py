@@ -10,7 +10,7 @@ from pathlib import Path
 
 from lcm_etl.read.openclaw_store import OpenStore
 from lcm_etl.read.store_reads import read_window
-from lcm_etl.report import SCHEMA_VERSION
+from lcm_etl.report import SCHEMA_VERSION, one_line_each
 
 
 @dataclass
@@ -38,7 +38,7 @@ class StoreInfo:
         lines.append(f"archives: {len(self.archives)}")
         for a in self.archives:
             lines.append(f"  {a['reason']:<8} {a['session_id']}  {a['name']}")
-        return "\n".join(lines)
+        return one_line_each(lines)
 
 
 def is_session_store(db: Path) -> bool:
@@ -52,7 +52,7 @@ def is_session_store(db: Path) -> bool:
 
 
 def describe_store(path: Path, memory_limit: str) -> StoreInfo:
-    with tempfile.TemporaryDirectory(prefix="lcm-etl-") as work, OpenStore(path, Path(work), memory_limit) as store:
+    with tempfile.TemporaryDirectory(prefix="lcm-etl-") as work, OpenStore(path, Path(work), memory_limit, keeps_records=False) as store:
         c = store.contents
         info = StoreInfo(str(path), c.agent_id, c.user_version)
         compressed = store.compressed_rows()

@@ -77,7 +77,7 @@ class _Planned:
 
 
 class _Run:
-    """One migrate, phase by phase. A sync re-run (SPEC §8) plans only what changed since the run whose
+    """One migrate, phase by phase. A sync re-run (docs/design.md, "Sync") plans only what changed since the run whose
     marks the target's ledger trusts (`rec`); `changes` are the kept snapshot's changed pages, `proved` the
     conversations they name (None: nothing proved, the marks decide)."""
 
@@ -115,7 +115,8 @@ class _Run:
             self.cache = snapcache.SnapshotCache.for_pair(opts.src, opts.target)
         if not (opts.full or opts.session_filter or not self.existed or opts.dry_run):
             self.rec = ledger.recorded_marks(opts.target, str(opts.src), self.opts_key)
-        self.warm = duck.Warmup(opts.memory_limit, _PLANNING)   # DuckDB starts while the source is read
+        # DuckDB starts while the source is read; a dry run keeps no record of the scanner's check (lcm_etl/duck.py)
+        self.warm = duck.Warmup(opts.memory_limit, _PLANNING, keeps_records=not opts.dry_run)
         if self.cache is not None:
             self.snap, self.changes = self.cache.snapshot(self.rec.run_id if self.rec else None, opts.tmp_dir,
                                                           self.bars.count)

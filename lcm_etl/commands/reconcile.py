@@ -148,7 +148,8 @@ def read_all(opts: ReconcileOptions, records: dict | None = None) -> Reading:
 def _read_into(reading: Reading, inputs: Inputs, opts: ReconcileOptions, record) -> None:
     assert reading.work is not None
     for path in inputs.stores:
-        store = reading.open_stores[path] = _open_store(path, Path(reading.work.name), opts.memory_limit)
+        store = reading.open_stores[path] = _open_store(path, Path(reading.work.name), opts.memory_limit,
+                                                        not opts.dry_run)
         c = store.contents
         reading.stores.append({"store": str(path), "agent_id": c.agent_id, "user_version": c.user_version,
                                "windows": len(c.windows), "archives": len(c.archives),
@@ -172,9 +173,9 @@ def _read_into(reading: Reading, inputs: Inputs, opts: ReconcileOptions, record)
         reading.archives.append(archive_listing(origin, str(f.parent), wanted, origin.session_id in live))
 
 
-def _open_store(path: Path, work: Path, memory_limit: str) -> OpenStore:
+def _open_store(path: Path, work: Path, memory_limit: str, keeps_records: bool) -> OpenStore:
     try:
-        return OpenStore(path, work, memory_limit)
+        return OpenStore(path, work, memory_limit, keeps_records)
     except duckdb.Error as exc:
         raise plan.duck.translate(exc, f"session store {path} could not be read") from None
 
@@ -237,7 +238,7 @@ def plan_transcripts(opts: ReconcileOptions, reading: Reading, target_db: Path |
     if sessions is None:
         sessions = file_sessions(transcripts, opts.key_by)
     messages, parts, abandoned = arrow_tables(transcripts, sessions, reading.fallback_time)
-    con = plan.duck.connect(workdir, opts.memory_limit)
+    con = plan.duck.connect(workdir, opts.memory_limit, keeps_records=not opts.dry_run)
     try:
         # a spooled transcript read again (whole) brings its rows with it: its spooled ones are left out
         stale = ", ".join(str(i) for i, t in enumerate(transcripts) if isinstance(t.identities, tuple)) or "-1"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from lcm_etl.planning import provenance
 from lcm_etl.store import ledger, runlock, target as tgt
-from lcm_etl.report import SCHEMA_VERSION
+from lcm_etl.report import SCHEMA_VERSION, one_line_each
 from lcm_etl.read.sources import take_snapshot
 
 
@@ -35,7 +35,7 @@ class RunsReport:
         for r in self.runs:
             lines.append(f"  {r['run_id']:<32}  {r['command']:<9}  {r['status']:<8}  {r['started_at']:<24}  "
                          f"{r['finished_at'] or '-':<24}  {_what(r)}")
-        return "\n".join(lines)
+        return one_line_each(lines)
 
 
 UNFINISHED = ("running", "failed", "killed")

@@ -28,7 +28,7 @@ import orjson
 from lcm_etl.store import ledger, target as tgt
 from lcm_etl.errors import BadInput, RunFailed
 from lcm_etl.planning.provenance import KEYED, RANGED, columns
-from lcm_etl.report import SCHEMA_VERSION
+from lcm_etl.report import SCHEMA_VERSION, one_line_each
 from lcm_etl.store.runlock import target_lock
 from lcm_etl.read.sources import take_snapshot
 
@@ -73,7 +73,7 @@ class UndoReport:
                          + ", ".join(f"{k} {n}" for k, n in self.restored.items() if n))
         lines += [f"  left: {why}" for why in self.left]
         lines.append(f"  elapsed {self.elapsed_s:.2f} s" + (f"   undo run {self.undo_run_id}" if self.undo_run_id else ""))
-        return "\n".join(lines)
+        return one_line_each(lines)
 
 
 def undo(opts: UndoOptions, now) -> UndoReport:

@@ -41,7 +41,7 @@ import orjson
 
 from lcm_etl.errors import EXIT_BAD_INPUT, LcmEtlError
 from lcm_etl.interrupts import Interrupted
-from lcm_etl.report import SCHEMA_VERSION, RunReport, now_iso
+from lcm_etl.report import SCHEMA_VERSION, RunReport, now_iso, one_line
 from lcm_etl.read.sources import file_signature
 
 DEFAULT_INTERVAL = 0.5
@@ -226,7 +226,7 @@ def sync_line(outcome: SyncOutcome) -> str:
 
 def sync_record(outcome: SyncOutcome) -> dict:
     """--json: the run report's as_dict(), plus when (timestamp: finished) and which sync; a failed sync
-    carries its error instead."""
+    carries its error instead (docs/schemas/watch.schema.json: a field added here goes there too)."""
     base = {"timestamp": outcome.finished_at, "started_at": outcome.started_at, "sync": outcome.number}
     if outcome.error is not None:
         return {"schema_version": SCHEMA_VERSION, **base, "error": str(outcome.error),
@@ -238,7 +238,8 @@ def sync_record(outcome: SyncOutcome) -> dict:
 
 def _print(outcome: SyncOutcome, opts: WatchOptions) -> None:
     if outcome.error is not None:   # errors go to stderr as every error does, whatever the output mode
-        click.echo(f"lcm-etl: error: {outcome.error} (sync {outcome.number}; the watch goes on)", err=True)
+        click.echo(f"lcm-etl: error: {one_line(str(outcome.error))} (sync {outcome.number}; the watch goes on)",
+                   err=True)
     if opts.as_json:
         click.echo(orjson.dumps(sync_record(outcome), option=orjson.OPT_NON_STR_KEYS).decode())
     elif not opts.quiet and outcome.error is None:

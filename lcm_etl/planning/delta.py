@@ -1,4 +1,4 @@
-"""Cost follows the change (SPEC §8): a re-run re-plans only what changed since the previous run.
+"""Cost follows the change (docs/design.md, "Sync"): a re-run re-plans only what changed since the previous run.
 
 Every complete `migrate` over the whole source stores marks in the target (`lcm_etl_marks`, written by
 95_write_provenance.sql in the run's last transaction): a digest per source conversation of every value

@@ -40,13 +40,15 @@ class PlannedRun:
 
 def open_source(snapshot_path: Path, schema: SourceSchema, original: Path,
                 memory_limit: str = duck.DEFAULT_MEMORY_LIMIT,
-                warm: duck.Warmup | None = None, workdir: Path | None = None) -> duckdb.DuckDBPyConnection:
+                warm: duck.Warmup | None = None, workdir: Path | None = None,
+                keeps_records: bool = True) -> duckdb.DuckDBPyConnection:
     """DuckDB with the snapshot attached and the normalised views over it. A source DuckDB cannot read
-    (a damaged page met already here) is the same one-line error as one met while planning."""
+    (a damaged page met already here) is the same one-line error as one met while planning. keeps_records=False:
+    a command that writes nothing (duck.connect)."""
     # the run's private folder (by default the snapshot's) holds what the plan spills: never the cache folder
     # a kept snapshot lives in, which outlasts the run
     workdir = workdir or snapshot_path.parent
-    con = warm.take(workdir) if warm else duck.connect(workdir, memory_limit)
+    con = warm.take(workdir) if warm else duck.connect(workdir, memory_limit, keeps_records)
     try:
         duck.attach_sqlite(con, str(snapshot_path), "src", read_only=True)
         for name, sql in normalized_views(schema, "duckdb").items():

@@ -114,14 +114,15 @@ def decompress(blob: bytes, size: int | None = None) -> bytes:
 class OpenStore:
     """A store's private snapshot, attached in DuckDB as `st`. Use as a context manager."""
 
-    def __init__(self, path: Path, workdir: Path, memory_limit: str = "96MB"):
+    def __init__(self, path: Path, workdir: Path, memory_limit: str = "96MB", keeps_records: bool = True):
         from lcm_etl import duck
 
         self.path = path
         self._rows: sqlite3.Connection | None = None
         self.snapshot: Snapshot = take_snapshot(path, WHAT, tmp_root=str(workdir))
         try:
-            self.con: duckdb.DuckDBPyConnection = duck.connect(workdir, memory_limit)
+            # keeps_records=False: a command that writes nothing keeps no record of the scanner's check (duck.connect)
+            self.con: duckdb.DuckDBPyConnection = duck.connect(workdir, memory_limit, keeps_records)
             duck.attach_sqlite(self.con, str(self.snapshot.path), "st")
             self.columns = self._columns()
             self.contents = self._describe()

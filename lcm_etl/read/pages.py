@@ -1,6 +1,6 @@
 """Which rows of a SQLite file changed between two copies of it, read from the file format itself.
 
-A sync re-run (SPEC §8) must prove cheaply that what it does not re-read is unchanged. Two copies of one
+A sync re-run must prove cheaply that what it does not re-read is unchanged. Two copies of one
 database whose pages hold the same bytes hold the same rows, so comparing the previous run's snapshot with
 the source page by page (memcmp speed) proves every row on an identical page unchanged. What remains is to
 say which rows live on the pages that differ. A rowid table keeps its rows in the leaves of a b-tree, and

@@ -1,4 +1,4 @@
-"""The previous run's snapshot, kept so that a re-run copies and re-reads only what changed (SPEC §8).
+"""The previous run's snapshot, kept so that a re-run copies and re-reads only what changed.
 
 A first `migrate` of a source into a target copies the source whole (sources.take_snapshot). lcm-etl
 keeps that copy in a cache folder, one per (source, target) pair, and seals it with the id of the run that

@@ -15,6 +15,7 @@ import orjson
 
 from lcm_etl.errors import BadInput
 from lcm_etl.read.sources import unreadable
+from lcm_etl.sqlite_runtime import UTF8_JSON
 
 # The one rule for every command (inspect, migrate, reconcile --src, audit): a table every lossless-claw release
 # creates (0.1.0 on, and the peer importer's test shape too) must be there, or the file is not a lossless-claw
@@ -145,7 +146,7 @@ _METADATA_KEYS = {"conversation_id", "identity_hash", "source", "source_seq", "t
 
 
 def extra_message_columns(schema: SourceSchema) -> list[str]:
-    """messages columns outside MESSAGE_COLS, in table order: each goes into metadata under its own name (SPEC §3.3:
+    """messages columns outside MESSAGE_COLS, in table order: each goes into metadata under its own name (docs/mapping.md:
     every source column without a target column is kept there)."""
     return [c for c in schema.columns.get("messages", []) if c not in MESSAGE_COLS and c not in _METADATA_KEYS]
 
@@ -262,6 +263,8 @@ def _parts_view(schema: SourceSchema, dialect: str) -> str:
     has_output = '"tool_output" IS NOT NULL' if "tool_output" in cols else "0"
     if dialect != "sqlite":
         payload = "NULL"
+    else:   # SQLite's JSON functions copy text bytes that are not UTF-8 as they are: sqlite_runtime.utf8_json
+        payload = f"CAST({UTF8_JSON}(CAST({payload} AS BLOB)) AS TEXT)"
     tool_name = '"tool_name"' if "tool_name" in cols else "NULL"
     # the SQLite writers sort part keys, then read each row by its rowid (a huge payload never sorted)
     src_rowid = "rowid" if dialect == "sqlite" else "NULL"

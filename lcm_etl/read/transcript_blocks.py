@@ -2,8 +2,7 @@
 and their flattening into Remnic ``lcm_message_parts`` rows.
 
 ``extract_content`` ports lossless-claw's ``extractMessageContent`` and must reproduce the oracle dumps in
-``fixtures/sessions/expected/`` exactly, quirks included; see
-``shared/reference/openclaw-sessions-and-reconciliation.md`` sections 4 and 5. The token count
+``fixtures/sessions/expected/`` exactly, quirks included (``fixtures/sessions/README.md`` says how they were made). The token count
 (transcript_tokens.py) and the identity hash (transcript_identity.py) build on the JavaScript-compatible
 helpers here.
 

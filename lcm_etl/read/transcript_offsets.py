@@ -1,4 +1,4 @@
-"""A reconcile re-run reads each transcript from where the previous complete run stopped (SPEC §8).
+"""A reconcile re-run reads each transcript from where the previous complete run stopped.
 
 A complete reconcile records, per file it planned (the target's `lcm_etl_transcript_files`, lcm_etl/store/ledger.py):
 how many bytes it read (up to the end of the last complete line), their SHA-256, their lines and path

@@ -3,7 +3,7 @@
 lossless-claw stores a message's parts, rebuilds the content blocks from them (``blockFromPart``) and estimates
 the tokens of those rebuilt blocks, so the count depends on what the rebuild keeps and drops. This module ports
 the rebuild and ``estimateTokens``; the results must match the oracle dumps in ``fixtures/sessions/expected/``
-(``shared/reference/openclaw-sessions-and-reconciliation.md`` sections 4 and 5).
+(made by lossless-claw's own code: ``fixtures/sessions/README.md``).
 """
 
 from __future__ import annotations

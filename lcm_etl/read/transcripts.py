@@ -1,4 +1,4 @@
-"""Read OpenClaw JSONL session transcripts (SPEC section 6).
+"""Read OpenClaw JSONL session transcripts (docs/mapping.md, JSONL transcripts).
 
 ``read_transcript`` returns the messages on a transcript's *active path* as OpenClaw itself computes
 it, plus a report of everything it skipped; each message carries lossless-claw's content, token count

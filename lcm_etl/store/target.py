@@ -1,7 +1,7 @@
 """The Remnic LCM target: its schema, opening it safely, and the lcm-etl tables beside Remnic's.
 
-The schema is Remnic's LCM schema version 2 as `applySchema` creates it (reference/remnic-lcm-target.md
-§A): created when lcm_meta is absent, the idempotent batch re-run when schema_version < 2, nothing when
+The schema is Remnic's LCM schema version 2 as Remnic's `applySchema` creates it (its DDL
+is written out in tests/conftest.py, REMNIC_DDL): created when lcm_meta is absent, the idempotent batch re-run when schema_version < 2, nothing when
 it is 2. lcm-etl adds its own `lcm_etl_*` tables (ledger and provenance); Remnic ignores them.
 """
 from __future__ import annotations

@@ -48,7 +48,7 @@ def commit_messages(con: sqlite3.Connection, cid: int, n: int) -> list[int]:
 
 
 def condense(con: sqlite3.Connection, cid: int, n: int, fan_in: int = 4) -> str | None:
-    """A lossless-claw condensed pass (reference/lossless-claw-in-place-changes.md 1.1): one summary at
+    """A lossless-claw condensed pass (as lossless-claw's compaction writes it): one summary at
     depth d+1 over the oldest `fan_in` summaries of depth d that no condensed summary covers yet, with
     its summary_parents edges (summary_id = the new summary, parent_summary_id = each source). Existing
     rows are not changed. Returns the new summary id, or None when no depth has enough to condense."""

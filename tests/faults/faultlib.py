@@ -3,7 +3,7 @@
 Everything here drives the real `lcm-etl` console script as a subprocess and inspects the resulting
 SQLite files with Python's sqlite3: no mocks. The central oracle is `check_cut`: the state a killed or
 failed run leaves must be one an uninterrupted run passes through at a session boundary or (for a
-session written in chunks, SPEC §4) a turn-order prefix of one session without its boundary event.
+session written in chunks: docs/design.md, "Atomicity") a turn-order prefix of one session without its boundary event.
 """
 from __future__ import annotations
 

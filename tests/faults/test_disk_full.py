@@ -1,4 +1,4 @@
-"""The disk fills up (SPEC §1: exit 1, nothing partial left behind).
+"""The disk fills up (exit 1, nothing partial left behind).
 
 A real full filesystem: a small tmpfs mounted for the test (needs root; skipped with the reason
 otherwise), the target inside it and, for an existing target, a filler file that leaves too little room.

@@ -1,4 +1,4 @@
-"""Corrupted inputs (SPEC §1, §6): either a correct import or exit 2 with one line on stderr - never a
+"""Corrupted inputs: either a correct import or exit 2 with one line on stderr - never a
 traceback, never a partial target."""
 from __future__ import annotations
 

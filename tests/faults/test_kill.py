@@ -1,4 +1,4 @@
-"""SIGKILL `lcm-etl migrate` at random instants (SPEC §4 "Atomic per session").
+"""SIGKILL `lcm-etl migrate` at random instants (docs/design.md, "Atomicity": atomic per session).
 
 A generated source of a few thousand messages is migrated with a small --batch-rows, so that some
 sessions fit in one batch and others are cut into chunks. Each trial kills a run at a random instant

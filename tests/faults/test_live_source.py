@@ -1,4 +1,4 @@
-"""A live lossless-claw appends to the source while migrate reads it (SPEC §2: one consistent snapshot)."""
+"""A live lossless-claw appends to the source while migrate reads it (one consistent snapshot: docs/design.md, "The source snapshot")."""
 from __future__ import annotations
 
 import json

@@ -1,4 +1,4 @@
-"""A target another process is writing to (SPEC §4: a locked target waits, then fails clearly; a live
+"""A target another process is writing to (a locked target waits, then fails clearly; a live
 Remnic with busy_timeout 5 s is never starved)."""
 from __future__ import annotations
 
