@@ -187,14 +187,15 @@ def progress_line(r: PairResult, done: int, total: int) -> str:
         assert rep is not None, "a pair that succeeded has its report"
         verb = "would be inserted" if rep["dry_run"] else "inserted"
         return (f"[{done}/{total}] ok      {r.src} -> {r.dest}: {rep['messages']['inserted']} messages, "
-                f"{rep['summaries']['inserted']} summaries {verb}" + _transcripts(r) + f" ({rep['elapsed_s']:.2f} s)")
+                f"{rep['summaries']['inserted']} summaries {verb} ({rep['elapsed_s']:.2f} s)" + _transcripts(r, verb))
     return f"[{done}/{total}] FAILED  {r.src} -> {r.dest}: {r.error}"
 
 
-def _transcripts(r: PairResult) -> str:
+def _transcripts(r: PairResult, verb: str) -> str:
+    """What the pair's transcripts added beyond its lcm.db (run_pair)."""
     t = r.transcripts
-    return "" if t is None else (f", {t['messages']['inserted']} more from {t['extra']['transcripts_read']} "
-                                 "transcripts")
+    return "" if t is None else (f"; its transcripts: {t['messages']['inserted']} more messages {verb} "
+                                 f"({t['extra']['transcripts_read']} read)")
 
 
 def summary_table(results: list[PairResult], elapsed: float, dry_run: bool = False) -> str:
@@ -207,7 +208,8 @@ def summary_table(results: list[PairResult], elapsed: float, dry_run: bool = Fal
             assert rep is not None, "a pair that succeeded has its report"
             lines.append(f"{r.index + 1:>3}  {'ok':<7} {rep['messages']['inserted']:>9} {rep['parts']['inserted']:>9} "
                          f"{rep['summaries']['inserted']:>9} {rep['elapsed_s']:>8.2f}  {r.src} -> {r.dest}"
-                         + (f" ({_transcripts(r)[2:]})" if r.transcripts else ""))
+                         + (f" (+{r.transcripts['messages']['inserted']} messages from its transcripts)"
+                            if r.transcripts else ""))
         else:
             lines.append(f"{r.index + 1:>3}  {'FAILED':<7} {'':>9} {'':>9} {'':>9} {'':>8}  {r.src} -> {r.dest}: {r.error}")
     failed = sum(not r.ok for r in results)
