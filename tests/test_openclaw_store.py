@@ -317,11 +317,12 @@ def test_windows_released_as_read_and_reloaded_when_staged_write_the_same_target
     """A large store's windows are released once read (their plan rows spooled to Parquet, their content
     reloaded from the snapshot when staged): the target is the same as when every window is held."""
     from lcm_etl.commands import reconcile as command
+    from lcm_etl.read import transcript_reading
 
     state = state_copy("imported", tmp_path / "state")
     held, released = tmp_path / "held.sqlite", tmp_path / "released.sqlite"
     for target, budget in ((held, 1 << 30), (released, 0)):
-        monkeypatch.setattr(command, "HOLD_BYTES", budget)
+        monkeypatch.setattr(transcript_reading, "HOLD_BYTES", budget)
         report = command.reconcile(command.ReconcileOptions(sessions=[str(state)], target=target, include_archived=True))
         assert report.messages.inserted == 85 and report.messages.already_present == 85   # originals: same entries
 

@@ -9,7 +9,6 @@ means nothing is written.
 """
 from __future__ import annotations
 
-import functools
 import sqlite3
 import tempfile
 import time
@@ -26,17 +25,14 @@ from lcm_etl.errors import BadInput
 from lcm_etl.report import RunReport, now_iso
 from lcm_etl.store.runlock import target_lock
 from lcm_etl.read.source_schema import detect_schema
-from lcm_etl.read.sources import Snapshot, expand, take_snapshot
+from lcm_etl.read.sources import Snapshot, take_snapshot
 from lcm_etl.planning import pipeline
 from lcm_etl.planning.steps import run_stage
 from lcm_etl.store.target import check_target, target_view
-from lcm_etl.read.transcript_rows import (IDENTITY_OCCURRENCE, FileSession, IdentitySpool, arrow_tables, file_session,
-                                         file_sessions, release, stage_content)
-from lcm_etl.read.openclaw_state import Inputs, archive_kind, archive_session_id, find_inputs, state_folder
-from lcm_etl.read.openclaw_store import OpenStore, StoreWindow
-from lcm_etl.read.store_reads import (ArchiveOrigin, archive_listing, read_archive_file, read_store_archive,
-                                      read_window)
-from lcm_etl.read.transcripts import Transcript, TranscriptError
+from lcm_etl.read.transcript_rows import (IDENTITY_OCCURRENCE, FileSession, arrow_tables, file_sessions, stage_content)
+from lcm_etl.read.openclaw_store import StoreWindow
+from lcm_etl.read.transcripts import Transcript
+from lcm_etl.read.transcript_reading import Reading, ReadOptions, read_all as read_transcripts
 from lcm_etl.load.loader import choose, load
 from lcm_etl.load.write import WriteJob
 
@@ -58,141 +54,11 @@ class ReconcileOptions:
     memory_limit: str = "96MB"
 
 
-# Store windows whose lines add up to this much are held in memory whole (parsed: several times these bytes);
-# past it, windows are released as read, and reloaded when staged (a second parse of what is written)
-HOLD_BYTES = 16 << 20
-
-
-@dataclass
-class Reading:
-    """Everything read from the transcripts' sources, before the target is looked at. It keeps each session
-    store's snapshot open until closed: a window read past its recorded seq may have to be read whole again
-    (reread), from the same snapshot."""
-    transcripts: list[Transcript]
-    strict: bool = False
-    skipped: list[tuple[Path, str]] = field(default_factory=list)
-    archives: list[dict] = field(default_factory=list)    # every archive found, read or not (store_reads.archive_listing)
-    stores: list[dict] = field(default_factory=list)      # every session store read
-    open_stores: dict[Path, OpenStore] = field(default_factory=dict)
-    work: tempfile.TemporaryDirectory | None = None
-    key_by: str = "session-id"
-    # the created_at of a message that has none (the time of the read): a released window's rows hold it
-    fallback_time: str = field(default_factory=now_iso)
-    keys_by_folder: dict = field(default_factory=dict)
-    spool: IdentitySpool | None = None   # released windows' plan rows (transcript_rows.IdentitySpool)
-    held_bytes: int = 0                  # lines of the store windows read so far
-
-    def add_window(self, store: OpenStore, w: StoreWindow, record) -> None:
-        self.transcripts.append(self._window(store, w, record, len(self.transcripts), self.spool))
-
-    def reread(self, i: int) -> None:
-        """Read transcript i again, whole."""
-        t = self.transcripts[i]
-        if isinstance(t.origin, StoreWindow):
-            self.transcripts[i] = self._window(self.open_stores[t.origin.store], t.origin, None, i, None)
-        else:
-            self.transcripts[i] = _read(t.path, None, self.strict)
-
-    def _window(self, store: OpenStore, w: StoreWindow, record, order: int, spool: IdentitySpool | None) -> Transcript:
-        """A window read (past its record, or whole). Once the windows held in memory hold HOLD_BYTES of lines,
-        each further one is released as soon as it is read (transcript_rows.release) and its content reloaded
-        from the same snapshot when staged: a large store's run holds its plan rows on disk and one window in
-        memory (memory follows the largest window, not the store), a small one reads each window once."""
-        t = _guarded(read_window, store, w, record, self.strict)
-        self.held_bytes += t.report.bytes_read
-        if self.held_bytes > HOLD_BYTES:
-            t.reload = functools.partial(_guarded, read_window, store, w, record, self.strict)
-            release(t, order, file_session(t, self.key_by, self.keys_by_folder), self.fallback_time, spool)
-        return t
-
-    def close(self) -> None:
-        if self.spool is not None:
-            self.spool.close()
-        for store in self.open_stores.values():
-            store.close()
-        self.open_stores.clear()
-        if self.work is not None:
-            self.work.cleanup()
-            self.work = None
-
-
 def read_all(opts: ReconcileOptions, records: dict | None = None) -> Reading:
-    """Every transcript: each session store's windows (whole, or past the seq its record proves: a re-run,
-    docs/design.md), each live JSONL file (whole, or from its recorded offset), and the archives asked for. Store
-    windows come first, then live files, then archives: where two hold the same entry, the first is read."""
-    given = [expand(p) for p in opts.sessions]
-    for p in given:
-        if not p.exists():
-            raise BadInput(f"transcript path not found: {p} (pass --sessions with an openclaw-agent.sqlite, an agent "
-                           "folder, a state folder, a .jsonl file or a sessions folder)")
-    if not given and not (state_folder() / "agents").is_dir():
-        raise BadInput(f"no transcripts: nothing under {state_folder()}/agents/ (set OPENCLAW_STATE_DIR, or pass "
-                       "--sessions with an openclaw-agent.sqlite, an agent or state folder, or a .jsonl file)")
-    inputs = find_inputs(given)
-    records = records or {}
-
-    def record(key: str):
-        return offsets.usable(records.get(key), opts.key_by, _held_by(opts))
-
-    work = tempfile.TemporaryDirectory(prefix="lcm-etl-")
-    reading = Reading([], opts.strict, list(inputs.skipped), work=work, key_by=opts.key_by,
-                      spool=IdentitySpool(Path(work.name)))
-    try:
-        _read_into(reading, inputs, opts, record)
-    except BaseException:
-        reading.close()
-        raise
-    return reading
-
-
-def _read_into(reading: Reading, inputs: Inputs, opts: ReconcileOptions, record) -> None:
-    assert reading.work is not None
-    for path in inputs.stores:
-        store = reading.open_stores[path] = _open_store(path, Path(reading.work.name), opts.memory_limit,
-                                                        not opts.dry_run)
-        c = store.contents
-        reading.stores.append({"store": str(path), "agent_id": c.agent_id, "user_version": c.user_version,
-                               "windows": len(c.windows), "archives": len(c.archives),
-                               "compressed_rows": c.compressed})
-        for w in c.windows:
-            reading.add_window(store, w, record(w.record_key()))
-        held = {w.session_id for w in c.windows}
-        for a in c.archives:
-            if opts.include_archived:
-                reading.transcripts.append(_guarded(read_store_archive, store, a, opts.strict))
-            origin = ArchiveOrigin(a.name, a.reason, a.session_id, a.session_key, path, a.agent_id)
-            reading.archives.append(archive_listing(origin, str(path), opts.include_archived, a.session_id in held))
-    reading.transcripts += [_read(f, record(offsets.file_key(f)), opts.strict) for f in inputs.files]
-    live = {t.header_id for t in reading.transcripts if not isinstance(t.origin, ArchiveOrigin)}
-    for f in inputs.archive_files:
-        wanted = opts.include_archived or f.resolve() in inputs.named
-        t = _guarded(read_archive_file, f, None, opts.strict) if wanted else None
-        origin = t.origin if t is not None else ArchiveOrigin(f.name, archive_kind(f), archive_session_id(f), None)
-        if t is not None:
-            reading.transcripts.append(t)
-        reading.archives.append(archive_listing(origin, str(f.parent), wanted, origin.session_id in live))
-
-
-def _open_store(path: Path, work: Path, memory_limit: str, keeps_records: bool) -> OpenStore:
-    try:
-        return OpenStore(path, work, memory_limit, keeps_records)
-    except duckdb.Error as exc:
-        raise plan.duck.translate(exc, f"session store {path} could not be read") from None
-
-
-def _guarded(read, *args):
-    """read(*args); a transcript that cannot be read is bad input, and nothing is written."""
-    try:
-        return read(*args)
-    except TranscriptError as exc:
-        raise BadInput(f"not a readable transcript: {exc}; nothing was written") from None
-
-
-def _read(path: Path, record, strict: bool) -> Transcript:
-    try:
-        return offsets.read(path, record, strict)
-    except TranscriptError as exc:
-        raise BadInput(f"not a readable transcript: {exc}; nothing was written") from None
+    """Every transcript reconcile reads (lcm_etl/read/transcript_reading.py)."""
+    return read_transcripts(ReadOptions(
+        sessions=opts.sessions, strict=opts.strict, include_archived=opts.include_archived, key_by=opts.key_by,
+        memory_limit=opts.memory_limit, dry_run=opts.dry_run, held_by=_held_by(opts)), records)
 
 
 def _held_by(opts: ReconcileOptions) -> str:

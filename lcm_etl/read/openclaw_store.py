@@ -120,12 +120,17 @@ class OpenStore:
         self.path = path
         self._rows: sqlite3.Connection | None = None
         self.snapshot: Snapshot = take_snapshot(path, WHAT, tmp_root=str(workdir))
+        import duckdb
+
         try:
             # keeps_records=False: a command that writes nothing keeps no record of the scanner's check (duck.connect)
             self.con: duckdb.DuckDBPyConnection = duck.connect(workdir, memory_limit, keeps_records)
             duck.attach_sqlite(self.con, str(self.snapshot.path), "st")
             self.columns = self._columns()
             self.contents = self._describe()
+        except duckdb.Error as exc:
+            self.close()
+            raise duck.translate(exc, f"session store {path} could not be read") from None
         except BaseException:
             self.close()
             raise
