@@ -435,3 +435,29 @@ def test_a_store_named_through_a_symlink_or_a_relative_path_is_read_from_its_rec
     report = json.loads(again.stdout)
     assert report["messages"]["inserted"] == 0
     assert {f["read"] for f in report["extra"]["files"]} == {"appended"}
+
+
+def test_a_store_locked_mid_transaction_in_rollback_journal_mode_is_exit_2_and_nothing_is_written(tmp_path):
+    """A WAL store is read as of its last commit (above); a rollback-journal store whose journal is live holds
+    pages of a transaction that is not committed, which a read-only reader cannot roll back."""
+    state = state_copy("native", tmp_path / "state")
+    store = store_of(state, "ops")
+    con = sqlite3.connect(store, isolation_level=None)
+    con.execute("PRAGMA journal_mode=DELETE")
+    con.execute("PRAGMA cache_size=1")          # the writer spills its changed pages into the main file
+    con.create_function("octet_length", 1, lambda v: None if v is None else len(v.encode() if isinstance(v, str) else v))
+    con.execute("BEGIN EXCLUSIVE")
+    con.execute("UPDATE transcript_events SET created_at = created_at + 1")
+    try:
+        assert (store.parent / "openclaw-agent.sqlite-journal").exists()
+        target = tmp_path / "out" / "t.sqlite"
+        proc = run_cli("reconcile", "--sessions", store, "--dest", target)
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr == (f"lcm-etl: error: session store {store} is locked by a writer in the middle of a "
+                               "transaction (its rollback journal openclaw-agent.sqlite-journal is live); run again "
+                               "once OpenClaw is idle; nothing was written\n")
+        assert not target.parent.exists()
+    finally:
+        con.execute("ROLLBACK")
+        con.close()
+    assert reconcile("--sessions", store, "--dest", tmp_path / "after.sqlite")["messages"]["inserted"] == 10

@@ -111,6 +111,25 @@ def decompress(blob: bytes, size: int | None = None) -> bytes:
         raise
 
 
+_JOURNAL_MAGIC = bytes.fromhex("d9d505f920a163d7")   # a rollback journal's header while its transaction is live
+
+
+def _refuse_a_hot_journal(path: Path) -> None:
+    """A store in rollback-journal mode whose journal is hot is locked by a writer mid-transaction (or was left so
+    by a crash): its main file may hold pages of a transaction that is not committed, and only a read-write open,
+    which a source never gets, rolls them back. A WAL store (OpenClaw's mode) has no such state: a writer's
+    uncommitted frames are never read, and the store is read as of its last commit."""
+    journal = Path(f"{path}-journal")
+    try:
+        with open(journal, "rb") as fh:
+            hot = fh.read(len(_JOURNAL_MAGIC)) == _JOURNAL_MAGIC
+    except OSError:   # no journal (the usual case), or none readable: nothing says the store is mid-transaction
+        return
+    if hot:
+        raise BadInput(f"{WHAT} {path} is locked by a writer in the middle of a transaction (its rollback journal "
+                       f"{journal.name} is live); run again once OpenClaw is idle; nothing was written")
+
+
 class OpenStore:
     """A store's private snapshot, attached in DuckDB as `st`. Use as a context manager."""
 
@@ -119,6 +138,7 @@ class OpenStore:
 
         self.path = path
         self._rows: sqlite3.Connection | None = None
+        _refuse_a_hot_journal(path)
         self.snapshot: Snapshot = take_snapshot(path, WHAT, tmp_root=str(workdir))
         import duckdb
 
