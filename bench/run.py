@@ -282,21 +282,20 @@ def bench_store(sizes: list[int]) -> list[dict]:
         src = work / "agent" / "openclaw-agent.sqlite"
         shutil.copyfile(store(n), src)
         target = work / "lcm.sqlite"
-
-        def case(name: str) -> None:
-            r = run([str(LCM_ETL), "reconcile", "--sessions", str(src), "--dest", str(target), "-q"])
-            r.update(size=n, case=name)
-            rows.append(r)
-            print(f"  {n:>9,}  {name:<34} {r['wall_s']:>8.2f} s  {r['peak_rss_mb']:>7.1f} MB  exit {r['exit']}",
-                  flush=True)
-
-        case("reconcile store (new target)")
-        case("reconcile store (nothing new)")
+        rows.append(_store_case(n, src, target, "reconcile store (new target)"))
+        rows.append(_store_case(n, src, target, "reconcile store (nothing new)"))
         subprocess.run([sys.executable, str(ROOT / "fixtures" / "generate_store.py"), str(src), "--append-percent", "1"],
                        check=True, stdout=subprocess.DEVNULL)
-        case("reconcile store (1% appended)")
+        rows.append(_store_case(n, src, target, "reconcile store (1% appended)"))
         shutil.rmtree(work, ignore_errors=True)
     return rows
+
+
+def _store_case(n: int, src: Path, target: Path, name: str) -> dict:
+    r = run([str(LCM_ETL), "reconcile", "--sessions", str(src), "--dest", str(target), "-q"])
+    r.update(size=n, case=name)
+    print(f"  {n:>9,}  {name:<34} {r['wall_s']:>8.2f} s  {r['peak_rss_mb']:>7.1f} MB  exit {r['exit']}", flush=True)
+    return r
 
 
 def table(rows: list[dict]) -> str:
