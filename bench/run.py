@@ -66,11 +66,15 @@ def clean(path: Path) -> None:
 
 
 def source(n: int) -> Path:
-    path = OUT / f"source-{n}.db"
+    """A lossless-claw source of n messages (fixtures/generate.py), cached in bench/out/."""
+    return _generated(OUT / f"source-{n}.db", f"{n:,}-message source", "generate.py", "--messages", n)
+
+
+def _generated(path: Path, what: str, generator: str, size_option: str, n: int) -> Path:
     if not path.exists():
-        print(f"generating a {n:,}-message source (cached in {path}) ...", flush=True)
-        subprocess.run([sys.executable, str(ROOT / "fixtures" / "generate.py"), str(path), "--messages", str(n),
-                        "--force"], check=True)
+        print(f"generating a {what} (cached in {path}) ...", flush=True)
+        subprocess.run([sys.executable, str(ROOT / "fixtures" / generator), str(path), size_option, str(n), "--force"],
+                       check=True)
     return path
 
 
@@ -261,12 +265,7 @@ def bench_reconcile() -> list[dict]:
 
 def store(n: int) -> Path:
     """An OpenClaw session store of n transcript events (fixtures/generate_store.py), cached in bench/out/."""
-    path = OUT / f"store-{n}.sqlite"
-    if not path.exists():
-        print(f"generating a {n:,}-event session store (cached in {path}) ...", flush=True)
-        subprocess.run([sys.executable, str(ROOT / "fixtures" / "generate_store.py"), str(path), "--events", str(n),
-                        "--force"], check=True)
-    return path
+    return _generated(OUT / f"store-{n}.sqlite", f"{n:,}-event session store", "generate_store.py", "--events", n)
 
 
 def bench_store(sizes: list[int]) -> list[dict]:
