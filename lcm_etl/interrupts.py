@@ -38,7 +38,17 @@ class Interrupted(KeyboardInterrupt):
                "complete, re-run to finish"
 
 
+class _Received:
+    """The signal that stopped this process's run, once one arrived. A signal handler raises where the main thread
+    is, and where that is a SQLite callback (a user-defined function such as lcm_etl_utf8_json) SQLite swallows
+    the exception and fails the statement with "user-defined function raised exception": no Interrupted is left
+    in the error's chain. So the handler records the signal too, and interruption() reports it whatever error the
+    run then ends with. Process state, as a signal's disposition is."""
+    signum: int | None = None
+
+
 def _raise(signum: int, frame) -> None:
+    _Received.signum = signum
     raise Interrupted(signum)
 
 
@@ -49,6 +59,7 @@ def raised_as_interrupted() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    _Received.signum = None
     previous = {sig: signal.signal(sig, _raise) for sig in _WHAT}
     try:
         yield
@@ -65,6 +76,7 @@ def _stop_worker(signum: int, frame) -> None:
     for sig in _WHAT:
         signal.signal(sig, signal.SIG_IGN)
     if running:
+        _Received.signum = signum
         raise Interrupted(signum)
 
 
@@ -109,7 +121,8 @@ def interruption(exc: BaseException | None) -> Interrupted | None:
             return Interrupted(signal.SIGINT)
         seen.add(id(exc))
         exc = exc.__cause__ or exc.__context__
-    return None
+    # a signal whose exception SQLite swallowed (a user-defined function's): the error is its consequence
+    return Interrupted(_Received.signum) if _Received.signum is not None and seen else None
 
 
 class Worker(threading.Thread):

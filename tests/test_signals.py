@@ -177,3 +177,19 @@ def test_ctrl_c_to_a_fleet_with_an_idle_worker_is_one_line_and_exit_130(tmp_path
     (kept,) = {p.parent for p in run.cache.glob("*/seal.json")}
     assert [p for p in run.left() if not p.startswith(str(kept))] == []   # but the small pair's kept snapshot
     assert not running.parent.exists() and done.exists()
+
+
+def test_a_signal_inside_a_sqlite_function_is_still_reported_as_that_signal():
+    """SQLite swallows what a user-defined function raises ("user-defined function raised exception"), so a
+    SIGTERM that lands in one (lcm_etl_utf8_json while a batch is written) leaves no Interrupted in the chain."""
+    from lcm_etl.interrupts import interruption, raised_as_interrupted
+
+    con = sqlite3.connect(":memory:")
+    con.create_function("slow", 1, lambda v: os.kill(os.getpid(), signal.SIGTERM) or v)
+    with raised_as_interrupted():
+        with pytest.raises(sqlite3.OperationalError, match="user-defined function raised exception") as caught:
+            con.execute("SELECT slow(1)").fetchall()
+        stop = interruption(caught.value)
+    assert stop is not None and stop.exit_code == 143
+    with raised_as_interrupted():   # a new run starts with no signal received
+        assert interruption(ValueError("unrelated")) is None
