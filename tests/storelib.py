@@ -84,7 +84,7 @@ class StoreWriter:
     def __init__(self, store: Path):
         self.con = sqlite3.connect(store, isolation_level=None)
         # OpenClaw's CHECKs call octet_length(), which SQLite has since 3.43; Python's sqlite3 may be older
-        self.con.create_function("octet_length", 1, _octet_length, deterministic=True)
+        self.con.create_function("octet_length", 1, octet_length, deterministic=True)
         self.con.execute("PRAGMA wal_autocheckpoint=0")
 
     def close(self) -> None:
@@ -129,7 +129,7 @@ class StoreWriter:
         self.con.execute("COMMIT")
 
 
-def _octet_length(value):
+def octet_length(value):
     return None if value is None else len(value.encode("utf-8") if isinstance(value, str) else value)
 
 

@@ -14,8 +14,8 @@ import pytest
 
 from conftest import LCM_ETL, folder_state, run_cli, target_rows
 from lcm_etl.read.transcript_blocks import extract_content, without_surrogates
-from storelib import (ROLES, StoreWriter, event, expected, js_message_sha256, make_schema_19, session_entries,
-                      state_copy, store_of)
+from storelib import (ROLES, StoreWriter, event, expected, js_message_sha256, make_schema_19, octet_length,
+                      session_entries, state_copy, store_of)
 
 
 def reconcile(*args, env=None) -> dict:
@@ -445,7 +445,7 @@ def test_a_store_locked_mid_transaction_in_rollback_journal_mode_is_exit_2_and_n
     con = sqlite3.connect(store, isolation_level=None)
     con.execute("PRAGMA journal_mode=DELETE")
     con.execute("PRAGMA cache_size=1")          # the writer spills its changed pages into the main file
-    con.create_function("octet_length", 1, lambda v: None if v is None else len(v.encode() if isinstance(v, str) else v))
+    con.create_function("octet_length", 1, octet_length)   # OpenClaw's CHECKs call it (storelib.StoreWriter)
     con.execute("BEGIN EXCLUSIVE")
     con.execute("UPDATE transcript_events SET created_at = created_at + 1")
     try:

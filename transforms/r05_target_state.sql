@@ -12,10 +12,10 @@
 --      id alone: of its rows only those whose entry id the new messages bring, and those without an entry id
 --      (which send it back to a whole read: reconcile.py), are held.
 CREATE OR REPLACE TABLE held_tgt AS
-SELECT t.* EXCLUDE (turn_index) FROM (
+SELECT t.* FROM (
   SELECT session_id, v[1] AS source, v[2] AS conversation_id, try_cast(v[3] AS BIGINT) AS source_seq,
-         v[4] AS entry_id, v[5] AS identity_hash, turn_index
-  FROM (SELECT session_id, turn_index,
+         v[4] AS entry_id, v[5] AS identity_hash
+  FROM (SELECT session_id,
                json_extract_string(metadata, ['$.source', '$.conversation_id', '$.source_seq',
                                               '$.transcript_entry_id', '$.identity_hash']) AS v
         FROM tgt.lcm_messages WHERE json_valid(metadata))

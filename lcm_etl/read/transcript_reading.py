@@ -69,7 +69,7 @@ class Reading:
         if isinstance(t.origin, StoreWindow):
             self.transcripts[i] = self._window(self.open_stores[t.origin.store], t.origin, None, i, None)
         else:
-            self.transcripts[i] = _read(t.path, None, self.strict)
+            self.transcripts[i] = _guarded(offsets.read, t.path, None, self.strict)
 
     def _window(self, store: OpenStore, w: StoreWindow, record, order: int, spool: IdentitySpool | None) -> Transcript:
         """A window read (past its record, or whole). Once the windows held in memory hold HOLD_BYTES of lines,
@@ -140,7 +140,7 @@ def _read_into(reading: Reading, inputs: Inputs, opts: ReadOptions, record) -> N
                 reading.transcripts.append(_guarded(read_store_archive, store, a, opts.strict))
             origin = ArchiveOrigin(a.name, a.reason, a.session_id, a.session_key, path, a.agent_id)
             reading.archives.append(archive_listing(origin, str(path), opts.include_archived, a.session_id in held))
-    reading.transcripts += [_read(f, record(offsets.file_key(f)), opts.strict) for f in inputs.files]
+    reading.transcripts += [_guarded(offsets.read, f, record(offsets.file_key(f)), opts.strict) for f in inputs.files]
     live = {t.header_id for t in reading.transcripts if not isinstance(t.origin, ArchiveOrigin)}
     for f in inputs.archive_files:
         wanted = opts.include_archived or f.resolve() in inputs.named
@@ -155,12 +155,5 @@ def _guarded(read, *args):
     """read(*args); a transcript that cannot be read is bad input, and nothing is written."""
     try:
         return read(*args)
-    except TranscriptError as exc:
-        raise BadInput(f"not a readable transcript: {exc}; nothing was written") from None
-
-
-def _read(path: Path, record, strict: bool) -> Transcript:
-    try:
-        return offsets.read(path, record, strict)
     except TranscriptError as exc:
         raise BadInput(f"not a readable transcript: {exc}; nothing was written") from None
