@@ -57,6 +57,8 @@ class RunReport:
     elapsed_s: float = 0.0
     run_id: str | None = None
     warnings: list[str] = field(default_factory=list)
+    # how the run read its source(s) and what it re-planned, and why (lcm_etl/sync/decision.py: Decision.as_dict)
+    sync_decision: dict | None = None
     extra: dict = field(default_factory=dict)   # command-specific sections (reconcile files, audit diffs)
     # what the source holds that lcm-etl's mapping does not name (source_schema.SourceSchema.unknown)
     unknown_in_source: dict[str, list[str]] = field(default_factory=lambda: {
@@ -90,6 +92,8 @@ class RunReport:
             lines.append(f"  source:  {self.source}" + (f"  [{self.source_schema}]" if self.source_schema else ""))
         if self.target:
             lines.append(f"  target:  {self.target}")
+        if self.sync_decision:
+            lines.append(f"  sync:    {self.sync_decision['line']}")
         verb = "would insert" if self.dry_run else "inserted"
         transcripts = self.command == "reconcile"   # transcripts hold no summaries and no summary DAG
         kinds = (("messages", self.messages), ("parts", self.parts)) + (() if transcripts else

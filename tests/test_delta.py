@@ -51,8 +51,9 @@ def test_a_message_appended_to_one_conversation_re_plans_only_its_session(synced
     src, target, first_run = synced
     change(src, APPEND)
     report = migrate_json(src, target)
-    assert report["extra"]["sync"] == (f"1 of 3 sessions re-planned (1 conversations changed since run {first_run}); "
-                                       "the others are unchanged (--full re-plans all)")
+    assert report["sync_decision"]["since_run"] == first_run
+    assert report["sync_decision"]["line"].endswith("; 1 of 3 sessions re-planned (1 conversations changed); --full re-plans "
+                                           "everything")
     assert report["messages"]["inserted"] == 1
     converged(src, target)
 
@@ -62,10 +63,12 @@ def test_a_re_run_after_a_sync_re_plans_nothing_and_writes_nothing(synced):
     change(src, APPEND)
     second = migrate_json(src, target)["run_id"]
     third = migrate_json(src, target)   # a sync stores the whole source's totals: the no-op shortcut
-    assert third["extra"]["shortcut"].startswith(f"source unchanged and target untouched since run {second}")
+    assert third["sync_decision"]["line"].startswith(f"no-op: source unchanged and target untouched since run {second}")
     os.utime(src)   # the file looks changed, its rows are not: proved unchanged, nothing re-planned
     fourth = migrate_json(src, target)
-    assert fourth["extra"]["sync"].startswith(f"0 of 3 sessions re-planned (0 conversations changed since run {second})")
+    assert fourth["sync_decision"]["since_run"] == second
+    assert fourth["sync_decision"]["line"].endswith("; 0 of 3 sessions re-planned (0 conversations changed); --full re-plans "
+                                           "everything")
     for report in (third, fourth):
         assert (report["messages"]["inserted"], report["parts"]["inserted"], report["summaries"]["inserted"]) == (0, 0, 0)
         assert report["messages"]["already_present"] == 123
@@ -77,7 +80,7 @@ def test_an_entry_id_re_stamped_in_place_is_found_by_its_mark_and_updated(synced
     change(src, ("UPDATE messages SET transcript_entry_id = 'restamped-1' WHERE message_id = "
                  "(SELECT min(message_id) FROM messages WHERE conversation_id = 3)",))
     report = migrate_json(src, target)
-    assert "(1 conversations changed since run" in report["extra"]["sync"]
+    assert "(1 conversations changed)" in report["sync_decision"]["line"]
     assert report["messages"]["updated"] == 1 and report["messages"]["inserted"] == 0
     converged(src, target)
 
@@ -94,7 +97,7 @@ def test_a_session_another_writer_changed_in_the_target_is_re_planned(synced):
         con.execute("DELETE FROM lcm_messages WHERE id = ?", (gone,))
     con.close()
     report = migrate_json(src, target)
-    assert "1 of 3 sessions re-planned (0 conversations changed" in report["extra"]["sync"]
+    assert "1 of 3 sessions re-planned (0 conversations changed" in report["sync_decision"]["line"]
     assert report["messages"]["inserted"] == 1
     converged(src, target)
 
@@ -108,7 +111,7 @@ def test_a_run_over_some_sessions_stores_no_marks_so_the_next_run_plans_everythi
     migrate_json(src, target, "--session-filter", session)
     assert "sync" not in migrate_json(src, target)["extra"]
     change(src, APPEND)
-    assert "sync" in migrate_json(src, target)["extra"]   # the full run stored marks
+    assert migrate_json(src, target)["sync_decision"]["sessions_replanned"] is not None   # the full run stored marks
 
 
 def test_rows_of_no_conversation_are_a_change_that_only_a_full_plan_handles(synced):
@@ -141,8 +144,9 @@ def test_a_new_conversation_is_re_planned_alone(synced):
            ("INSERT INTO messages (conversation_id, seq, role, content, token_count, created_at) "
             "VALUES (4, 0, 'user', 'a new start', 3, '2026-11-23 09:00:01')",))
     report = migrate_json(src, target)
-    assert report["extra"]["sync"] == (f"1 of 4 sessions re-planned (1 conversations changed since run {first_run}); "
-                                       "the others are unchanged (--full re-plans all)")
+    assert report["sync_decision"]["since_run"] == first_run
+    assert report["sync_decision"]["line"].endswith("; 1 of 4 sessions re-planned (1 conversations changed); --full re-plans "
+                                           "everything")
     assert report["messages"]["inserted"] == 1
     converged(src, target)
 
@@ -196,7 +200,7 @@ def test_a_sync_re_run_reports_the_whole_source_as_a_full_plan_does(tmp_path, na
                  "SELECT conversation_id, max(seq) + 1, 'user', 'and one more thing', 5, '2026-11-23 09:00:00' "
                  "FROM messages WHERE conversation_id = (SELECT min(conversation_id) FROM conversations)",))
     synced = migrate_json(src, target)
-    assert "sync" in synced["extra"]
+    assert synced["sync_decision"]["sessions_replanned"] is not None
     full = migrate_json(src, target, "--full", "--dry-run")
     for kind in ("messages", "parts", "summaries"):
         assert synced[kind]["inserted"] + synced[kind]["already_present"] == full[kind]["already_present"], kind

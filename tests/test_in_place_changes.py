@@ -276,6 +276,6 @@ def test_a_message_edited_in_place_is_found_by_a_re_run_without_the_kept_snapsho
     proc = run_cli("migrate", "--src", src, "--dest", target, "--json", env=env)
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
-    assert "sessions re-planned" in report["extra"]["sync"]   # a sync re-run, not a full plan
+    assert "sessions re-planned" in report["sync_decision"]["line"]   # a sync re-run, not a full plan
     assert (report["messages"]["inserted"], report["messages_superseded"]) == (1, 1)
     assert run_cli("audit", "--src", src, "--dest", target, env=env).returncode == 0

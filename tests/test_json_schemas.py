@@ -118,7 +118,7 @@ def test_each_commands_json_report_matches_its_schema(reports, name):
 
 def test_the_fixture_runs_reach_the_variants_the_schemas_describe(reports):
     """So the schema test above sees every optional section at least once."""
-    assert "shortcut" in reports["migrate"][3]["extra"]
+    assert reports["migrate"][3]["sync_decision"]["how"] == "no-op"
     assert reports["audit"][0]["differences"] == [] and reports["audit"][1]["differences"]
     files = reports["reconcile"][0]["extra"]["files"]
     assert any(f["skipped_lines"] for f in files) and reports["reconcile"][0]["extra"]["files_skipped"]
@@ -149,6 +149,7 @@ def test_a_schema_fails_a_renamed_field_inside_nested_sections(reports):
     migrate, reconcile, audit = reports["migrate"][0], reports["reconcile"][0], reports["audit"][1]
     bad = [("migrate", {**migrate, "messages": _renamed(migrate["messages"], "inserted")}),
            ("migrate", {**migrate, "extra": {"shortcutt": "x"}}),
+           ("migrate", {**migrate, "sync_decision": {**migrate["sync_decision"], "how": "a guess"}}),
            ("reconcile", {**reconcile, "extra": {**reconcile["extra"], "files": [
                _renamed(reconcile["extra"]["files"][0], "imported")]}}),
            ("audit", {**audit, "differences": [_renamed(audit["differences"][0], "problem")]}),

@@ -29,7 +29,7 @@ def test_rerunning_imports_zero_new_rows_and_writes_no_boundary_event(imported, 
         before, fts_before = table_counts(con), fts_rows(con)
     source_before = folder_state(imported.source.parent)
     second = migrate_api(imported.source, dest, full=full)
-    assert ("shortcut" in second["extra"]) is not full
+    assert (second["sync_decision"]["how"] == "no-op") is not full
     assert folder_state(imported.source.parent) == source_before
     with open_db(dest) as con:
         after, fts_after = table_counts(con), fts_rows(con)

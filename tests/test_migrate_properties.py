@@ -149,7 +149,7 @@ def test_generated_sources_import_once_in_turn_order_with_token_sums_and_rerun_a
         # the plain re-run meets the unchanged-source shortcut; --full plans everything again and must find
         # every row already present, not merely skip the work
         second, third = run(src, dest), run(src, dest, full=True)
-        assert "shortcut" in second["extra"] and "shortcut" not in third["extra"]
+        assert second["sync_decision"]["how"] == "no-op" and third["sync_decision"]["how"] != "no-op"
         for rerun in (second, third):
             for kind in ("messages", "parts", "summaries"):
                 assert rerun[kind]["inserted"] == 0 and rerun[kind]["updated"] == 0

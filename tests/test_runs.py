@@ -27,7 +27,8 @@ def test_runs_lists_every_run_with_its_command_times_status_source_options_and_c
     assert [(r["run_id"], r["command"], r["status"]) for r in listed["runs"]] == [
         (first["run_id"], "migrate", "complete"), (again["run_id"], "migrate", "complete")]
     run = listed["runs"][0]
-    assert run["source_path"] == str(src) and run["options"]["key_by"] == "session-id"
+    # the source's key: its real path and the database there (lcm_etl/sync/identity.py)
+    assert run["source_path"].startswith(f"{os.path.realpath(src)}#") and run["options"]["key_by"] == "session-id"
     assert run["counts"]["written"]["messages_inserted"] == first["messages"]["inserted"]
     assert run["started_at"] <= run["finished_at"]
     text = run_cli("runs", "--dest", target)
@@ -44,7 +45,7 @@ def test_no_op_runs_in_a_row_share_one_ledger_row_with_their_count_and_the_last_
     target = native_target(tmp_path / "out" / "lcm.sqlite")
     first = cli_ok("migrate", "--src", src, "--dest", target)
     noops = [cli_ok("migrate", "--src", src, "--dest", target) for _ in range(3)]
-    assert all("shortcut" in r["extra"] for r in noops)
+    assert all(r["sync_decision"]["how"] == "no-op" for r in noops)
     listed = runs(target)
     assert [(r["run_id"], r["times"]) for r in listed] == [(first["run_id"], 1), (noops[0]["run_id"], 3)]
     assert {r["run_id"] for r in noops} == {noops[0]["run_id"]}   # each no-op run reports the row that records it
@@ -53,7 +54,7 @@ def test_no_op_runs_in_a_row_share_one_ledger_row_with_their_count_and_the_last_
     line = run_cli("runs", "--dest", target).stdout.splitlines()[3]
     assert line.endswith(f"nothing changed from {src} (3 runs in a row: started is the first's, finished the last's)")
     # a run that is not a no-op ends the streak: the no-op after it is a row of its own
-    assert "shortcut" not in cli_ok("migrate", "--src", src, "--dest", target, "--full")["extra"]
+    assert cli_ok("migrate", "--src", src, "--dest", target, "--full")["sync_decision"]["how"] != "no-op"
     cli_ok("migrate", "--src", src, "--dest", target)
     assert [r["times"] for r in runs(target)] == [1, 3, 1, 1]
 

@@ -1,4 +1,4 @@
-"""The no-op shortcut (lcm_etl/planning/shortcut.py): an unchanged source into an untouched target skips planning."""
+"""The no-op shortcut (lcm_etl/sync/shortcut.py): an unchanged source into an untouched target skips planning."""
 from __future__ import annotations
 
 import json
@@ -7,7 +7,7 @@ import sqlite3
 import pytest
 
 from conftest import copy_fixture, migrate_api, run_cli
-from lcm_etl.planning import shortcut
+from lcm_etl.sync import shortcut
 
 
 def migrate(src, dest, *extra) -> dict:
@@ -21,9 +21,9 @@ def test_a_rerun_of_an_unchanged_source_takes_the_shortcut_and_reports_the_same_
     dest = tmp_path / "t.sqlite"
     first = migrate(src, dest)
     again = migrate(src, dest)
-    assert "shortcut" in again["extra"]
+    assert again["sync_decision"]["how"] == "no-op"
     full = migrate(src, dest, "--full")
-    assert "shortcut" not in full["extra"]
+    assert full["sync_decision"]["how"] != "no-op"
     for kind in ("messages", "parts", "summaries"):
         assert again[kind]["inserted"] == full[kind]["inserted"] == 0
         assert again[kind]["already_present"] == full[kind]["already_present"] == first[kind]["inserted"]
@@ -41,7 +41,7 @@ def test_a_changed_source_is_planned_in_full(tmp_path):
                     "VALUES (1, 500, 'user', 'one more', 2, '2026-12-01 00:00:00')")
     con.close()
     report = migrate(src, dest)
-    assert "shortcut" not in report["extra"]
+    assert report["sync_decision"]["how"] != "no-op"
     assert report["messages"]["inserted"] == 1
 
 
@@ -54,7 +54,7 @@ def test_a_touched_target_is_planned_in_full_and_repaired(tmp_path):
         con.execute("DELETE FROM lcm_compaction_events WHERE id = (SELECT min(id) FROM lcm_compaction_events)")
     con.close()
     report = migrate(src, dest)
-    assert "shortcut" not in report["extra"]
+    assert report["sync_decision"]["how"] != "no-op"
     assert report["boundary_events"] == 1
 
 
@@ -63,7 +63,7 @@ def test_other_options_are_planned_in_full(tmp_path):
     dest = tmp_path / "t.sqlite"
     migrate(src, dest)
     report = migrate(src, dest, "--key-by", "session-key")
-    assert "shortcut" not in report["extra"]
+    assert report["sync_decision"]["how"] != "no-op"
 
 
 def test_a_dry_run_after_a_run_reports_what_the_real_run_then_does(tmp_path):
@@ -93,10 +93,10 @@ def test_a_commit_that_keeps_every_file_time_and_size_is_still_seen(tmp_path, mo
         con.execute(f"PRAGMA journal_mode={journal}")
         con.execute("PRAGMA wal_autocheckpoint=0")   # WAL: the commit stays in the -wal, as lossless-claw's do
         migrate_api(src, dest)
-        assert "shortcut" in migrate_api(src, dest)["extra"]   # nothing changed: the shortcut is taken
+        assert migrate_api(src, dest)["sync_decision"]["how"] == "no-op"   # nothing changed: the shortcut is taken
         con.execute(ONE_MORE)
         report = migrate_api(src, dest)
-        assert "shortcut" not in report["extra"]
+        assert report["sync_decision"]["how"] != "no-op"
         assert report["messages"]["inserted"] == 1
     finally:
         con.close()

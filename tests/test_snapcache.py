@@ -67,11 +67,11 @@ def test_a_re_run_reads_the_changed_pages_and_re_plans_only_the_conversation_tha
     for db in (src, twin_src):
         change(db, APPEND, "one more", 2)
     report = migrate_json(src, target)
-    assert report["extra"]["snapshot"].endswith(f"pages changed since the one kept from run {first_run}")
-    assert report["extra"]["sync"].startswith("1 of 3 sessions re-planned (1 conversations changed since run")
+    assert f"pages changed since the snapshot kept from run {first_run}" in report["sync_decision"]["line"]
+    assert "1 of 3 sessions re-planned (1 conversations changed)" in report["sync_decision"]["line"]
     assert report["messages"]["inserted"] == 1
     plain = without_cache("migrate", "--src", str(twin_src), "--dest", str(twin))
-    assert "snapshot" not in plain["extra"]
+    assert plain["sync_decision"]["how"] == "marks"
     assert remnic_content(target) == remnic_content(twin)
 
 
@@ -91,7 +91,7 @@ def test_the_kept_snapshot_holds_the_source_as_the_run_read_it(pair):
 def test_a_re_run_of_an_unchanged_source_with_full_reads_it_whole(pair):
     src, target, _, _, _ = pair
     report = migrate_json(src, target, "--full")
-    assert "snapshot" not in report["extra"] and "sync" not in report["extra"]
+    assert report["sync_decision"]["how"] == "full plan"
     assert kept(src, target).sealed_run() == report["run_id"]
 
 
@@ -106,8 +106,8 @@ def test_a_value_rewritten_in_its_overflow_pages_only_is_a_full_plan_that_update
     change(src, "UPDATE summaries SET content = ? WHERE summary_id = ?", "x" * 29_990 + "y" * 10, summary)
     change(src, "PRAGMA wal_checkpoint(TRUNCATE)")
     report = migrate_json(src, target)
-    assert report["extra"]["snapshot"].endswith("changed pages are not rows lcm-etl can place: planned everything")
-    assert "sync" not in report["extra"]
+    assert report["sync_decision"]["how"] == "full plan"
+    assert report["sync_decision"]["line"].endswith("changed pages: 1 changed pages are not rows lcm-etl can place")
     assert report["summaries"]["updated"] == 1
     with sqlite3.connect(target) as con:
         assert con.execute("SELECT summary_text FROM lcm_summary_nodes WHERE summary_text LIKE '%yyyyyyyyyy'"
@@ -120,8 +120,8 @@ def test_a_kept_snapshot_touched_behind_lcm_etls_back_is_not_trusted(pair):
     os.utime(snapshot.db)   # its ctime moves; a forged mtime could not hide that
     change(src, APPEND, "one more", 2)
     report = migrate_json(src, target)
-    assert "snapshot" not in report["extra"]
-    assert report["extra"]["sync"].startswith("1 of 3 sessions re-planned")   # the marks decide instead
+    assert report["sync_decision"]["how"] == "marks"   # the marks decide instead
+    assert "1 of 3 sessions re-planned" in report["sync_decision"]["line"]
     assert snapshot.sealed_run() == report["run_id"]
 
 
@@ -137,7 +137,7 @@ def test_a_run_that_fails_after_refreshing_the_snapshot_leaves_it_unsealed(pair,
         migrate_module.migrate(migrate_module.MigrateOptions(src=src, target=target))
     assert kept(src, target).sealed_run() is None
     report = migrate_json(src, target)   # copies the source whole, compares marks, converges
-    assert "snapshot" not in report["extra"] and report["messages"]["inserted"] == 1
+    assert report["sync_decision"]["how"] == "marks" and report["messages"]["inserted"] == 1
 
 
 def test_a_dry_run_leaves_the_kept_snapshot_as_it_was(pair):
@@ -306,7 +306,7 @@ def test_chunks_written_from_the_sources_wal_are_hashed_again(pair):
             writer.execute(APPEND, (f"in the wal {k} " + "w" * 3000, 1 + k % 3))
         assert Path(f"{src}-wal").stat().st_size > 20 * 4096
         report = migrate_json(src, target)
-        assert report["extra"]["snapshot"].endswith(f"pages changed since the one kept from run {first_run}")
+        assert f"pages changed since the snapshot kept from run {first_run}" in report["sync_decision"]["line"]
         assert report["messages"]["inserted"] == 20
         assert_kept_digests_are_the_copys(kept(src, target), target)
     finally:
@@ -326,8 +326,8 @@ def test_a_summary_repaired_while_its_pages_are_in_the_wal_is_found_page_by_page
     summary = sqlite3.connect(src).execute("SELECT summary_id FROM summaries ORDER BY summary_id LIMIT 1").fetchone()[0]
     change(src, "UPDATE summaries SET content = content || ' (repaired)' WHERE summary_id = ?", summary)
     report = migrate_json(src, target)
-    assert report["extra"]["snapshot"].endswith(f"since the one kept from run {first_run}")
-    assert report["extra"]["sync"].startswith("1 of 3 sessions re-planned (1 conversations changed")
+    assert f"since the snapshot kept from run {first_run}" in report["sync_decision"]["line"]
+    assert "1 of 3 sessions re-planned (1 conversations changed" in report["sync_decision"]["line"]
     assert report["summaries"]["updated"] == 1
 
 
@@ -353,8 +353,8 @@ def test_a_source_with_deep_b_trees_grows_and_the_kept_layout_follows_it(tmp_pat
         report = migrate_json(src, target)
         without_cache("migrate", "--src", str(twin_src), "--dest", str(twin))
         if k:
-            assert "pages changed since the one kept from run" in report["extra"]["snapshot"]
-            assert "sync" in report["extra"], report["extra"]
+            assert "pages changed since the snapshot kept from run" in report["sync_decision"]["line"]
+            assert report["sync_decision"]["sessions_replanned"] is not None, report["sync_decision"]
         assert remnic_content(target) == remnic_content(twin)
         cache = kept(src, target)
         assert_kept_layout_is_the_copys(cache)

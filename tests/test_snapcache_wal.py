@@ -83,8 +83,8 @@ def test_rows_appended_to_the_wal_since_the_last_run_are_read_from_the_wal_alone
             append(con, 5, "after")
         assert src.read_bytes() == main   # the new rows are in the WAL only
         report = both(src, target, twin_src, twin)
-        assert report["extra"]["snapshot"].endswith(f"since the one kept from run {first['run_id']} {UNTOUCHED}")
-        assert report["extra"]["sync"].startswith("3 of 3 sessions re-planned")
+        assert f"since the snapshot kept from run {first['run_id']} {UNTOUCHED}" in report["sync_decision"]["line"]
+        assert "3 of 3 sessions re-planned" in report["sync_decision"]["line"]
         assert report["messages"]["inserted"] == 5
 
 
@@ -97,8 +97,8 @@ def test_a_summary_repaired_in_the_wal_is_found_without_comparing_the_main_file(
         for con in (live, twin_live):
             con.execute("UPDATE summaries SET content = content || ' (repaired)' WHERE summary_id = ?", (summary,))
         report = both(src, target, twin_src, twin)
-        assert report["extra"]["snapshot"].endswith(UNTOUCHED)
-        assert report["extra"]["sync"].startswith("1 of 3 sessions re-planned (1 conversations changed")
+        assert (UNTOUCHED in report["sync_decision"]["line"])
+        assert "1 of 3 sessions re-planned (1 conversations changed" in report["sync_decision"]["line"]
         assert report["summaries"]["updated"] == 1
 
 
@@ -111,8 +111,8 @@ def test_a_checkpoint_since_the_last_run_is_compared_page_by_page(sources_pair):
             append(con, 4, "checkpointed")
             con.execute("PRAGMA wal_checkpoint(TRUNCATE)")   # the main file is written, the WAL emptied
         report = both(src, target, twin_src, twin)
-        assert "pages changed since the one kept" in report["extra"]["snapshot"]
-        assert UNTOUCHED not in report["extra"]["snapshot"]
+        assert "pages changed since the snapshot kept" in report["sync_decision"]["line"]
+        assert UNTOUCHED not in report["sync_decision"]["line"]
         assert report["messages"]["inserted"] == 4
 
 
@@ -131,7 +131,7 @@ def test_a_wal_reset_since_the_last_run_is_compared_page_by_page(sources_pair):
             append(con, 3, "after the reset")
         assert salts(src) != was and sources.file_signature(src)[0] == main
         report = both(src, target, twin_src, twin)
-        assert UNTOUCHED not in report["extra"]["snapshot"]
+        assert UNTOUCHED not in report["sync_decision"]["line"]
         assert report["messages"]["inserted"] == 3
 
 
@@ -145,8 +145,8 @@ def test_a_main_file_written_just_before_the_run_is_compared_next_time(sources_p
         for con in (live, twin_live):
             append(con, 2, "late")
         report = migrate_api(src, target)
-        assert "pages changed since the one kept" in report["extra"]["snapshot"]
-        assert UNTOUCHED not in report["extra"]["snapshot"]
+        assert "pages changed since the snapshot kept" in report["sync_decision"]["line"]
+        assert UNTOUCHED not in report["sync_decision"]["line"]
         assert report["messages"]["inserted"] == 2
 
 
@@ -185,8 +185,8 @@ def test_commits_lost_from_the_wal_after_the_run_read_them_are_found_by_comparin
                      "WHERE summary_id = (SELECT min(summary_id) FROM summaries)")
         assert live.execute("SELECT content FROM messages WHERE message_id = 1").fetchone()[0] != "lost in a power cut"
         report = migrate_json(src, target)
-        assert "pages changed since the one kept" in report["extra"]["snapshot"]
-        assert UNTOUCHED not in report["extra"]["snapshot"]
+        assert "pages changed since the snapshot kept" in report["sync_decision"]["line"]
+        assert UNTOUCHED not in report["sync_decision"]["line"]
         for table in ("messages", "summaries", "conversations"):
             assert live.execute(f"SELECT * FROM {table} ORDER BY rowid").fetchall() == \
                 sqlite3.connect(kept(src, target).db).execute(f"SELECT * FROM {table} ORDER BY rowid").fetchall()
@@ -226,8 +226,8 @@ def test_syncs_of_a_live_source_end_where_syncs_without_a_kept_snapshot_end(tmp_
             expected = sources.file_signature(src)[0] == main and was in (None, salts(src))
             settle(src)
             report = migrate_api(src, target)
-            if "shortcut" not in report["extra"]:   # else nothing changed at all (a checkpoint of nothing new)
-                assert report["extra"]["snapshot"].endswith(UNTOUCHED) == expected, (changes, report["extra"])
+            if report["sync_decision"]["how"] != "no-op":   # else nothing changed at all (a checkpoint of nothing new)
+                assert (UNTOUCHED in report["sync_decision"]["line"]) == expected, (changes, report["extra"])
             plain_api(twin_src, twin)
             assert remnic_content(target) == remnic_content(twin)
 

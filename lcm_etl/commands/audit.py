@@ -17,6 +17,7 @@ from pathlib import Path
 import duckdb
 
 from lcm_etl import duck
+from lcm_etl.sync import identity as source_identity
 from lcm_etl.planning import plan
 from lcm_etl.commands.reconcile import ReconcileOptions, plan_transcripts, read_all
 from lcm_etl.report import RunReport, one_line_each, unknown_lines
@@ -132,9 +133,11 @@ def _audit_source(opts: AuditOptions, source: Snapshot, target_db: Path | None, 
     hashes = content_hashes(source.folder / "hashes.sqlite", source.path, schema, target_db)
     con = plan.open_source(source.path, schema, source.original, opts.memory_limit, keeps_records=False)
     try:
-        plan.load_target_state(con, target_db, source.folder,
-                               source=plan.SourceRows(source.path, normalized_views(schema, "sqlite")))
-        planned = plan.build(con, opts.key_by, opts.session_filter, 50_000, str(source.original))
+        identity = source_identity.of_snapshot(source.original, source.path)
+        reader = plan.TargetReader(con, target_db, source.folder)
+        reader.provenance(source_identity.spellings_in(target_db, identity))
+        reader.state(source=plan.SourceRows(source.path, normalized_views(schema, "sqlite")))
+        planned = plan.build(con, opts.key_by, opts.session_filter, 50_000, identity.key, label=str(source.original))
         plan.report_plan(con, report, planned, filtered=bool(opts.session_filter))
         duck.attach_sqlite(con, str(hashes), "hashes")
         for name in ("src_message_hashes", "src_summary_hashes"):

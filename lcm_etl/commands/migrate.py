@@ -7,10 +7,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import orjson
+
 from lcm_etl import duck
-from lcm_etl.planning import shortcut
 from lcm_etl.store import ledger, target as tgt
+from lcm_etl.sync import identity as source_identity, shortcut
+from lcm_etl.sync.lcm_db import Asked, LcmDbSync
 from lcm_etl.read import snapcache
+from lcm_etl.cachedir import cache_root
 from lcm_etl.store.runlock import target_lock
 from lcm_etl.progress import Progress
 from lcm_etl.report import RunReport, now_iso
@@ -40,7 +44,6 @@ class MigrateOptions:
     lock_timeout: float = 10.0
     batch_rows: int = 50_000
     progress: bool = False
-    tmp_dir: str | None = None
     memory_limit: str = duck.DEFAULT_MEMORY_LIMIT
     full: bool = False   # re-plan even when the shortcut says nothing changed
 
@@ -56,9 +59,9 @@ def _migrate(opts: MigrateOptions) -> RunReport:
     """Read the source, plan in DuckDB, load into the target: each phase a method of _Run, which owns what
     they share and releases it, sealing the kept snapshot once the run has committed."""
     run = _Run(opts)
-    previous = run.unchanged_since()
+    previous = run.sync.before_read()
     if previous:
-        return _nothing_changed(opts, run.report, previous, run.source_fp, run.opts_key, run.started, run.t0)
+        return _nothing_changed(opts, run.report, previous, run.sync, run.started, run.t0)
     with run:
         run.read()
         planned = run.plan()
@@ -77,16 +80,15 @@ class _Planned:
 
 
 class _Run:
-    """One migrate, phase by phase. A sync re-run (docs/design.md, "Sync") plans only what changed since the run whose
-    marks the target's ledger trusts (`rec`); `changes` are the kept snapshot's changed pages, `proved` the
-    conversations they name (None: nothing proved, the marks decide)."""
+    """One migrate, phase by phase. What it reads and re-plans is decided by `sync` (lcm_etl/sync/lcm_db.py) as
+    the phases read what the decision needs; `changes` are the kept snapshot's changed pages."""
 
     def __init__(self, opts: MigrateOptions):
         self.opts, self.started, self.t0 = opts, now_iso(), time.monotonic()
         self.report = RunReport(command="migrate", dry_run=opts.dry_run, source=str(opts.src), target=str(opts.target))
         self.existed = tgt.check_target(opts.target, open_it=not opts.dry_run)   # again: a run we waited for made it
-        self.source_fp = shortcut.source_fingerprint(opts.src)
-        self.opts_key = shortcut.options_key(opts.key_by, opts.session_filter)
+        self.sync = LcmDbSync(Asked(opts.src, opts.target, self.existed, opts.full, opts.session_filter, opts.dry_run,
+                                    opts.key_by))
         self.bars = Progress(opts.progress)   # the phases before the writer's (planning has its own bar)
         self.cache: snapcache.SnapshotCache | None = None
         self.warm: duck.Warmup | None = None
@@ -94,15 +96,9 @@ class _Run:
         self.strategy: Strategy | None = None
         self.view: Snapshot | None = None   # a dry run's private copy of the target
         self.committed: str | None = None
-        self.rec: ledger.Recorded | None = None
+        self.continued: str | None = None   # the run whose kept snapshot this one brought up to date
         self.changes: snapcache.Changes | None = None
         self.scope: delta.Scope | None = None   # a sync re-run's (lcm_etl/planning/delta.py)
-
-    def unchanged_since(self) -> tuple[str, dict, str | None] | None:
-        """The previous run, when it makes this one a no-op (lcm_etl/planning/shortcut.py)."""
-        if not self.existed or self.opts.full:
-            return None
-        return shortcut.previous_totals(self.opts.target, self.source_fp, self.opts_key, self.opts.dry_run)
 
     def read(self) -> None:
         """The source's snapshot: the kept one brought up to date page by page, or a whole copy."""
@@ -113,18 +109,14 @@ class _Run:
         # only the pages that changed (lcm_etl/read/snapcache.py); a dry run or a filtered run leaves it alone
         if not (opts.dry_run or opts.session_filter):
             self.cache = snapcache.SnapshotCache.for_pair(opts.src, opts.target)
-        if not (opts.full or opts.session_filter or not self.existed or opts.dry_run):
-            self.rec = ledger.recorded_marks(opts.target, str(opts.src), self.opts_key)
+        self.continued = self.sync.continued_run()
         # DuckDB starts while the source is read; a dry run keeps no record of the scanner's check (lcm_etl/duck.py)
         self.warm = duck.Warmup(opts.memory_limit, _PLANNING, keeps_records=not opts.dry_run)
         if self.cache is not None:
-            self.snap, self.changes = self.cache.snapshot(self.rec.run_id if self.rec else None, opts.tmp_dir,
-                                                          self.bars.count)
+            self.snap, self.changes = self.cache.snapshot(self.continued, None, self.bars.count)
         else:
-            self.snap = take_snapshot(opts.src, "source", opts.tmp_dir, progress=self.bars.count)
+            self.snap = take_snapshot(opts.src, "source", None, progress=self.bars.count)
         self.bars.count(size, size)   # read, whole or page by page
-        if self.changes is not None and self.changes.conversations is None:
-            self.rec = None   # changed pages that cannot be placed (a value rewritten in its overflow pages): plan all
 
     def plan(self) -> _Planned | None:
         """DuckDB: the marks and the target's state, the scope of a sync re-run, the plan, the stage file."""
@@ -133,7 +125,6 @@ class _Run:
         from lcm_etl.planning import delta, plan
         opts, report, snap = self.opts, self.report, self.snap
         assert snap is not None and self.warm is not None
-        proved = self.changes.conversations if self.changes else None
         schema = detect_schema(snap.path, opts.src)
         report.source_schema = schema.generation
         report.unknown_in_source = schema.unknown()
@@ -143,30 +134,34 @@ class _Run:
                                                schema.integer_ids, planned=bool(opts.session_filter),
                                                spare_work=snap.hash_in_background, release=snap.discard_in_background))
         self.schema = schema
+        self.view = tgt.target_view(opts.target, self.existed, private=opts.dry_run)
+        target_db = self.view.path if self.view else opts.target if self.existed else None
+        sync = self.sync
+        identity = source_identity.of_snapshot(opts.src, snap.path)
+        sync.after_snapshot(identity, target_db, self.changes, self.continued,
+                            self.cache.dropped if self.cache is not None else None, cache_root() is not None)
+        key = identity.key
         con = plan.open_source(snap.path, schema, opts.src, opts.memory_limit, self.warm, workdir=snap.folder)
         try:
-            if proved is not None:
+            if sync.proved_conversations is not None:
                 snap.hash_in_background()   # for the ledger: a core is spare while a few sessions are planned
-            if self.rec is None or proved is None:
+            else:
                 delta.mark_source(con, schema, snap.path)
-            self.view = tgt.target_view(opts.target, self.existed, private=opts.dry_run)
-            target_db = self.view.path if self.view else opts.target if self.existed else None
-            # a sync re-run plans only what changed since the previous run's marks (lcm_etl/planning/delta.py)
-            if opts.dry_run and self.existed and not (opts.full or opts.session_filter):
-                self.rec = ledger.recorded_marks(target_db, str(opts.src), self.opts_key)
-            rec = self.rec
-            params = plan.plan_params(opts.key_by, opts.batch_rows, str(opts.src))
+            params = plan.plan_params(opts.key_by, opts.batch_rows, key)
             # a target as the previous run left it (its file unchanged since) has the marks that run stored
-            known = [(k, m) for kind, k, m in rec.marks if kind == "session"] \
-                if rec and proved is not None and self.cache and self.cache.target_untouched else None
-            scope = plan.load_target_state(con, target_db, snap.folder, (lambda: self._narrow(
-                delta.narrow(con, rec, params, schema, snap.path, snap.folder, proved))) if rec else None, known,
-                plan.SourceRows(snap.path, normalized_views(schema, "sqlite")))
+            known = [(k, m) for kind, k, m in sync.rec.marks if kind == "session"] \
+                if sync.rec and sync.proved_conversations is not None and self.cache and self.cache.target_untouched \
+                else None
+            reader = plan.TargetReader(con, target_db, snap.folder)
+            reader.provenance(sync.spellings, known)
+            # a sync re-run plans only what changed since the previous run's marks (lcm_etl/sync/lcm_db.py)
+            scope = self.scope = sync.narrow(con, params, schema, snap.path, snap.folder)
+            reader.state(scoped=scope is not None, source=plan.SourceRows(snap.path, normalized_views(schema, "sqlite")))
             if scope is not None:
                 delta.enter_scope(con, scope, schema)
             self.bars.close()
-            planned = plan.build(con, opts.key_by, opts.session_filter, opts.batch_rows, str(opts.src),
-                                 opts.progress, new_target=not self.existed)
+            planned = plan.build(con, opts.key_by, opts.session_filter, opts.batch_rows, key,
+                                 opts.progress, new_target=not self.existed, label=str(opts.src))
             stage_path = snap.folder / "stage.sqlite"
             rows = scope.source_subset if scope else snap.path
             if not opts.dry_run:   # staged before the report is filled: the parts flattener starts meanwhile
@@ -193,40 +188,32 @@ class _Run:
                 self.scope.wait()
             con.close()
 
-    def _narrow(self, scope: delta.Scope | None) -> delta.Scope | None:
-        self.scope = scope
-        return scope
-
     def _report_sync(self, con: duckdb.DuckDBPyConnection, scope: delta.Scope | None, target_db: Path | None) -> None:
         from lcm_etl.planning import delta   # loaded by the Warmup thread
 
-        report, changes, rec = self.report, self.changes, self.rec
         if scope is not None and target_db is not None:
-            delta.add_unchanged(con, report, target_db, str(self.opts.src))
-            report.extra["sync"] = (f"{scope.sessions} of {scope.sessions_total} sessions re-planned "
-                                    f"({scope.conversations_changed} conversations changed since run "
-                                    f"{scope.since_run}); the others are unchanged (--full re-plans all)")
-        if changes is not None:
-            how = "" if changes.compared else " (its main file untouched since: only its WAL was read)"
-            report.extra["snapshot"] = (
-                f"{changes.pages} pages changed since the one kept from run {rec.run_id}{how}" if rec is not None
-                else f"{changes.pages} pages changed since the one kept{how}, and {changes.why}: planned everything")
+            delta.add_unchanged(con, self.report, target_db, self.sync.spellings)
+        self.report.sync_decision = self.sync.decision.as_dict()
 
     def load(self, planned: _Planned) -> None:
         """Into the target by the strategy chosen before planning; the ledger row in the last transaction."""
         opts, report, snap = self.opts, self.report, self.snap
         assert snap is not None and self.strategy is not None   # only a dry run has none, and it has returned
         # the source's sha256 is read when the ledger row is written: hashing runs meanwhile
-        record = ledger.RunRecord.new("migrate", self.started, _options(opts), source_path=str(opts.src),
+        sync = self.sync
+        assert sync.identity is not None
+        key = sync.identity.key
+        record = ledger.RunRecord.new("migrate", self.started, _options(opts), source_path=key,
                                       source_size=snap.size, source_sha256=lambda: snap.sha256)
         job = WriteJob(target=opts.target, stage=planned.stage, final_stage=PROVENANCE, batches=planned.batches,
-                       # 95 stores the marks under the run id
-                       params={"fired_at": self.started, "source_path": str(opts.src), "run_id": record.run_id},
+                       # 95 stores the marks under the run id; 93 moves an older lcm-etl's typed paths to the key
+                       params={"fired_at": self.started, "source_path": key, "run_id": record.run_id,
+                               "typed_paths": orjson.dumps(sync.spellings[1:]).decode()},
                        record=record, lock_timeout=opts.lock_timeout, progress=opts.progress,
                        attach={"src": planned.src}, views=normalized_views(self.schema, "sqlite"),
                        # a re-plan of a few sessions reports the whole source too (delta.add_unchanged): its
                        # totals are those of the whole source, for the no-op shortcut of the next run
-                       ledger_extra={"source_fingerprint": self.source_fp, "options_key": self.opts_key,
+                       ledger_extra={"source_fingerprint": sync.source_fp, "options_key": sync.asked.opts_key,
                                      "totals": _totals(report),
                                      "marks_run": None if opts.session_filter else record.run_id})
         report.take_written(load(job, self.strategy, now_iso))
@@ -276,21 +263,21 @@ def _totals(report: RunReport) -> dict:
     return {**totals, **{name: getattr(report, name) for name in shortcut.REPLAN_FIELDS}}
 
 
-def _nothing_changed(opts: MigrateOptions, report: RunReport, previous: tuple[str, dict, str | None], source_fp, opts_key,
+def _nothing_changed(opts: MigrateOptions, report: RunReport, previous: shortcut.Previous, sync: LcmDbSync,
                      started: str, t0: float) -> RunReport:
-    run_id, totals, marks_run = previous
+    run_id, totals, marks_run = previous.run_id, previous.totals, previous.marks_run
     for kind, k in (("messages", report.messages), ("parts", report.parts), ("summaries", report.summaries)):
         k.already_present = totals.get(kind, {}).get("present", 0)
         k.skipped = dict(totals.get(kind, {}).get("skipped", {}))
     for name in shortcut.REPLAN_FIELDS:
         setattr(report, name, totals[name])
-    report.extra["shortcut"] = (f"source unchanged and target untouched since run {run_id}: nothing to do "
-                                "(--full re-plans everything)")
-    if not opts.dry_run:
-        record = ledger.RunRecord.new("migrate", started, _options(opts), source_path=str(opts.src),
+    report.sync_decision = sync.decision.as_dict()
+    if not opts.dry_run:   # the source is the one that run read, byte for byte: its key too
+        record = ledger.RunRecord.new("migrate", started, _options(opts), source_path=previous.source_path,
                                       source_size=opts.src.stat().st_size)
         report.run_id = record_run(opts.target, opts.lock_timeout, record,
-                                   {"source_fingerprint": source_fp, "options_key": opts_key, "totals": totals,
+                                   {"source_fingerprint": sync.source_fp, "options_key": sync.asked.opts_key,
+                                    "totals": totals,
                                     "shortcut_of": run_id, "marks_run": marks_run}, now_iso())
     report.elapsed_s = time.monotonic() - t0
     return report

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import duckdb
 
+from lcm_etl.sync.decision import of_transcripts
 from lcm_etl.store import ledger
 from lcm_etl.planning import plan
 from lcm_etl.read import transcript_offsets as offsets
@@ -308,3 +309,4 @@ def _fill_report(con, report: RunReport, read: Reading) -> None:
     report.extra["transcripts_read"] = len(transcripts)
     report.extra["lines_read"] = sum(f["lines_read"] for f in files)
     report.extra["files_read_from_offset"] = sum(f["read"] == "appended" for f in files)
+    report.sync_decision = of_transcripts(files).as_dict()

@@ -11,6 +11,7 @@ from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lcm_etl.sync import identity as source_identity
 from lcm_etl.planning import provenance
 from lcm_etl.store import ledger, runlock, target as tgt
 from lcm_etl.report import SCHEMA_VERSION, one_line_each
@@ -43,7 +44,8 @@ UNFINISHED = ("running", "failed", "killed")
 
 def _what(run: dict) -> str:
     counts = run["counts"] if isinstance(run["counts"], dict) else {}
-    source = f" from {run['source_path']}" if run["source_path"] else ""
+    # a source's key is its path and the database there (lcm_etl/sync/identity.py): people are shown the path
+    source = f" from {source_identity.path_of(run['source_path'])}" if run["source_path"] else ""
     if run["committed"] is not None:
         shown = [f"{k} {n}" for k, n in run["committed"].items() if n]
         return ("committed " + ", ".join(shown) if shown else "nothing committed") + source

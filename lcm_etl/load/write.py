@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Callable
 
 from lcm_etl.store import ledger, target as tgt
-from lcm_etl.planning import provenance, shortcut
+from lcm_etl.planning import provenance
+from lcm_etl.sync import shortcut
 from lcm_etl.errors import BadInput, RunFailed
 from lcm_etl.load.flatten import PLANNED_OWNERS, Flattener
 from lcm_etl.planning.pipeline import Stage
@@ -105,7 +106,7 @@ def finish(con: sqlite3.Connection, job: WriteJob, counts: dict, finished_at: st
 
 
 def _complete(con: sqlite3.Connection, record: ledger.RunRecord, counts: dict, extra: dict, finished_at: str) -> None:
-    # what this run wrote, plus the target's fingerprint after it (lcm_etl/planning/shortcut.py reads it back)
+    # what this run wrote, plus the target's fingerprint after it (lcm_etl/sync/shortcut.py reads it back)
     record.counts = {"written": counts, **extra, "target_fingerprint": shortcut.target_fingerprint(con)}
     ledger.complete(con, record, finished_at)
 

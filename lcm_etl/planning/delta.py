@@ -1,22 +1,12 @@
-"""Cost follows the change (docs/design.md, "Sync"): a re-run re-plans only what changed since the previous run.
+"""The marks, and a sync re-run's scope once decided (lcm_etl/sync/lcm_db.py decides it; docs/design.md, "Sync").
 
 Every complete `migrate` over the whole source stores marks in the target (`lcm_etl_marks`, written by
 95_write_provenance.sql in the run's last transaction): a digest per source conversation of every value
 the plan reads or lossless-claw can change in place (03_source_marks.sql), one for the rows of no
 conversation and the source's schema, and per target session its figures after the run
-(04_target_marks.sql). The next run of the same source with the same options computes the marks again
-and re-plans only the conversations and sessions whose marks differ, closed over the sessions they share
-(08_sync_scope.sql): everything else is proved unchanged by value, never assumed. The plan then reads
-only those conversations' rows and those sessions' target rows; the steps after it are the usual ones.
-
-The marks are computed over the whole source only when the previous run's snapshot is not at hand. When
-it is (lcm_etl/read/snapcache.py), the pages that differ from it name the changed conversations directly, and
-only the scope's marks are computed (the rest are carried, 09_carried_marks.sql). Either way the plan then
-reads the scope's rows from small copies (lcm_etl/read/subset.py), not the whole files.
-
-Whatever is not growth within a few sessions is a full plan, as before: a different schema or different
-orphan rows, or a previous run that stored no marks (an older version, `--session-filter`, a failed run,
-another command since).
+(04_target_marks.sql). Here: computing the source's marks (mark_source, content_marks), narrowing the plan to
+the scope's rows (enter_scope: small copies, lcm_etl/read/subset.py; the steps after it are the usual ones) and
+the report's figures for what the scope left out (add_unchanged).
 """
 from __future__ import annotations
 
@@ -34,18 +24,14 @@ import orjson
 from lcm_etl.interrupts import Worker
 from lcm_etl.read.source_schema import SourceSchema, normalized_views
 from lcm_etl import duck
-from lcm_etl.store import ledger
 from lcm_etl.planning import pipeline
 from lcm_etl.read import subset
 from lcm_etl.planning.steps import run_stage
 
 @dataclass
 class Scope:
-    """What a sync re-run plans: the sessions it re-reads, out of how many."""
+    """What a sync re-run plans (lcm_etl/sync/lcm_db.py decides it): the sessions of scope_sessions."""
     since_run: str
-    sessions: int
-    sessions_total: int
-    conversations_changed: int
     source_subset: Path   # the scope's rows (lcm_etl/read/subset.py): what the plan read, and the writer reads
     carry_marks: bool     # the changed conversations are the kept snapshot's: the others' marks are carried (09)
     # the copy of those rows runs on a thread while the target's are read (SQLite and DuckDB release the GIL)
@@ -103,34 +89,6 @@ def _content_crc(message_id: object, content: bytes | None) -> int:
     return zlib.crc32(content or b"", seed)
 
 
-def narrow(con: duckdb.DuckDBPyConnection, rec: ledger.Recorded, params: dict, schema: SourceSchema, snapshot: Path,
-           scratch: Path, proved: set[str] | None = None) -> Scope | None:
-    """Decide the scope (04 and 06 have run) and start copying its source rows; enter_scope then narrows
-    the plan to them. `proved`: the conversations owning a row on a page that differs from the previous
-    run's snapshot (lcm_etl/read/snapcache.py), everything else being proved unchanged by its bytes; without
-    it the marks of 03 (run over the whole source) are compared with the recorded ones. None: plan everything."""
-    duck.table_of_strings(con, "recorded_marks", ["kind", "key", "mark"], rec.marks)
-    was = next((m for kind, _, m in rec.marks if kind == "global"), None)
-    if proved is not None and (was or "").split(":", 1)[0] != schema_signature(schema):
-        mark_source(con, schema, snapshot)   # the schema changed: the marks decide (and differ), as without a proof
-        proved = None
-    if proved is None:
-        if was is None or was != duck.one(con, "SELECT mark FROM source_global")[0]:
-            return None
-    else:
-        con.execute("CREATE OR REPLACE TABLE source_marks (conversation_id VARCHAR, mark VARCHAR)")
-    con.execute("CREATE OR REPLACE TABLE page_changed_convs AS SELECT unnest($keys::VARCHAR[]) AS conv_key",
-                {"keys": sorted(proved or [])})
-    run_stage(pipeline.SYNC_SCOPE, con, params)
-    keys = [r[0] for r in con.execute("SELECT conv_key FROM scope_convs ORDER BY 1").fetchall()]
-    sessions, changed, total = duck.one(
-        con, "SELECT (SELECT count(*) FROM scope_sessions), (SELECT count(*) FROM changed_convs), "
-             "(SELECT count(DISTINCT session_id) FROM sessions)")
-    scope = Scope(rec.run_id, sessions, total, changed, scratch / "scope-source.sqlite", proved is not None)
-    scope.copy_source_rows(snapshot, keys)   # while 05 reads the target's rows of the scope
-    return scope
-
-
 def enter_scope(con: duckdb.DuckDBPyConnection, scope: Scope, schema: SourceSchema) -> None:
     """From here on `src` is the scope's rows only (lcm_etl/read/subset.py): the views and the steps are the
     same."""
@@ -145,7 +103,7 @@ def enter_scope(con: duckdb.DuckDBPyConnection, scope: Scope, schema: SourceSche
         run_stage(pipeline.CARRIED_MARKS, con, {"schema_sig": schema_signature(schema)})
 
 
-def add_unchanged(con: duckdb.DuckDBPyConnection, report, target_db: Path, source_label: str) -> None:
+def add_unchanged(con: duckdb.DuckDBPyConnection, report, target_db: Path, spellings: list[str]) -> None:
     """A sync re-run planned only its scope; the report still speaks of the whole source. The rows of the
     conversations it did not re-read are where the previous runs left them: counted by their marks (every
     message and part of a conversation is imported; a summary is unless lcm_etl_skipped says why not), and
@@ -158,8 +116,9 @@ def add_unchanged(con: duckdb.DuckDBPyConnection, report, target_db: Path, sourc
     sessions = {r[0] for r in con.execute("SELECT session_id FROM scope_sessions").fetchall()}
     with sqlite3.connect(f"file:{target_db}?mode=ro", uri=True) as lite:
         skipped = [r for r in lite.execute(
-            "SELECT source_id, session_id, reason, detail FROM lcm_etl_skipped WHERE source_path = ? AND "
-            "kind = 'summary' ORDER BY source_id", (source_label,)) if r[1] not in sessions]
+            "SELECT source_id, session_id, reason, detail FROM lcm_etl_skipped WHERE source_path IN "
+            f"({', '.join('?' * len(spellings))}) AND kind = 'summary' GROUP BY kind, source_id ORDER BY source_id",
+            spellings) if r[1] not in sessions]
     lite.close()
     report.messages.already_present += counts[0]
     report.parts.already_present += counts[1]

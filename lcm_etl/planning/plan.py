@@ -12,7 +12,6 @@ from collections import Counter
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, TypeVar
 
 import duckdb
 
@@ -28,9 +27,6 @@ from lcm_etl.planning.steps import run_stage
 
 WHITESPACE = " \t\n\r\x0b\x0c\u00a0\ufeff"
 _TARGET_TABLES = {"lcm_messages", "lcm_message_parts", "lcm_summary_nodes", "lcm_compaction_events"}
-
-
-Scope = TypeVar("Scope")   # what a narrowing returns: delta.Scope for migrate, True for reconcile
 
 
 @dataclass
@@ -70,50 +66,63 @@ class SourceRows:
     views: dict[str, str]
 
 
-def load_target_state(con: duckdb.DuckDBPyConnection, target_db: Path | None, scratch: Path,
-                      narrow: Callable[[], Scope | None] | None = None,
-                      known_marks: list[tuple[str, str]] | None = None,
-                      source: SourceRows | None = None) -> Scope | None:
-    """Materialise the target's identities once (transforms/05_target_state.sql). A missing target, or one
-    without Remnic's tables yet, reads as an empty target: a file with the schema, made in `scratch`.
-    `narrow` (a sync re-run, lcm_etl/planning/delta.py) runs once the target's marks (04) and provenance (06) are
-    read; what it returns, if anything, is the scope 05 then reads, and is returned. `known_marks`: the
-    target's marks when it is proved as the previous run left them (lcm_etl/read/snapcache.py): 04 is not run.
-    `source` (migrate, audit): the lcm.db whose rows the target's imported rows are compared with
-    (04_superseded_rows.sql); without it (reconcile) none is superseded."""
-    tables: set[str] = set()
-    if target_db is not None:
-        with closing(sqlite3.connect(f"file:{target_db}?mode=ro", uri=True)) as lite:
-            tables = {r[0] for r in lite.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+@dataclass
+class TargetReader:
+    """The target as planning reads it, in two steps with the sync decision between them (lcm_etl/sync/): its
+    marks and provenance, then the state of what the run plans. A missing target, or one without Remnic's
+    tables yet, reads as an empty target: a file with the schema, made in `scratch`."""
+    con: duckdb.DuckDBPyConnection
+    target_db: Path | None
+    scratch: Path
 
-    def read(alias: str, stage: pipeline.Stage, needs: set[str], params: dict | None = None,
-             db: Path | None = None) -> None:
-        db = db or (target_db if target_db is not None and needs <= tables else empty_target(scratch))
-        duck.attach_sqlite(con, str(db), alias, read_only=True)
+    def __post_init__(self) -> None:
+        self.tables: set[str] = set()
+        if self.target_db is not None:
+            with closing(sqlite3.connect(f"file:{self.target_db}?mode=ro", uri=True)) as lite:
+                self.tables = {r[0] for r in lite.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+    @property
+    def holds_rows(self) -> bool:
+        return self.target_db is not None and _TARGET_TABLES <= self.tables
+
+    def _read(self, alias: str, stage: pipeline.Stage, needs: set[str], params: dict | None = None,
+              db: Path | None = None) -> None:
+        db = db or (self.target_db if self.target_db is not None and needs <= self.tables
+                    else empty_target(self.scratch))
+        duck.attach_sqlite(self.con, str(db), alias, read_only=True)
         try:
-            run_stage(stage, con, params)
+            run_stage(stage, self.con, params)
         finally:
-            con.execute(f"DETACH {alias}")
+            self.con.execute(f"DETACH {alias}")
 
-    if known_marks is None:
-        marks_db = target_db if target_db is not None and _TARGET_TABLES <= tables else empty_target(scratch)
-        with closing(sqlite3.connect(f"file:{marks_db}?mode=ro", uri=True)) as lite:
-            run_stage(pipeline.TARGET_MARKS, lite)
-            known_marks = lite.execute("SELECT session_id, mark FROM temp.target_marks").fetchall()
-    duck.table_of_strings(con, "target_marks", ["session_id", "mark"], known_marks)
-    read("prov", pipeline.TARGET_PROVENANCE, {"lcm_etl_conversations"})
-    con.execute("CREATE OR REPLACE TABLE scope_sessions (session_id VARCHAR)")
-    scope = narrow() if narrow else None
-    subset_db = None
-    if scope is not None and target_db is not None and _TARGET_TABLES <= tables:
-        # the scope's sessions only, found through the target's indexes (lcm_etl/read/subset.py)
-        sessions = [r[0] for r in con.execute("SELECT session_id FROM scope_sessions").fetchall()]
-        subset_db = subset.target_subset(target_db, scratch / "scope-target.sqlite", sessions)
-    held = subset_db or (target_db if target_db is not None and _TARGET_TABLES <= tables else None)
-    duck.table_of_strings(con, "superseded_rows", ["id", "differs"],
-                          superseded_rows(held, source) if held is not None and source is not None else [])
-    read("tgt", pipeline.TARGET_STATE, _TARGET_TABLES, None, subset_db)
-    return scope
+    def provenance(self, spellings: list[str], known_marks: list[tuple[str, str]] | None = None) -> None:
+        """The target's marks (04) and what its provenance says of the source's conversations (06), this
+        source's rows under its key whichever way an older run spelled its path (`spellings`, the key first:
+        lcm_etl/sync/identity.py). `known_marks`: the target's marks when it is proved as the previous run left
+        it (lcm_etl/read/snapcache.py): 04 is not run."""
+        if known_marks is None:
+            marks_db = self.target_db if self.holds_rows else empty_target(self.scratch)
+            with closing(sqlite3.connect(f"file:{marks_db}?mode=ro", uri=True)) as lite:
+                run_stage(pipeline.TARGET_MARKS, lite)
+                known_marks = lite.execute("SELECT session_id, mark FROM temp.target_marks").fetchall()
+        duck.table_of_strings(self.con, "target_marks", ["session_id", "mark"], known_marks)
+        self._read("prov", pipeline.TARGET_PROVENANCE, {"lcm_etl_conversations"}, {"spellings": spellings})
+        self.con.execute("CREATE OR REPLACE TABLE scope_sessions (session_id VARCHAR)")
+
+    def state(self, scoped: bool = False, source: SourceRows | None = None) -> None:
+        """The target's identities (transforms/05_target_state.sql). `scoped`: only the sessions of
+        scope_sessions (a sync re-run), found through the target's indexes (lcm_etl/read/subset.py). `source`
+        (migrate, audit): the lcm.db whose rows the target's imported rows are compared with
+        (04_superseded_rows.sql); without it (reconcile) none is superseded."""
+        subset_db = None
+        if scoped and self.holds_rows:
+            assert self.target_db is not None
+            sessions = [r[0] for r in self.con.execute("SELECT session_id FROM scope_sessions").fetchall()]
+            subset_db = subset.target_subset(self.target_db, self.scratch / "scope-target.sqlite", sessions)
+        held = subset_db or (self.target_db if self.holds_rows else None)
+        duck.table_of_strings(self.con, "superseded_rows", ["id", "differs"],
+                              superseded_rows(held, source) if held is not None and source is not None else [])
+        self._read("tgt", pipeline.TARGET_STATE, _TARGET_TABLES, None, subset_db)
 
 
 def superseded_rows(target_db: Path, source: SourceRows) -> list[tuple]:
@@ -138,11 +147,12 @@ def empty_target(folder: Path) -> Path:
 
 
 def build(con: duckdb.DuckDBPyConnection, key_by: str, session_filter: list[str], budget: int,
-          source_label: str, progress: bool = False, new_target: bool = False) -> PlannedRun:
-    params = plan_params(key_by, budget, source_label)
+          source_key: str, progress: bool = False, new_target: bool = False, label: str = "") -> PlannedRun:
+    """`source_key`: the source's identity (lcm_etl/sync/identity.py); `label`: its path as the user gave it."""
+    params = plan_params(key_by, budget, source_key)
     run_stage(pipeline.SESSIONS, con, params)
     run_stage(pipeline.KEPT_SESSIONS, con, params)
-    _select_sessions(con, session_filter, source_label)
+    _select_sessions(con, session_filter, label or source_key)
     stage = pipeline.NEW_TARGET_PLAN if new_target else pipeline.PLAN
     with Progress(progress) as bars:
         bars.phase("planning", len(stage.steps))
@@ -150,8 +160,8 @@ def build(con: duckdb.DuckDBPyConnection, key_by: str, session_filter: list[str]
     return PlannedRun(all_batches(con))
 
 
-def plan_params(key_by: str, budget: int, source_label: str) -> dict:
-    return {"key_by": key_by, "ws": WHITESPACE, "budget": budget, "source_path": source_label}
+def plan_params(key_by: str, budget: int, source_key: str) -> dict:
+    return {"key_by": key_by, "ws": WHITESPACE, "budget": budget, "source_path": source_key}
 
 
 def all_batches(con) -> list[int]:

@@ -102,6 +102,7 @@ class SnapshotCache:
         # the target is as the sealing run left it (its marks are the recorded ones): set by snapshot()
         self.target_untouched = False
         self.read: SourceRead | None = None   # what this run's copy was read from, kept with the seal
+        self.dropped: str | None = None   # why a kept copy was not used, when that is not the usual
 
     @classmethod
     def for_pair(cls, source: Path, target: Path) -> SnapshotCache | None:

@@ -1,8 +1,7 @@
-"""The no-op shortcut: skip planning when neither the source nor the target changed since the last run.
+"""The no-op shortcut: skip reading and planning when neither the source nor the target changed since the last run.
 
-A re-run normally re-plans everything: read every source identity and every target identity and find
-that nothing is missing. That costs a few seconds per 100k messages, because SQLite must read the
-pages those rows live on. When the last run recorded in the target's ledger was a `migrate` of
+The cheapest way of the sync decision (lcm_etl/sync/lcm_db.py): the source is not even copied, since its files
+prove it unchanged. When the last run recorded in the target's ledger was a `migrate` of
 
 - the same source file, byte for byte unchanged: same inode, size, mtime and ctime of `lcm.db` and
   `lcm.db-wal` (ctime cannot be set back by any tool, so a rewrite or restore always changes it), and the same
@@ -22,11 +21,13 @@ what a row's identity is.
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
 
 from lcm_etl.store import ledger
+from lcm_etl.sync.identity import real_path
 from lcm_etl.read.pages import wal_frames
 from lcm_etl.read.sources import file_signature
 
@@ -42,7 +43,7 @@ def source_fingerprint(src: Path) -> list:
             header = fh.read(100).hex()
     except OSError:
         header = None   # the run reports the missing or unreadable source itself
-    return [str(src.resolve()), file_signature(src), header, wal_frames(Path(f"{src}-wal"))]
+    return [real_path(src), file_signature(src), header, wal_frames(Path(f"{src}-wal"))]
 
 
 def options_key(key_by: str, session_filter: list[str]) -> list:
@@ -56,10 +57,16 @@ def target_fingerprint(con: sqlite3.Connection) -> list:
              con.execute(f"SELECT coalesce(max(rowid), 0) FROM {t}").fetchone()[0]] for t in FINGERPRINT_TABLES]
 
 
-def previous_totals(target: Path, source_fp: list, opts_key: list,
-                    dry_run: bool) -> tuple[str, dict, str | None] | None:
-    """(run_id, totals, the run whose marks the target holds) of the last run if it makes this one a
-    no-op, else None."""
+@dataclass
+class Previous:
+    """The last run, when it makes this one a no-op."""
+    run_id: str
+    totals: dict
+    marks_run: str | None   # the run whose marks the target holds
+    source_path: str        # the source's key (lcm_etl/sync/identity.py), as that run stored it
+
+
+def previous_totals(target: Path, source_fp: list, opts_key: list, dry_run: bool) -> Previous | None:
     # a dry run must not create -wal/-shm beside the target: immutable skips the WAL, so a ledger row
     # still in the WAL is simply not seen and the full plan runs
     if dry_run and Path(str(target) + "-wal").exists() and Path(str(target) + "-wal").stat().st_size:
@@ -80,7 +87,8 @@ def previous_totals(target: Path, source_fp: list, opts_key: list,
         totals = recorded.get("totals") or {}
         if not all(name in totals for name in REPLAN_FIELDS):
             return None
-        return row[0], totals, recorded.get("marks_run")
+        source_path = con.execute("SELECT source_path FROM lcm_etl_runs WHERE run_id = ?", (row[0],)).fetchone()[0]
+        return Previous(row[0], totals, recorded.get("marks_run"), source_path)
     except (sqlite3.Error, orjson.JSONDecodeError, AttributeError):
         return None
     finally:
