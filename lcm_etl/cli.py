@@ -16,7 +16,7 @@ from lcm_etl import __version__
 from lcm_etl.errors import EXIT_CODES, EXIT_FAILURE, BadInput, LcmEtlError
 from lcm_etl.interrupts import interruption, raised_as_interrupted
 from lcm_etl.options import MEMORY_SIZE, TEXT_PATH
-from lcm_etl.planning.pipeline import COMMANDS
+from lcm_etl.steps.pipeline import COMMANDS
 from lcm_etl.report import SCHEMA_VERSION, one_line
 from lcm_etl.read.sources import default_source, expand
 from lcm_etl.sqlite_runtime import disable_memstatus
@@ -371,7 +371,7 @@ def inspect(src, key_by, as_json, quiet, debug, memory_limit):
 @handled
 def steps(command, sql, markdown, debug):
     """The SQL steps COMMAND runs (every command's without one), in order, stage by stage: engine, connection,
-    file (lcm_etl/planning/pipeline.py)."""
+    file (lcm_etl/steps/pipeline.py)."""
     from lcm_etl.docgen import steps_text, transforms_readme
 
     if markdown and (sql or command):

@@ -1,4 +1,4 @@
-"""The pipeline declared once (lcm_etl/planning/pipeline.py): the runners run exactly it, the step headers agree with
+"""The pipeline declared once (lcm_etl/steps/pipeline.py): the runners run exactly it, the step headers agree with
 it, `lcm-etl steps` prints it and transforms/README.md is made from it (issue 11, item 1).
 
 The data-flow rule the headers are held to: walking a pipeline's stages in order, every name a step's
@@ -19,7 +19,7 @@ import pytest
 
 from conftest import ROOT, copy_fixture, run_cli
 from lcm_etl.commands import audit, inspect, migrate, reconcile
-from lcm_etl.planning import pipeline, steps
+from lcm_etl.steps import engine, pipeline
 from lcm_etl.store.target import apply_schema
 from test_sources import PARTS_WITH_ORDINAL, peer_source
 
@@ -38,7 +38,7 @@ def unresolved_reads(p: pipeline.Pipeline) -> list[str]:
     problems = []
     for stage in p.stages:
         for name in stage.steps:
-            step = steps.step(name)
+            step = engine.step(name)
             for read in step.reads:
                 table = read if read.endswith(".*") else read.split(".")[-1]
                 if table in written or read in p.inputs or table in p.inputs:
@@ -63,20 +63,20 @@ def test_a_step_reading_what_only_a_later_step_writes_is_caught():
 
 def test_every_step_file_is_in_a_pipeline_and_every_declared_step_has_a_file():
     declared = {name for p in pipeline.PIPELINES for stage in p.stages for name in stage.steps}
-    assert declared == set(steps.all_steps())
+    assert declared == set(engine.all_steps())
 
 
 def test_every_stage_runs_on_the_engine_its_steps_headers_name():
     for p in pipeline.PIPELINES:
         for stage in p.stages:
-            assert {steps.step(n).engine for n in stage.steps} == {stage.engine}, (p.title, stage.name)
+            assert {engine.step(n).engine for n in stage.steps} == {stage.engine}, (p.title, stage.name)
 
 
 def test_transforms_readme_is_what_lcm_etl_steps_markdown_prints():
     proc = run_cli("steps", "--markdown")
     assert (proc.returncode, proc.stderr) == (0, "")
     assert (ROOT / "transforms" / "README.md").read_text(encoding="utf-8") == proc.stdout, \
-        "transforms/README.md drifted from lcm_etl/planning/pipeline.py: run `python docs/generate.py`"
+        "transforms/README.md drifted from lcm_etl/steps/pipeline.py: run `python docs/generate.py`"
 
 
 def numbered_steps(text: str) -> list[str]:
@@ -132,13 +132,13 @@ SIDE_THREADS = {"lcm-etl-flatten": pipeline.FLATTEN, "lcm-etl-build": pipeline.B
 def ran(monkeypatch):
     """Every step run, with the thread that ran it."""
     log: list[tuple[str, str]] = []
-    real = steps.run_step
+    real = engine.run_step
 
     def recording(step, con, params=None):
         log.append((threading.current_thread().name, step.name))
         return real(step, con, params)
 
-    monkeypatch.setattr(steps, "run_step", recording)
+    monkeypatch.setattr(engine, "run_step", recording)
     return log
 
 

@@ -23,8 +23,8 @@ from lcm_etl.report import RunReport, one_line_each, unknown_lines
 from lcm_etl.read.source_schema import detect_schema, normalized_views
 from lcm_etl.read.sources import Snapshot, take_snapshot
 from lcm_etl.sqlite_runtime import attach_all, private_file, quote_path
-from lcm_etl.planning.pipeline import AUDIT_SOURCE
-from lcm_etl.planning.steps import run_stage
+from lcm_etl.steps.pipeline import AUDIT_SOURCE
+from lcm_etl.steps.engine import run_stage
 from lcm_etl.store.target import check_target, target_view
 
 # Content is compared by hashes computed in SQLite (content_hashes below), joined here by key: DuckDB

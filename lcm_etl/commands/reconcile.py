@@ -26,8 +26,8 @@ from lcm_etl.report import RunReport, now_iso
 from lcm_etl.store.runlock import target_lock
 from lcm_etl.read.source_schema import detect_schema
 from lcm_etl.read.sources import Snapshot, take_snapshot
-from lcm_etl.planning import pipeline
-from lcm_etl.planning.steps import run_stage
+from lcm_etl.steps import pipeline
+from lcm_etl.steps.engine import run_stage
 from lcm_etl.store.target import check_target, target_view
 from lcm_etl.read.transcript_rows import (IDENTITY_OCCURRENCE, FileSession, arrow_tables, file_sessions, stage_content)
 from lcm_etl.read.openclaw_store import StoreWindow

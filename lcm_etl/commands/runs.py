@@ -11,7 +11,7 @@ from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lcm_etl.planning import provenance
+from lcm_etl.store import provenance
 from lcm_etl.store import ledger, runlock, target as tgt
 from lcm_etl.report import SCHEMA_VERSION, one_line_each
 from lcm_etl.read.sources import take_snapshot

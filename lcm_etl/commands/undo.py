@@ -1,4 +1,4 @@
-"""`undo RUN_ID`: take out exactly what one run wrote, from what the run recorded (lcm_etl/planning/provenance.py).
+"""`undo RUN_ID`: take out exactly what one run wrote, from what the run recorded (lcm_etl/store/provenance.py).
 
 In one write transaction, under the run lock: the run's messages (with their FTS rows and parts), parts,
 boundary events and summaries (with their FTS rows) and the lcm_etl_* rows it inserted are deleted; rows it
@@ -27,7 +27,7 @@ import orjson
 
 from lcm_etl.store import ledger, target as tgt
 from lcm_etl.errors import BadInput, RunFailed
-from lcm_etl.planning.provenance import KEYED, RANGED, columns
+from lcm_etl.store.provenance import KEYED, RANGED, columns
 from lcm_etl.report import SCHEMA_VERSION, one_line_each
 from lcm_etl.store.runlock import target_lock
 from lcm_etl.read.sources import take_snapshot

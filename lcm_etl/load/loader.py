@@ -20,7 +20,7 @@ from lcm_etl.load.aside import BuildingFile, BuiltAside, InOneTransaction
 from lcm_etl.load.batches import InBatches
 from lcm_etl.load.flatten import ALL_OWNERS, Flattener
 from lcm_etl.load.fresh import TargetBuilder
-from lcm_etl.planning.pipeline import Stage
+from lcm_etl.steps.pipeline import Stage
 from lcm_etl.progress import Progress
 from lcm_etl.load.write import WriteJob, index_stage, write_failure
 

@@ -17,14 +17,14 @@ from typing import Callable, TypeVar
 import duckdb
 
 from lcm_etl import duck
-from lcm_etl.planning import pipeline
+from lcm_etl.steps import pipeline
 from lcm_etl.read import subset
 from lcm_etl.errors import BadInput
 from lcm_etl.progress import Progress
 from lcm_etl.report import RunReport
 from lcm_etl.read.source_schema import SourceSchema, normalized_views
 from lcm_etl.store.target import apply_schema
-from lcm_etl.planning.steps import run_stage
+from lcm_etl.steps.engine import run_stage
 
 WHITESPACE = " \t\n\r\x0b\x0c\u00a0\ufeff"
 _TARGET_TABLES = {"lcm_messages", "lcm_message_parts", "lcm_summary_nodes", "lcm_compaction_events"}

@@ -1,4 +1,4 @@
-"""The transform runner: SQL files in `transforms/`, run in the order lcm_etl/planning/pipeline.py declares, against
+"""The transform runner: SQL files in `transforms/`, run in the order lcm_etl/steps/pipeline.py declares, against
 the engine their header names.
 
 Each file starts with a comment header (step, engine, reads, produces, key, why). Statements are
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Callable
 
-from lcm_etl.planning.pipeline import Stage
+from lcm_etl.steps.pipeline import Stage
 
 _PARAM = {"duckdb": re.compile(r"\$([a-z_]+)"), "sqlite": re.compile(r":([a-z_]+)\b")}
 _FIELD = re.compile(r"--\s?(step|engine|reads|produces|key|why|count):\s?(.*)")
@@ -96,7 +96,7 @@ def all_steps() -> dict[str, Step]:
 
 
 def step(name: str) -> Step:
-    """The step of that exact name (lcm_etl/planning/pipeline.py names them)."""
+    """The step of that exact name (lcm_etl/steps/pipeline.py names them)."""
     return all_steps()[name]
 
 
