@@ -83,6 +83,20 @@ def test_each_package_imports_only_the_packages_before_it():
     assert wrong == []
 
 
+# a command's module is imported by no other command: what two commands share lives in the packages below them.
+# fleet is the exception by design (it runs migrate and reconcile, one pair at a time), and a command split in
+# two imports its own part
+COMMANDS_RUN_BY = {"lcm_etl.commands.fleet": {"lcm_etl.commands.migrate", "lcm_etl.commands.reconcile"},
+                   "lcm_etl.commands.fleet_dask": {"lcm_etl.commands.fleet", "lcm_etl.commands.migrate"},
+                   "lcm_etl.commands.inspect": {"lcm_etl.commands.inspect_store"}}
+
+
+def test_no_command_imports_another_command_but_fleet_which_runs_them():
+    wrong = sorted(f"{m} imports {i}" for m, found in _imports().items() if m.startswith("lcm_etl.commands.")
+                   for i in found if i.startswith("lcm_etl.commands.") and i not in COMMANDS_RUN_BY.get(m, set()))
+    assert wrong == []
+
+
 def test_importing_the_cli_and_migrate_leaves_duckdb_to_the_thread_that_warms_it():
     """migrate reads the source first; DuckDB (0.1 s of imports) is imported meanwhile by duck.Warmup."""
     code = ("import sys, lcm_etl.cli, lcm_etl.commands.migrate, lcm_etl.duck; "

@@ -18,7 +18,7 @@ import duckdb
 
 from lcm_etl import duck
 from lcm_etl.planning import plan
-from lcm_etl.commands.reconcile import ReconcileOptions, plan_transcripts, read_all
+from lcm_etl.planning.reconcile_plan import ReconcileOptions, plan_transcripts, read_all
 from lcm_etl.report import RunReport, one_line_each, unknown_lines
 from lcm_etl.read.source_schema import detect_schema, normalized_views
 from lcm_etl.read.sources import Snapshot, take_snapshot

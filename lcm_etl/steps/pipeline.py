@@ -111,7 +111,7 @@ SOURCE_VIEWS = {name: "the source snapshot (source_schema.normalized_views)" for
     "src_summary_parents", "src_large_files")}
 TARGET_TABLES = {"lcm_*": "Remnic's and lcm-etl's tables of the target (target.apply_schema; DuckDB reads them as "
                           "tgt.* / prov.*)"}
-_SELECTED = {"selected": "the sessions the run covers (plan.py / reconcile.py, from --session-filter)",
+_SELECTED = {"selected": "the sessions the run covers (plan.py / reconcile_plan.py, from --session-filter)",
              "scope_sessions": "the target sessions a sync re-run reads (08_sync_scope.sql; else plan.py makes it "
                                "empty)"}
 _MIGRATE_INPUTS = {**SOURCE_VIEWS, **TARGET_TABLES, **_SELECTED,
@@ -126,11 +126,11 @@ _RECONCILE_INPUTS = {
     "jsonl_messages": "the transcripts' active-path messages (lcm_etl/read/transcript_rows.py)",
     "jsonl_parts": "their content blocks (lcm_etl/read/transcript_rows.py)",
     "jsonl_abandoned": "entries off the active path (lcm_etl/read/transcript_rows.py)",
-    "held_lcm": "what lcm.db holds of the transcripts' sessions (reconcile.py; empty without --src)",
+    "held_lcm": "what lcm.db holds of the transcripts' sessions (reconcile_plan.py; empty without --src)",
     "jsonl_content": "content and metadata, staged from Python (transcript_rows.stage_content)",
     "plan_parts": "content blocks as parts, staged from Python (transcript_rows.stage_content)",
-    "jsonl_appended": "sessions whose files were read from recorded offsets (reconcile.py)",
-    "jsonl_sessions": "the transcripts' sessions (reconcile.py)",
+    "jsonl_appended": "sessions whose files were read from recorded offsets (reconcile_plan.py)",
+    "jsonl_sessions": "the transcripts' sessions (reconcile_plan.py)",
     "transcript_files": "how far this run read each file, staged from Python (reconcile.py, transcript_offsets.py)",
 }
 _FLATTEN_OWNERS = {"flatten_owners": "the messages whose parts are flattened (flatten.PLANNED_OWNERS or, "
