@@ -97,6 +97,19 @@ def test_no_command_imports_another_command_but_fleet_which_runs_them():
     assert wrong == []
 
 
+# click is the command line's: the commands return reports (report.emit prints them) and raise the project's
+# errors (errors.error_line words them), so a command runs the same from the CLI, a watch, a fleet or a test
+CLICK_LAYER = {"lcm_etl.cli", "lcm_etl.options", "lcm_etl.docgen"}
+
+
+def test_only_the_command_line_imports_click():
+    users = sorted(_name(p) for p in PACKAGE.rglob("*.py") for node in ast.walk(ast.parse(p.read_text()))
+                   if isinstance(node, (ast.Import, ast.ImportFrom))
+                   and "click" in ([a.name.split(".")[0] for a in node.names] if isinstance(node, ast.Import)
+                                   else [(node.module or "").split(".")[0]]))
+    assert sorted(set(users) - CLICK_LAYER) == []
+
+
 def test_importing_the_cli_and_migrate_leaves_duckdb_to_the_thread_that_warms_it():
     """migrate reads the source first; DuckDB (0.1 s of imports) is imported meanwhile by duck.Warmup."""
     code = ("import sys, lcm_etl.cli, lcm_etl.commands.migrate, lcm_etl.duck; "

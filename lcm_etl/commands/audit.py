@@ -83,6 +83,12 @@ class Audited:
     findings: list[dict]
     sessions: set[str] = field(default_factory=set)   # every session audited, clean or not (audit --junit)
 
+    def as_dict(self) -> dict:
+        return {**self.report.as_dict(), "differences": self.findings}
+
+    def as_text(self) -> str:
+        return as_text(self.report, self.findings)
+
 
 def audit(opts: AuditOptions) -> Audited:
     t0 = time.monotonic()

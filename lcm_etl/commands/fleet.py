@@ -25,8 +25,9 @@ from tqdm import tqdm
 from lcm_etl.errors import EXIT_FAILURE, EXIT_INTERRUPTED, BadInput, LcmEtlError
 from lcm_etl.interrupts import in_a_worker, interruption, pair_in_worker, worker_stopped
 from lcm_etl.commands.migrate import MigrateOptions, migrate
+from lcm_etl.read.discover import Discovered
 from lcm_etl.read.sources import expand
-from lcm_etl.report import one_line, one_line_each
+from lcm_etl.report import SCHEMA_VERSION, one_line, one_line_each
 from lcm_etl.sqlite_runtime import disable_memstatus
 from lcm_etl.store.target import resolve_target
 
@@ -217,6 +218,22 @@ def summary_table(results: list[PairResult], elapsed: float, dry_run: bool = Fal
     lines.append(f"{len(results) - failed} of {len(results)} pairs {done}, {failed} failed, {elapsed:.2f} s"
                  + (" (dry run: nothing written)" if dry_run else ""))
     return one_line_each(lines)
+
+
+@dataclass
+class FleetReport:
+    """Every pair's result: one JSON object (docs/schemas/fleet.schema.json) or the summary table."""
+    results: list[PairResult]
+    elapsed_s: float
+    dry_run: bool
+    found: Discovered | None = None   # --discover --dry-run: the pairs found (the text shows them before the run)
+
+    def as_dict(self) -> dict:
+        return {"schema_version": SCHEMA_VERSION, **(self.found.as_dict() if self.found else {}),
+                "pairs": [r.__dict__ for r in self.results], "failed": sum(not r.ok for r in self.results)}
+
+    def as_text(self) -> str:
+        return summary_table(self.results, self.elapsed_s, self.dry_run)
 
 
 def fleet_exit_code(results: list[PairResult]) -> int:
