@@ -7,16 +7,15 @@ the traceback only under --debug).
 """
 from __future__ import annotations
 
+import signal
 import traceback
 
-from lcm_etl.interrupts import interruption
+from lcm_etl.interrupts import Interrupted, interruption
 from lcm_etl.report import one_line
 
 EXIT_FAILURE = 1      # runtime failure; nothing partial is left behind
 EXIT_BAD_INPUT = 2    # bad usage or bad input
 EXIT_PENDING = 3      # audit found pending work or differences
-EXIT_INTERRUPTED = 130   # 128 + SIGINT (lcm_etl/interrupts.py)
-EXIT_TERMINATED = 143    # 128 + SIGTERM
 
 # what `--help` lists (and docs/cli.md explains)
 EXIT_CODES = {
@@ -24,8 +23,9 @@ EXIT_CODES = {
     EXIT_FAILURE: "runtime failure (locked target, disk full...); the target is as it was or holds whole sessions",
     EXIT_BAD_INPUT: "bad usage or bad input (one line on stderr); nothing was written",
     EXIT_PENDING: "audit: pending work or differences",
-    EXIT_INTERRUPTED: "interrupted (Ctrl-C); every session written so far is complete, re-run to finish",
-    EXIT_TERMINATED: "terminated (SIGTERM, e.g. a service manager stopping it); as 130, every session written so far "
+    Interrupted(signal.SIGINT).exit_code: "interrupted (Ctrl-C); every session written so far is complete, re-run "
+                                          "to finish",
+    Interrupted(signal.SIGTERM).exit_code: "terminated (SIGTERM, e.g. a service manager stopping it); as 130, every session written so far "
                      "is complete",
 }
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import orjson
 from tqdm import tqdm
 
-from lcm_etl.errors import EXIT_FAILURE, EXIT_INTERRUPTED, BadInput, LcmEtlError
+from lcm_etl.errors import EXIT_FAILURE, BadInput, LcmEtlError
 from lcm_etl.interrupts import in_a_worker, interruption, pair_in_worker, worker_stopped
 from lcm_etl.commands.migrate import MigrateOptions, migrate
 from lcm_etl.read.discover import Discovered
@@ -147,8 +147,9 @@ def run_fleet(pairs: list[tuple[Path, Path]], template: PairOptions, on_done,
 
 def _pool_pair(index: int, opts: MigrateOptions) -> PairResult:
     """run_pair in a local pool's worker; a worker a signal has stopped starts no further pair."""
-    if worker_stopped():
-        return PairResult(index, str(opts.src), str(opts.target), False, EXIT_INTERRUPTED,
+    stop = worker_stopped()
+    if stop is not None:
+        return PairResult(index, str(opts.src), str(opts.target), False, stop.exit_code,
                           error="not started: the fleet was stopped by a signal")
     with pair_in_worker():
         return run_pair(index, opts)
