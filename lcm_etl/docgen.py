@@ -34,7 +34,8 @@ Each file's header says its engine, what it reads, what it produces, its key and
 (identities, order, ranges, batches); SQLite steps write, copying content straight from the source snapshot
 into the target. `lcm_etl/steps/engine.py` runs them, stage by stage as declared; `$name` / `:name` are parameters.
 Every name a step's `reads:` header lists is written by an earlier step of the same pipeline or is one of
-the pipeline's inputs listed below it (tests/test_pipeline.py checks this).
+the pipeline's inputs listed below it, and its `produces:` header names exactly the tables and views it
+creates, inserts into or updates (tests/test_pipeline.py checks both).
 """
 
 

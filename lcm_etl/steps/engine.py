@@ -1,7 +1,8 @@
 """The transform runner: SQL files in `transforms/`, run in the order lcm_etl/steps/pipeline.py declares, against
 the engine their header names.
 
-Each file starts with a comment header (step, engine, reads, produces, key, why). Statements are
+Each file starts with a comment header (step, engine, reads, produces, key, why; tests/test_pipeline.py holds
+`reads:` to what earlier steps write and `produces:` to what this one writes). Statements are
 separated by a `;` at the end of a line. A statement preceded by `-- count: NAME` adds its row count to
 the result under NAME. Parameters are `$name` (DuckDB) or `:name` (SQLite); each statement receives
 only the ones it mentions.
