@@ -1,10 +1,11 @@
 """The pipeline, declared once: which step files of `transforms/` each command runs, in which order, on which
 engine and connection.
 
-The runners (plan.py, flatten.py, fresh.py, batches.py, aside.py, reconcile.py, audit.py, inspect.py) run these stages
-and no other list of steps; `lcm-etl steps [COMMAND]` prints them and transforms/README.md is generated from
-them (`lcm-etl steps --markdown`). tests/test_pipeline.py checks every step's `reads:` header against what the
-earlier steps of the same pipeline write and the inputs a pipeline declares here.
+Every module that runs steps does so through engine.run_stage with a stage declared here, never a list of its
+own; tests/test_pipeline.py runs each command and compares the steps it ran with its pipeline. `lcm-etl steps
+[COMMAND]` prints them and transforms/README.md is generated from them (`lcm-etl steps --markdown`).
+tests/test_pipeline.py also checks every step's `reads:` header against what the earlier steps of the same
+pipeline write and the inputs a pipeline declares here, and its `produces:` header against what it writes.
 """
 from __future__ import annotations
 
