@@ -58,7 +58,7 @@ def test_every_name_a_step_reads_is_written_earlier_in_its_pipeline_or_is_a_decl
 
 
 def test_a_step_reading_what_only_a_later_step_writes_is_caught():
-    backwards = pipeline.Pipeline("migrate", "backwards", (pipeline.STAGE, pipeline.PLAN), pipeline.SOURCE_VIEWS)
+    backwards = pipeline.Pipeline("migrate", "backwards", (pipeline.HANDOFF, pipeline.PLAN), pipeline.SOURCE_VIEWS)
     assert "migrate, backwards: 65_stage reads write_messages, which nothing before it writes" in \
         unresolved_reads(backwards)
 

@@ -109,7 +109,7 @@ def _reconcile(opts: ReconcileOptions, read: Reading, records: dict) -> RunRepor
             planned = {r[0] for r in con.execute("SELECT session_id FROM selected").fetchall()}
             _stage_offsets(stage_path, offsets.rows(transcripts, sessions, planned, opts.key_by, held_by(opts)))
             plan.duck.attach_sqlite(con, str(stage_path), "stage", read_only=False)
-            run_stage(pipeline.RECONCILE_STAGE, con)
+            run_stage(pipeline.RECONCILE_HANDOFF, con)
             con.execute("DETACH stage")
         finally:
             con.close()

@@ -62,7 +62,7 @@ _PLAN_HEAD = ("20_turn_index", "30_message_parts", "40_summaries", "50_parent_co
 PLAN = Stage("plan", "duckdb", _PLAN_DB, (*_PLAN_HEAD, "55_batch_weights", "57_assign_batches", "60_batches"))
 # a new target is built in one transaction: one batch
 NEW_TARGET_PLAN = Stage("plan, one batch", "duckdb", _PLAN_DB, (*_PLAN_HEAD, "56_single_batch", "60_batches"))
-STAGE = Stage("stage", "duckdb", "the plan database, the run's stage file attached as stage", ("65_stage",))
+HANDOFF = Stage("handoff", "duckdb", "the plan database, the run's stage file attached as stage", ("65_stage",))
 
 FLATTEN = Stage("flatten parts", "sqlite", "scratch.sqlite, on a connection of its own in a thread "
                 "(lcm_etl/load/flatten.py): beside planning for a new target, else before the first write lock",
@@ -94,7 +94,7 @@ RECONCILE_TARGET = Stage("target state", "duckdb", "the plan database, the targe
 RECONCILE_PLAN = Stage("plan", "duckdb", "the plan database, the transcripts' rows loaded from Arrow "
                        "(lcm_etl/read/transcript_rows.py)", ("r20_match", "r55_batch_weights", "57_assign_batches",
                                                         "r60_batches"))
-RECONCILE_STAGE = Stage("stage", "duckdb", "the plan database, the stage file attached as stage", ("r65_stage",))
+RECONCILE_HANDOFF = Stage("handoff", "duckdb", "the plan database, the stage file attached as stage", ("r65_stage",))
 RECONCILE_WRITE = Stage("per batch", "sqlite", "the target, the stage attached as plan: one transaction per batch "
                         "(a new target: its private building file, one transaction)",
                         ("70_assign_turns", "r72_write_messages", "75_index_messages", "r80_write_parts",
@@ -140,13 +140,13 @@ _FLATTEN_OWNERS = {"flatten_owners": "the messages whose parts are flattened (fl
 MIGRATE_EXISTING = Pipeline(
     "migrate", "an existing target",
     (SOURCE_MARKS, TARGET_MARKS, TARGET_PROVENANCE, SYNC_SCOPE, SUPERSEDED, TARGET_STATE, CARRIED_MARKS, SESSIONS,
-     KEPT_SESSIONS, PLAN, STAGE,
+     KEPT_SESSIONS, PLAN, HANDOFF,
      FLATTEN, WRITE_MESSAGES, WRITE_REST, PROVENANCE),
     {**_MIGRATE_INPUTS, **_FLATTEN_OWNERS})
 MIGRATE_NEW_INTEGER_IDS = Pipeline(
     "migrate", "a new target from integer source ids (every lossless-claw release)",
     (SOURCE_MARKS, TARGET_MARKS, TARGET_PROVENANCE, TARGET_STATE, SESSIONS, KEPT_SESSIONS, BUILD, NEW_TARGET_PLAN,
-     STAGE, FRESH_MESSAGES, FRESH_SUMMARIES, FRESH_FINISH, PROVENANCE),
+     HANDOFF, FRESH_MESSAGES, FRESH_SUMMARIES, FRESH_FINISH, PROVENANCE),
     {**_MIGRATE_INPUTS,
      "fresh_owners": "the messages the new target receives (fresh.SOURCE_OWNERS or, with a session filter, "
                      "fresh.PLANNED_OWNERS)",
@@ -154,11 +154,11 @@ MIGRATE_NEW_INTEGER_IDS = Pipeline(
 MIGRATE_NEW_TEXT_IDS = Pipeline(
     "migrate", "a new target from TEXT source ids",
     (SOURCE_MARKS, TARGET_MARKS, TARGET_PROVENANCE, TARGET_STATE, SESSIONS, KEPT_SESSIONS, FLATTEN, NEW_TARGET_PLAN,
-     STAGE, WRITE_MESSAGES, WRITE_REST, PROVENANCE),
+     HANDOFF, WRITE_MESSAGES, WRITE_REST, PROVENANCE),
     {**_MIGRATE_INPUTS, **_FLATTEN_OWNERS})
 RECONCILE = Pipeline(
     "reconcile", "",
-    (HELD_SESSIONS, RECONCILE_TARGET, RECONCILE_PLAN, RECONCILE_STAGE, RECONCILE_WRITE, RECONCILE_RECORD),
+    (HELD_SESSIONS, RECONCILE_TARGET, RECONCILE_PLAN, RECONCILE_HANDOFF, RECONCILE_WRITE, RECONCILE_RECORD),
     _RECONCILE_INPUTS)
 AUDIT = Pipeline(
     "audit", "a lossless-claw source (--src)",
