@@ -25,7 +25,7 @@ if sys.argv[3] == "off":
     from lcm_etl.sqlite_runtime import disable_memstatus
     assert disable_memstatus()
 from lcm_etl.read import source_schema
-from lcm_etl.planning import steps
+from lcm_etl.steps import engine
 from lcm_etl.sqlite_runtime import attach_all
 src = Path(sys.argv[1])
 views = source_schema.normalized_views(source_schema.detect_schema(src, src), "sqlite")
@@ -34,7 +34,7 @@ def work(i):
     con = sqlite3.connect(":memory:", check_same_thread=False)
     con.execute("ATTACH ? AS src", (f"file:{src}?mode=ro",))
     attach_all(con, {}, views)   # the views, and the function the part view calls
-    steps.run_step(steps.step("74_part_rows"), con)
+    engine.run_step(engine.step("74_part_rows"), con)
     t = time.monotonic()
     con.execute("CREATE TEMP TABLE flat AS SELECT * FROM part_rows")
     took[i] = time.monotonic() - t

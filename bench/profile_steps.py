@@ -13,7 +13,7 @@ import threading
 import time
 
 from lcm_etl import cli
-from lcm_etl.planning import steps
+from lcm_etl.steps import engine
 
 T0 = time.monotonic()
 
@@ -35,8 +35,8 @@ def timed_fsync(fd: int) -> None:
     log(f"fsync {time.monotonic() - t:.2f}s")
 
 
-real_fsync, real_step = os.fsync, steps.run_step
-steps.run_step = timed_step   # every runner reaches a step through steps.run_stage -> steps.run_step
+real_fsync, real_step = os.fsync, engine.run_step
+engine.run_step = timed_step   # every runner reaches a step through engine.run_stage -> engine.run_step
 os.fsync = timed_fsync
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Rewrite the generated documents: transforms/README.md (from lcm_etl/planning/pipeline.py), the option table of
+"""Rewrite the generated documents: transforms/README.md (from lcm_etl/steps/pipeline.py), the option table of
 docs/cli.md (from the click commands) and the exit codes of README.md and docs/cli.md (from lcm_etl/errors.py). Tests fail when a committed copy drifts; run this after changing either."""
 from lcm_etl.cli import cli
 from lcm_etl.docgen import CLI_DOC, README, USER_README, cli_doc, transforms_readme, user_readme

@@ -1,103 +1,27 @@
 """The `lcm-etl` command line: a thin click layer over the library.
 
-Shared options are declared once (stacked decorators) so every command spells them the same. All
-errors leave through `main()`, which prints one line on stderr and exits with the error's code.
+Each command parses its options (the shared ones are declared once, in lcm_etl/options.py), calls its module in
+lcm_etl/commands/ and prints the report it returns through report.emit. A command's errors leave through
+`handled` (one line on stderr and the exit code, both from errors.error_line); click's usage errors through
+`main()` (one line, exit 2).
 """
 from __future__ import annotations
 
 import functools
 import sys
-import traceback
 
 import click
-import orjson
 
 from lcm_etl import __version__
-from lcm_etl.errors import EXIT_CODES, EXIT_FAILURE, BadInput, LcmEtlError
+from lcm_etl.errors import EXIT_CODES, BadInput, error_line
 from lcm_etl.interrupts import interruption, raised_as_interrupted
-from lcm_etl.options import MEMORY_SIZE, TEXT_PATH
-from lcm_etl.planning.pipeline import COMMANDS
-from lcm_etl.report import SCHEMA_VERSION, one_line
+from lcm_etl.options import (TEXT_PATH, key_by_option, lock_timeout_option, memory_limit_option, output_options,
+                             run_options, session_filter_option, source_option, target_options, transcripts_options,
+                             watch_options, write_options)
+from lcm_etl.steps.pipeline import COMMANDS
+from lcm_etl.report import emit, one_line
 from lcm_etl.read.sources import default_source, expand
 from lcm_etl.sqlite_runtime import disable_memstatus
-
-
-def source_option(f):
-    return click.option("--src", "src", metavar="PATH", type=TEXT_PATH,
-                        help="lossless-claw database (default $OPENCLAW_STATE_DIR/lcm.db, else ~/.openclaw/lcm.db)")(f)
-
-
-def target_options(role: str):
-    """--dest / --memory-dir; `role` says what the command does with the target ("to write", "to check")."""
-    def decorate(f):
-        f = click.option("--memory-dir", metavar="DIR", type=TEXT_PATH,
-                         help="Remnic memory dir; the target is DIR/state/lcm.sqlite")(f)
-        return click.option("--dest", metavar="PATH", type=TEXT_PATH,
-                            help=f"Remnic LCM database (lcm.sqlite) {role}")(f)
-    return decorate
-
-
-def output_options(f):
-    """--json, --quiet, --debug: every command prints the same way."""
-    f = click.option("--debug", is_flag=True, help="show a traceback on errors")(f)
-    f = click.option("--quiet", "-q", is_flag=True, help="print nothing but errors; the exit code tells the outcome")(f)
-    return click.option("--json", "as_json", is_flag=True, help="print the report as one JSON object (no progress bar)")(f)
-
-
-def key_by_option(f):
-    return click.option("--key-by", type=click.Choice(["session-id", "session-key"]), default="session-id",
-                        show_default=True, help="what Remnic session ids are made of (docs/mapping.md says when to choose which)")(f)
-
-
-def session_filter_option(f):
-    return click.option("--session-filter", multiple=True, metavar="ID",
-                        help="only this resolved session id (repeatable); an id no session has is exit 2")(f)
-
-
-def transcripts_options(f):
-    """--sessions and --include-archived: what reconcile (and audit) read of OpenClaw's transcripts."""
-    f = click.option("--include-archived", is_flag=True,
-                     help="also import archived transcripts (a store's deleted windows, *.jsonl.deleted.*/.reset.* "
-                          "files, the doctor's *.jsonl.imported-* originals); they are listed either way")(f)
-    return click.option("--sessions", "sessions", multiple=True, metavar="PATH", type=TEXT_PATH,
-                        help="an openclaw-agent.sqlite session store, an agent folder, a state folder, a .jsonl "
-                             "transcript or a sessions folder (repeatable; default: every agent's store and legacy "
-                             "JSONL under $OPENCLAW_STATE_DIR, else ~/.openclaw)")(f)
-
-
-def run_options(f):
-    f = output_options(f)
-    f = key_by_option(f)
-    f = session_filter_option(f)
-    return click.option("--dry-run", is_flag=True, help="write nothing, create no file or folder; report what a real run would do")(f)
-
-
-def memory_limit_option(f):
-    return click.option("--memory-limit", type=MEMORY_SIZE, default="96MB", show_default=True, metavar="SIZE",
-                        help="DuckDB's memory budget for planning (96MB, 2GB, 512MiB...); it spills to a private folder beyond it")(f)
-
-
-def lock_timeout_option(f):
-    return click.option("--lock-timeout", type=click.FloatRange(min=0), default=10.0, show_default=True,
-                        metavar="SECONDS", help="how long to wait for a target locked by another writer or lcm-etl "
-                                                "run, then fail (exit 1)")(f)
-
-
-def write_options(f):
-    f = memory_limit_option(f)
-    f = lock_timeout_option(f)
-    f = click.option("--batch-rows", type=click.IntRange(min=100), default=50_000, metavar="N", show_default=True,
-                     help="rows per write transaction on an existing target (keeps a live Remnic unblocked)")(f)
-    return f
-
-
-def watch_options(f):
-    f = click.option("--interval", type=click.FloatRange(min=0.01), default=None, metavar="SECONDS",
-                     help="with --watch: poll period, and how long the inputs must stay quiet before a sync "
-                          "[default: 0.5]")(f)
-    f = click.option("--watch", is_flag=True, help="stay running; sync again whenever the inputs change "
-                                                   "(Ctrl-C or SIGTERM stops, exit 0)")(f)
-    return f
 
 
 def _watching(watch, interval, dry_run, manifest=None) -> bool:
@@ -130,33 +54,12 @@ def handled(f):
         except BaseException as exc:
             if not isinstance(exc, Exception) and interruption(exc) is None:   # SystemExit and the like
                 raise
-            line, code = _error_line(exc, debug)
+            line, code = error_line(exc, debug)
             click.echo(line, err=True)
         # exits outside the except clause: the error's traceback, and with it the run's frames, are let go
         # first, so connections still open in them are closed (a WAL target's -wal and -shm go with them)
         sys.exit(code or 0)
     return wrapper
-
-
-def _error_line(exc: BaseException, debug: bool) -> tuple[str, int]:
-    stop = interruption(exc)
-    if stop is not None:
-        return f"lcm-etl: {stop.line()}", stop.exit_code
-    if debug:
-        traceback.print_exception(exc)
-    if isinstance(exc, LcmEtlError):
-        return f"lcm-etl: error: {one_line(str(exc))}", exc.exit_code   # a path or an id may hold controls
-    # a bug: still one line unless asked
-    first = str(exc).splitlines()[0] if str(exc) else ""
-    return (f"lcm-etl: internal error: {type(exc).__name__}: {one_line(first)} (re-run with --debug and report it)",
-            EXIT_FAILURE)
-
-
-def emit(report, as_json: bool, quiet: bool) -> None:
-    if as_json:
-        click.echo(orjson.dumps(report.as_dict(), option=orjson.OPT_NON_STR_KEYS).decode())
-    elif not quiet:
-        click.echo(report.as_text())
 
 
 def progress_wanted(as_json: bool, quiet: bool) -> bool:
@@ -226,7 +129,7 @@ def migrate(src, dest, memory_dir, dry_run, session_filter, key_by, as_json, qui
 def _fleet(manifest, discover, dest_root, scheduler, retries, src, dest, memory_dir, jobs, as_json, quiet,
            template) -> int:
     import time
-    from lcm_etl.commands.fleet import FleetProgress, fleet_exit_code, read_manifest, run_fleet, summary_table
+    from lcm_etl.commands.fleet import FleetProgress, FleetReport, fleet_exit_code, read_manifest, run_fleet
 
     if not (manifest or discover):   # an option of many pairs given alone: the pairs are what is missing
         flag = "--dest-root" if dest_root else "--jobs" if jobs else "--scheduler" if scheduler else "--retries"
@@ -243,26 +146,22 @@ def _fleet(manifest, discover, dest_root, scheduler, retries, src, dest, memory_
         raise BadInput("--retries is for --scheduler (Dask re-runs the task); the local pool does not retry")
     dask_opts = {"address": scheduler} | ({} if retries is None else {"retries": retries})
     run = functools.partial(_dask_runner(), **dask_opts) if scheduler else functools.partial(run_fleet, jobs=jobs)
-    shown = {}
+    dry_run, found = template.keywords["dry_run"], None
     if discover:
-        from lcm_etl.read.discover import discover as find, manifest_entries, manifest_text
+        from lcm_etl.read.discover import Discovered, discover as find
 
         root = expand(discover).absolute()
         pairs = find(root, expand(dest_root).absolute())
-        if template.keywords["dry_run"]:   # the operator checks the discovered pairs before a real run
-            shown = {"manifest": manifest_entries(pairs)}
-            if not as_json and not quiet:
-                click.echo(manifest_text(root, pairs) + "\n")
+        if dry_run:   # the operator checks the discovered pairs before a real run: in text, printed first
+            found = Discovered(root, pairs)
+            if not as_json:
+                emit(found, as_json, quiet)
     else:
         pairs = read_manifest(expand(manifest))
     t0 = time.monotonic()
     with FleetProgress(len(pairs), lines=not as_json and not quiet, bar=progress_wanted(as_json, quiet)) as progress:
         results = run(pairs, template, progress)
-    if as_json:
-        click.echo(orjson.dumps({"schema_version": SCHEMA_VERSION, **shown, "pairs": [r.__dict__ for r in results],
-                                 "failed": sum(not r.ok for r in results)}).decode())
-    elif not quiet:
-        click.echo(summary_table(results, time.monotonic() - t0, template.keywords["dry_run"]))
+    emit(FleetReport(results, time.monotonic() - t0, dry_run, found), as_json, quiet)
     return fleet_exit_code(results)
 
 
@@ -322,7 +221,7 @@ def reconcile(sessions, include_archived, src, dest, memory_dir, dry_run, sessio
 def audit(sessions, include_archived, src, dest, memory_dir, session_filter, key_by, as_json, quiet, debug, memory_limit,
           junit):
     """Read-only: is everything in the sources in the target? Exit 0 clean, 3 pending or different."""
-    from lcm_etl.commands.audit import AuditOptions, as_text, audit as run
+    from lcm_etl.commands.audit import AuditOptions, audit as run
     from lcm_etl.commands.audit_junit import check_junit_path, junit_xml, write_junit
     from lcm_etl.errors import EXIT_PENDING
     from lcm_etl.store.target import resolve_target
@@ -339,14 +238,10 @@ def audit(sessions, include_archived, src, dest, memory_dir, session_filter, key
                                session_filter=list(session_filter), key_by=key_by,
                                memory_limit=memory_limit, default_src=None if src else default_source(),
                                default_transcripts=defaults, include_archived=include_archived))
-    report, findings = audited.report, audited.findings
     if junit:
-        write_junit(expand(junit), junit_xml(report, findings, audited.sessions))
-    if as_json:
-        click.echo(orjson.dumps({**report.as_dict(), "differences": findings}).decode())
-    elif not quiet:
-        click.echo(as_text(report, findings))
-    return EXIT_PENDING if findings else 0
+        write_junit(expand(junit), junit_xml(audited.report, audited.findings, audited.sessions))
+    emit(audited, as_json, quiet)
+    return EXIT_PENDING if audited.findings else 0
 
 
 @cli.command(epilog=EPILOG)
@@ -371,7 +266,7 @@ def inspect(src, key_by, as_json, quiet, debug, memory_limit):
 @handled
 def steps(command, sql, markdown, debug):
     """The SQL steps COMMAND runs (every command's without one), in order, stage by stage: engine, connection,
-    file (lcm_etl/planning/pipeline.py)."""
+    file (lcm_etl/steps/pipeline.py)."""
     from lcm_etl.docgen import steps_text, transforms_readme
 
     if markdown and (sql or command):

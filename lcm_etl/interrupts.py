@@ -75,8 +75,8 @@ def _stop_worker(signum: int, frame) -> None:
     running = signal.getsignal(signum) is _stop_pair
     for sig in _WHAT:
         signal.signal(sig, signal.SIG_IGN)
+    _Received.signum = signum   # a pair queued to an idle worker is not started, with this signal's exit code
     if running:
-        _Received.signum = signum
         raise Interrupted(signum)
 
 
@@ -104,10 +104,12 @@ def pair_in_worker() -> Iterator[None]:
                 signal.signal(sig, _stop_worker)
 
 
-def worker_stopped() -> bool:
-    """In a fleet's worker (in_a_worker): a signal has stopped it, so it starts no further pair (a pair queued
-    to it before the parent could cancel it)."""
-    return signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+def worker_stopped() -> Interrupted | None:
+    """In a fleet's worker (in_a_worker): the signal that has stopped it, if one has, so it starts no further pair
+    (a pair queued to it before the parent could cancel it)."""
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        return None
+    return Interrupted(_Received.signum or signal.SIGINT)
 
 
 def interruption(exc: BaseException | None) -> Interrupted | None:

@@ -1,4 +1,5 @@
-"""Option value types: a value no command can use is refused where the option is parsed (exit 2, one
+"""The options the commands share, declared once (stacked click decorators) so every command spells them the
+same, and their value types: a value no command can use is refused where the option is parsed (exit 2, one
 line, the same for every command), never later by DuckDB or the writer as an internal error."""
 from __future__ import annotations
 
@@ -43,3 +44,81 @@ class TextPath(click.ParamType):
 
 MEMORY_SIZE = MemorySize()
 TEXT_PATH = TextPath()
+
+
+def source_option(f):
+    return click.option("--src", "src", metavar="PATH", type=TEXT_PATH,
+                        help="lossless-claw database (default $OPENCLAW_STATE_DIR/lcm.db, else ~/.openclaw/lcm.db)")(f)
+
+
+def target_options(role: str):
+    """--dest / --memory-dir; `role` says what the command does with the target ("to write", "to check")."""
+    def decorate(f):
+        f = click.option("--memory-dir", metavar="DIR", type=TEXT_PATH,
+                         help="Remnic memory dir; the target is DIR/state/lcm.sqlite")(f)
+        return click.option("--dest", metavar="PATH", type=TEXT_PATH,
+                            help=f"Remnic LCM database (lcm.sqlite) {role}")(f)
+    return decorate
+
+
+def output_options(f):
+    """--json, --quiet, --debug: every command prints the same way."""
+    f = click.option("--debug", is_flag=True, help="show a traceback on errors")(f)
+    f = click.option("--quiet", "-q", is_flag=True, help="print nothing but errors; the exit code tells the outcome")(f)
+    return click.option("--json", "as_json", is_flag=True, help="print the report as one JSON object (no progress bar)")(f)
+
+
+def key_by_option(f):
+    return click.option("--key-by", type=click.Choice(["session-id", "session-key"]), default="session-id",
+                        show_default=True, help="what Remnic session ids are made of (docs/mapping.md says when to choose which)")(f)
+
+
+def session_filter_option(f):
+    return click.option("--session-filter", multiple=True, metavar="ID",
+                        help="only this resolved session id (repeatable); an id no session has is exit 2")(f)
+
+
+def transcripts_options(f):
+    """--sessions and --include-archived: what reconcile (and audit) read of OpenClaw's transcripts."""
+    f = click.option("--include-archived", is_flag=True,
+                     help="also import archived transcripts (a store's deleted windows, *.jsonl.deleted.*/.reset.* "
+                          "files, the doctor's *.jsonl.imported-* originals); they are listed either way")(f)
+    return click.option("--sessions", "sessions", multiple=True, metavar="PATH", type=TEXT_PATH,
+                        help="an openclaw-agent.sqlite session store, an agent folder, a state folder, a .jsonl "
+                             "transcript or a sessions folder (repeatable; default: every agent's store and legacy "
+                             "JSONL under $OPENCLAW_STATE_DIR, else ~/.openclaw)")(f)
+
+
+def run_options(f):
+    f = output_options(f)
+    f = key_by_option(f)
+    f = session_filter_option(f)
+    return click.option("--dry-run", is_flag=True, help="write nothing, create no file or folder; report what a real run would do")(f)
+
+
+def memory_limit_option(f):
+    return click.option("--memory-limit", type=MEMORY_SIZE, default="96MB", show_default=True, metavar="SIZE",
+                        help="DuckDB's memory budget for planning (96MB, 2GB, 512MiB...); it spills to a private folder beyond it")(f)
+
+
+def lock_timeout_option(f):
+    return click.option("--lock-timeout", type=click.FloatRange(min=0), default=10.0, show_default=True,
+                        metavar="SECONDS", help="how long to wait for a target locked by another writer or lcm-etl "
+                                                "run, then fail (exit 1)")(f)
+
+
+def write_options(f):
+    f = memory_limit_option(f)
+    f = lock_timeout_option(f)
+    f = click.option("--batch-rows", type=click.IntRange(min=100), default=50_000, metavar="N", show_default=True,
+                     help="rows per write transaction on an existing target (keeps a live Remnic unblocked)")(f)
+    return f
+
+
+def watch_options(f):
+    f = click.option("--interval", type=click.FloatRange(min=0.01), default=None, metavar="SECONDS",
+                     help="with --watch: poll period, and how long the inputs must stay quiet before a sync "
+                          "[default: 0.5]")(f)
+    f = click.option("--watch", is_flag=True, help="stay running; sync again whenever the inputs change "
+                                                   "(Ctrl-C or SIGTERM stops, exit 0)")(f)
+    return f

@@ -1,4 +1,5 @@
-"""The run report: a data object first (`as_dict()`), rendered for people by `as_text()`.
+"""The run report: a data object first (`as_dict()`), rendered for people by `as_text()`; and `emit`, the one
+way every command prints its report (any object with those two methods: `Printable`).
 
 Counters describe this run only: a re-run that finds everything present reports 0 inserted and
 0 collapsed, whatever earlier runs did.
@@ -9,12 +10,44 @@ from collections import Counter
 
 import datetime as dt
 import re
+import sys
 from dataclasses import asdict, dataclass, field
+from typing import Protocol
+
+import orjson
 
 # The shape of every `--json` report (docs/schemas/*.schema.json, checked by tests/test_json_schemas.py), in
 # each report as `schema_version`. Bump it when a field is renamed, removed or changes meaning, so a consumer
 # can tell; a new field goes into the schema in the same commit.
 SCHEMA_VERSION = 1
+
+
+class Printable(Protocol):
+    """What a command prints: a data object (`--json`, docs/schemas/) and its text for people."""
+    def as_dict(self) -> dict: ...
+
+    def as_text(self) -> str: ...
+
+
+def emit(report: Printable, as_json: bool, quiet: bool) -> None:
+    """Print a command's report on stdout: with --json its as_dict() as one JSON object on one line, else its
+    as_text() unless --quiet. Flushed at once, so a line is seen when it is printed, even through a pipe (a watch
+    prints one per sync)."""
+    if as_json:
+        _write(sys.stdout, orjson.dumps(report.as_dict(), option=orjson.OPT_NON_STR_KEYS).decode())
+    elif not quiet:
+        _write(sys.stdout, report.as_text())
+
+
+def say(line: str) -> None:
+    """A line on stderr about the run, not its report (a watch's start, a sync's error): stdout stays the
+    report's alone, so --json output is JSON only."""
+    _write(sys.stderr, line)
+
+
+def _write(stream, text: str) -> None:
+    stream.write(text + "\n")
+    stream.flush()
 
 
 @dataclass

@@ -153,11 +153,11 @@ def test_a_new_conversation_is_re_planned_alone(synced):
 
 def stored_and_read_marks(target) -> tuple[dict, dict]:
     """The session marks the last run stored, and those 04_target_marks.sql reads from the target now."""
-    from lcm_etl.planning import pipeline, steps
+    from lcm_etl.steps import engine, pipeline
     con = open_db(target)
     try:
         stored = dict(con.execute("SELECT key, mark FROM lcm_etl_marks WHERE kind = 'session'").fetchall())
-        steps.run_stage(pipeline.TARGET_MARKS, con)
+        engine.run_stage(pipeline.TARGET_MARKS, con)
         return stored, dict(con.execute("SELECT session_id, mark FROM temp.target_marks").fetchall())
     finally:
         con.close()

@@ -69,9 +69,12 @@ def test_the_package_imports_relatively_nowhere():
 
 
 # what each package may import: data flows read -> planning -> load; planning reads the target store and
-# loading writes it; the commands drive all of them
-LAYERS = {"read": set(), "store": {"read"}, "planning": {"read", "store"}, "load": {"read", "store", "planning"},
-          "commands": {"read", "store", "planning", "load", "commands"}}
+# loading writes it; the steps (the SQL of transforms/ and its engine) need none of them and planning, loading
+# and the commands run them; the commands drive all of them
+LAYERS = {"steps": set(), "read": set(), "store": {"read"}, "planning": {"read", "store", "steps"},
+          "sync": {"read", "store", "steps", "planning"},
+          "load": {"read", "store", "steps", "planning", "sync"},
+          "commands": {"read", "store", "steps", "planning", "sync", "load"}}
 
 
 def test_each_package_imports_only_the_packages_before_it():
@@ -80,6 +83,33 @@ def test_each_package_imports_only_the_packages_before_it():
                    if m.split(".")[1] in LAYERS and i.split(".")[1] in LAYERS
                    and i.split(".")[1] != m.split(".")[1] and i.split(".")[1] not in LAYERS[m.split(".")[1]])
     assert wrong == []
+
+
+# a command's module is imported by no other command: what two commands share lives in the packages below them.
+# fleet is the exception by design (it runs migrate and reconcile, one pair at a time), and a command split in
+# two imports its own part
+COMMANDS_RUN_BY = {"lcm_etl.commands.fleet": {"lcm_etl.commands.migrate", "lcm_etl.commands.reconcile"},
+                   "lcm_etl.commands.fleet_dask": {"lcm_etl.commands.fleet", "lcm_etl.commands.migrate"},
+                   "lcm_etl.commands.inspect": {"lcm_etl.commands.inspect_store"}}
+
+
+def test_no_command_imports_another_command_but_fleet_which_runs_them():
+    wrong = sorted(f"{m} imports {i}" for m, found in _imports().items() if m.startswith("lcm_etl.commands.")
+                   for i in found if i.startswith("lcm_etl.commands.") and i not in COMMANDS_RUN_BY.get(m, set()))
+    assert wrong == []
+
+
+# click is the command line's: the commands return reports (report.emit prints them) and raise the project's
+# errors (errors.error_line words them), so a command runs the same from the CLI, a watch, a fleet or a test
+CLICK_LAYER = {"lcm_etl.cli", "lcm_etl.options", "lcm_etl.docgen"}
+
+
+def test_only_the_command_line_imports_click():
+    users = sorted(_name(p) for p in PACKAGE.rglob("*.py") for node in ast.walk(ast.parse(p.read_text()))
+                   if isinstance(node, (ast.Import, ast.ImportFrom))
+                   and "click" in ([a.name.split(".")[0] for a in node.names] if isinstance(node, ast.Import)
+                                   else [(node.module or "").split(".")[0]]))
+    assert sorted(set(users) - CLICK_LAYER) == []
 
 
 def test_importing_the_cli_and_migrate_leaves_duckdb_to_the_thread_that_warms_it():

@@ -1,4 +1,4 @@
-"""The pipeline declared once (lcm_etl/planning/pipeline.py): the runners run exactly it, the step headers agree with
+"""The pipeline declared once (lcm_etl/steps/pipeline.py): the runners run exactly it, the step headers agree with
 it, `lcm-etl steps` prints it and transforms/README.md is made from it (issue 11, item 1).
 
 The data-flow rule the headers are held to: walking a pipeline's stages in order, every name a step's
@@ -6,10 +6,12 @@ The data-flow rule the headers are held to: walking a pipeline's stages in order
 inserts into or updates, `stage.X` and `scratch.X` written there being read back as `plan.X`, `msgs.X`...:
 qualified names compare by table name) or one of the inputs the pipeline declares (the src_* views, the
 target's tables, the tables Python makes). A step that reads what only a later step or another pipeline
-writes fails.
+writes fails. And a step's `produces:` header names exactly what it writes: a table it creates, inserts into
+or updates that the header leaves out fails, and so does a table the header names that it does not write.
 """
 from __future__ import annotations
 
+import re
 import sqlite3
 import threading
 from contextlib import closing
@@ -19,7 +21,7 @@ import pytest
 
 from conftest import ROOT, copy_fixture, run_cli
 from lcm_etl.commands import audit, inspect, migrate, reconcile
-from lcm_etl.planning import pipeline, steps
+from lcm_etl.steps import engine, pipeline
 from lcm_etl.store.target import apply_schema
 from test_sources import PARTS_WITH_ORDINAL, peer_source
 
@@ -38,7 +40,7 @@ def unresolved_reads(p: pipeline.Pipeline) -> list[str]:
     problems = []
     for stage in p.stages:
         for name in stage.steps:
-            step = steps.step(name)
+            step = engine.step(name)
             for read in step.reads:
                 table = read if read.endswith(".*") else read.split(".")[-1]
                 if table in written or read in p.inputs or table in p.inputs:
@@ -56,27 +58,73 @@ def test_every_name_a_step_reads_is_written_earlier_in_its_pipeline_or_is_a_decl
 
 
 def test_a_step_reading_what_only_a_later_step_writes_is_caught():
-    backwards = pipeline.Pipeline("migrate", "backwards", (pipeline.STAGE, pipeline.PLAN), pipeline.SOURCE_VIEWS)
+    backwards = pipeline.Pipeline("migrate", "backwards", (pipeline.HANDOFF, pipeline.PLAN), pipeline.SOURCE_VIEWS)
     assert "migrate, backwards: 65_stage reads write_messages, which nothing before it writes" in \
         unresolved_reads(backwards)
 
 
+# a name in a produces: header: outside parentheses (remarks), not part of a file name (15_kept_sessions.sql) or
+# a path; `x.y` is a table in an attached database (stage.plan_messages) or a column of table x
+_NAMED = re.compile(r"(?<![\w./])([a-z_][a-z0-9_]*(?:\.[a-z_][a-z0-9_]*)?)(?![\w/]|\.sql)")
+
+
+def _outside_parentheses(text: str) -> str:
+    while (shorter := re.sub(r"\([^()]*\)", "", text)) != text:
+        text = shorter
+    return text
+
+
+def unmatched_produces(step: engine.Step, tables: set[str]) -> list[str]:
+    """What a step writes that its `produces:` header does not name, and the tables it names that it does not
+    write. A name counts as declared when it is a table some step writes or the target holds (`tables`): the
+    header's prose around the names ("rows", "— one digest per conversation") is not mistaken for one."""
+    named = set(_NAMED.findall(_outside_parentheses(step.header_field("produces"))))
+
+    def means(name: str, table: str) -> bool:
+        return name == table or name.split(".")[0] == table or name == table.split(".")[-1]
+
+    declared = {n for n in named if n in tables or n.split(".")[0] in tables or n.split(".")[-1] in tables}
+    return ([f"{step.name} writes {w}, which its produces: header does not name" for w in step.writes
+             if not any(means(n, w) for n in named)]
+            + [f"{step.name} declares {n} in produces:, which it does not write" for n in sorted(declared)
+               if not any(means(n, w) for w in step.writes)])
+
+
+def all_tables() -> set[str]:
+    return target_tables() | {w for st in engine.all_steps().values() for w in st.writes}
+
+
+@pytest.mark.parametrize("name", sorted(engine.all_steps()))
+def test_a_steps_produces_header_names_exactly_the_tables_it_writes(name):
+    assert unmatched_produces(engine.step(name), all_tables()) == []
+
+
+def test_a_produces_header_naming_a_table_not_written_or_missing_one_written_is_caught():
+    wrong = engine.parse_step("99_wrong", "-- engine: duckdb\n-- produces: sessions(conversation_id) — one per "
+                                          "conversation, and its batch_input rows\n"
+                                          "CREATE TABLE sessions AS SELECT 1 AS conversation_id;\n"
+                                          "CREATE TABLE helper AS SELECT 1 AS x;\n")
+    assert unmatched_produces(wrong, all_tables()) == [
+        "99_wrong writes helper, which its produces: header does not name",
+        "99_wrong declares batch_input in produces:, which it does not write"]
+
+
 def test_every_step_file_is_in_a_pipeline_and_every_declared_step_has_a_file():
     declared = {name for p in pipeline.PIPELINES for stage in p.stages for name in stage.steps}
-    assert declared == set(steps.all_steps())
+    assert declared == set(engine.all_steps())
 
 
 def test_every_stage_runs_on_the_engine_its_steps_headers_name():
     for p in pipeline.PIPELINES:
         for stage in p.stages:
-            assert {steps.step(n).engine for n in stage.steps} == {stage.engine}, (p.title, stage.name)
+            assert {engine.step(n).engine for n in stage.steps} == {stage.engine}, (p.title, stage.name)
 
 
 def test_transforms_readme_is_what_lcm_etl_steps_markdown_prints():
     proc = run_cli("steps", "--markdown")
     assert (proc.returncode, proc.stderr) == (0, "")
     assert (ROOT / "transforms" / "README.md").read_text(encoding="utf-8") == proc.stdout, \
-        "transforms/README.md drifted from lcm_etl/planning/pipeline.py: run `python docs/generate.py`"
+        "transforms/README.md drifted from lcm_etl/steps/pipeline.py: run `python docs/generate.py`"
 
 
 def numbered_steps(text: str) -> list[str]:
@@ -132,13 +180,13 @@ SIDE_THREADS = {"lcm-etl-flatten": pipeline.FLATTEN, "lcm-etl-build": pipeline.B
 def ran(monkeypatch):
     """Every step run, with the thread that ran it."""
     log: list[tuple[str, str]] = []
-    real = steps.run_step
+    real = engine.run_step
 
     def recording(step, con, params=None):
         log.append((threading.current_thread().name, step.name))
         return real(step, con, params)
 
-    monkeypatch.setattr(steps, "run_step", recording)
+    monkeypatch.setattr(engine, "run_step", recording)
     return log
 
 

@@ -193,3 +193,24 @@ def test_a_signal_inside_a_sqlite_function_is_still_reported_as_that_signal():
     assert stop is not None and stop.exit_code == 143
     with raised_as_interrupted():   # a new run starts with no signal received
         assert interruption(ValueError("unrelated")) is None
+
+
+def test_a_pair_queued_to_a_worker_that_sigterm_stopped_is_not_started_and_says_143(tmp_path):
+    """A fleet worker that a signal stopped while idle starts no pair queued to it; the pair's exit code is
+    that signal's (it said 130, Ctrl-C's, whatever the signal was)."""
+    from lcm_etl.commands import fleet
+    from lcm_etl.commands.migrate import MigrateOptions
+    from lcm_etl.interrupts import in_a_worker, raised_as_interrupted
+
+    previous = {sig: signal.getsignal(sig) for sig in LINES}
+    try:
+        in_a_worker()
+        os.kill(os.getpid(), signal.SIGTERM)   # idle: the worker's handler only marks it stopped
+        result = fleet._pool_pair(0, MigrateOptions(src=FIXTURE_DIR / "basic-0.15.3.db", target=tmp_path / "t.db"))
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        with raised_as_interrupted():   # forget the signal received, as a new run does
+            pass
+    assert (result.ok, result.exit_code, result.error) == (False, 143, "not started: the fleet was stopped by a signal")
+    assert not (tmp_path / "t.db").exists()

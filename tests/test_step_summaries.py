@@ -1,12 +1,12 @@
 """The densest planning steps on small hand-written tables: transforms/40_summaries.sql (each summary's session,
-range and fate) and 50_parent_collapse.sql (the one parent each summary keeps), run through lcm_etl.planning.steps on a
+range and fate) and 50_parent_collapse.sql (the one parent each summary keeps), run through lcm_etl.steps.engine on a
 DuckDB connection exactly as the pipeline runs them; every output row is spelled out."""
 from __future__ import annotations
 
 import duckdb
 import pytest
 
-from lcm_etl.planning.steps import run_step, step
+from lcm_etl.steps.engine import run_step, step
 
 
 @pytest.fixture

@@ -4,7 +4,8 @@
 --        page_changed_convs (the owners of changed pages, lcm_etl/read/snapcache.py), sessions (10),
 --        tgt_conversations (06)
 -- produces: changed_convs(conv_key), changed_sessions(session_id), scope_sessions(session_id),
---           scope_convs(conv_key) — what this run re-plans
+--           scope_convs(conv_key) — what this run re-plans; conv_sessions(conv_key, session_id) — the links the
+--           scope is closed over
 -- key: conversation_id / session_id
 -- why: a conversation whose mark differs changed in the source, and so did one owning a row on a page
 --      that differs from the previous run's snapshot (then 03 has not run: source_marks is empty until

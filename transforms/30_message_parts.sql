@@ -1,7 +1,8 @@
 -- step: message_parts
 -- engine: duckdb (plan)
 -- reads: src_parts, msg_plan, tgt_parts
--- produces: part_plan(message_id, ordinal, is_new) — the source parts the target lacks
+-- produces: part_plan(message_id, ordinal, is_new) — the source parts the target lacks;
+--           part_counts(in_selected, orphans) — the report's part counts (plan.py)
 -- key: (target message, ordinal): a part's identity (docs/mapping.md, "The one dedup key")
 -- why: parts of a new message are all new; a message already present keeps the parts it has and gains
 --      only missing ordinals. The flattening itself (kind, payload) happens in 74_part_rows.sql, where

@@ -6,6 +6,8 @@
 --           session_no, sum_msg                  the same with each message's session number and planned turn
 --           sum_range(summary_id, ...)    per summary: own-session messages beneath, first/last of them
 --           sum_plan(summary_id, status, reason, ...) one row per source summary
+--           sum_node(summary_id, sess_no), sum_counted(summary_id, ...) on the way: each summary's session, and
+--                                        its messages beneath counted by session (own, foreign, dangling)
 -- key: summary_id
 -- why: every summary, leaf or condensed, in its conversation's session. Leaves link messages through summary_messages; condensed summaries only link other
 --      summaries through summary_parents (summary_id = the condensed C, parent_summary_id = a source S).

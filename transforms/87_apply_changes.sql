@@ -2,9 +2,9 @@
 -- engine: sqlite (write, once per batch, after the batch's new summaries and before its boundary event)
 -- reads: plan.plan_message_refresh, plan.plan_summary_refresh, plan.plan_parent_updates,
 --        src_messages, src_conversations, src_summaries
--- produces: lcm_messages.metadata refreshed, lcm_summary_nodes text/token_count (with their FTS rows) and
---           parent_id updated, lcm_etl_summaries.parent_candidates in step (the re-parented summaries'
---           edges are in plan.plan_edges, which 85_write_summaries.sql records)
+-- produces: lcm_messages.metadata refreshed, lcm_summary_nodes text/token_count and their lcm_summaries_fts
+--           rows, lcm_summary_nodes.parent_id updated, lcm_etl_summaries.parent_candidates in step (the
+--           re-parented summaries' edges are in plan.plan_edges, which 85_write_summaries.sql records)
 -- key: target message id / summary id (decided in 52_in_place_changes.sql)
 -- why: a re-run converges (52_in_place_changes.sql). The rows change in the same transaction as the rest of their session's batch. The summary
 --      FTS index has external content, so the old text is taken out of it before the row changes and the

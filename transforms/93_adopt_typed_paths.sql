@@ -1,7 +1,8 @@
 -- step: adopt_typed_paths
 -- engine: sqlite (write, once, in the run's last transaction, before 95 writes this run's provenance)
 -- reads: lcm_etl_conversations, lcm_etl_large_files, lcm_etl_skipped, lcm_etl_marks, lcm_etl_runs
--- produces: lcm_etl_conversations, lcm_etl_large_files, lcm_etl_skipped, lcm_etl_marks, lcm_etl_runs
+-- produces: lcm_etl_conversations, lcm_etl_large_files, lcm_etl_skipped, lcm_etl_runs (and removes the typed
+--           paths' marks)
 -- key: source_path
 -- why: one source, one key (lcm_etl/sync/identity.py). An older lcm-etl stored the source's path as typed, so
 --      `--src s.db` and `--src /abs/s.db` kept two sets of rows for one file. :typed_paths lists those spellings

@@ -3,7 +3,9 @@
 -- reads: jsonl_messages (active-path messages of every transcript, from lcm_etl/read/transcripts.py),
 --        jsonl_appended (sessions whose files were read from the offset a previous run recorded),
 --        jsonl_abandoned (entry id, role, inner timestamp of messages off the path), held_lcm (lcm.db rows, when --src is given), held_tgt (target rows), selected
--- produces: jsonl_plan(message_id, session_id, matched_by, rewritten, is_new, new_rank, plan_turn, ...)
+-- produces: jsonl_plan(message_id, session_id, matched_by, rewritten, is_new, new_rank, plan_turn, ...);
+--           held(held_id, session_id, entry_id, identity_hash, ...) — the rows lcm.db and the target hold of these
+--           transcripts (reconcile.py reads a session whole when one of them has no entry id)
 -- key: transcript entry id per session; else lossless-claw's identity (role + canonical content) with
 --      occurrence counting; or a rewrite: same role and inner timestamp as a held entry that the file
 --      keeps on an abandoned branch

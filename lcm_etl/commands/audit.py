@@ -19,13 +19,13 @@ import duckdb
 from lcm_etl import duck
 from lcm_etl.sync import identity as source_identity
 from lcm_etl.planning import plan
-from lcm_etl.commands.reconcile import ReconcileOptions, plan_transcripts, read_all
+from lcm_etl.planning.reconcile_plan import ReconcileOptions, plan_transcripts, read_all
 from lcm_etl.report import RunReport, one_line_each, unknown_lines
 from lcm_etl.read.source_schema import detect_schema, normalized_views
 from lcm_etl.read.sources import Snapshot, take_snapshot
 from lcm_etl.sqlite_runtime import attach_all, private_file, quote_path
-from lcm_etl.planning.pipeline import AUDIT_SOURCE
-from lcm_etl.planning.steps import run_stage
+from lcm_etl.steps.pipeline import AUDIT_SOURCE
+from lcm_etl.steps.engine import run_stage
 from lcm_etl.store.target import check_target, target_view
 
 # Content is compared by hashes computed in SQLite (content_hashes below), joined here by key: DuckDB
@@ -83,6 +83,12 @@ class Audited:
     report: RunReport
     findings: list[dict]
     sessions: set[str] = field(default_factory=set)   # every session audited, clean or not (audit --junit)
+
+    def as_dict(self) -> dict:
+        return {**self.report.as_dict(), "differences": self.findings}
+
+    def as_text(self) -> str:
+        return as_text(self.report, self.findings)
 
 
 def audit(opts: AuditOptions) -> Audited:

@@ -22,11 +22,12 @@ from pathlib import Path
 import orjson
 from tqdm import tqdm
 
-from lcm_etl.errors import EXIT_FAILURE, EXIT_INTERRUPTED, BadInput, LcmEtlError
+from lcm_etl.errors import EXIT_FAILURE, BadInput, LcmEtlError
 from lcm_etl.interrupts import in_a_worker, interruption, pair_in_worker, worker_stopped
 from lcm_etl.commands.migrate import MigrateOptions, migrate
+from lcm_etl.read.discover import Discovered
 from lcm_etl.read.sources import expand
-from lcm_etl.report import one_line, one_line_each
+from lcm_etl.report import SCHEMA_VERSION, one_line, one_line_each
 from lcm_etl.sqlite_runtime import disable_memstatus
 from lcm_etl.store.target import resolve_target
 
@@ -146,8 +147,9 @@ def run_fleet(pairs: list[tuple[Path, Path]], template: PairOptions, on_done,
 
 def _pool_pair(index: int, opts: MigrateOptions) -> PairResult:
     """run_pair in a local pool's worker; a worker a signal has stopped starts no further pair."""
-    if worker_stopped():
-        return PairResult(index, str(opts.src), str(opts.target), False, EXIT_INTERRUPTED,
+    stop = worker_stopped()
+    if stop is not None:
+        return PairResult(index, str(opts.src), str(opts.target), False, stop.exit_code,
                           error="not started: the fleet was stopped by a signal")
     with pair_in_worker():
         return run_pair(index, opts)
@@ -217,6 +219,22 @@ def summary_table(results: list[PairResult], elapsed: float, dry_run: bool = Fal
     lines.append(f"{len(results) - failed} of {len(results)} pairs {done}, {failed} failed, {elapsed:.2f} s"
                  + (" (dry run: nothing written)" if dry_run else ""))
     return one_line_each(lines)
+
+
+@dataclass
+class FleetReport:
+    """Every pair's result: one JSON object (docs/schemas/fleet.schema.json) or the summary table."""
+    results: list[PairResult]
+    elapsed_s: float
+    dry_run: bool
+    found: Discovered | None = None   # --discover --dry-run: the pairs found (the text shows them before the run)
+
+    def as_dict(self) -> dict:
+        return {"schema_version": SCHEMA_VERSION, **(self.found.as_dict() if self.found else {}),
+                "pairs": [r.__dict__ for r in self.results], "failed": sum(not r.ok for r in self.results)}
+
+    def as_text(self) -> str:
+        return summary_table(self.results, self.elapsed_s, self.dry_run)
 
 
 def fleet_exit_code(results: list[PairResult]) -> int:

@@ -9,9 +9,9 @@ from lcm_etl.commands.inspect_store import StoreInfo, describe_store, is_session
 from lcm_etl.planning import plan
 from lcm_etl.read.source_schema import detect_schema
 from lcm_etl.read.sources import take_snapshot
-from lcm_etl.planning.pipeline import SESSIONS
+from lcm_etl.steps.pipeline import SESSIONS
 from lcm_etl.report import SCHEMA_VERSION, one_line, one_line_each, unknown_lines
-from lcm_etl.planning.steps import run_stage
+from lcm_etl.steps.engine import run_stage
 
 
 @dataclass

@@ -21,7 +21,7 @@ from lcm_etl.report import RunReport, now_iso
 from lcm_etl.read.source_schema import detect_schema, normalized_views
 from lcm_etl.read.sources import Snapshot, check_sqlite_file, file_signature, take_snapshot
 from lcm_etl.load.loader import SourceParts, Strategy, choose, load, staged
-from lcm_etl.planning.pipeline import PROVENANCE, WRITE_MESSAGES, WRITE_REST
+from lcm_etl.steps.pipeline import PROVENANCE, WRITE_MESSAGES, WRITE_REST
 from lcm_etl.load.write import WriteJob, record_run, write_failure
 
 if TYPE_CHECKING:

@@ -3,9 +3,9 @@
 Transcripts are each agent's session store windows (lcm_etl/read/openclaw_store.py, store_reads.py) and legacy
 JSONL files, read in Python (lcm_etl/read/transcripts.py: OpenClaw's active path, lossless-claw's identity and
 token formula), handed to DuckDB as Arrow tables (or a Parquet spool: transcript_rows.IdentitySpool), matched
-against what lcm.db and the target already hold by the declarative steps r20/r60/r65, and written by the
-shared SQLite writer. Every transcript is read and validated before anything is written: one bad transcript
-means nothing is written.
+against what lcm.db and the target already hold by the declarative steps r20/r60
+(lcm_etl/planning/reconcile_plan.py), staged by r65 and written by the shared SQLite writer. Every transcript is
+read and validated before anything is written: one bad transcript means nothing is written.
 """
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ import sqlite3
 import tempfile
 import time
 from contextlib import closing
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
@@ -21,49 +20,20 @@ import duckdb
 from lcm_etl.sync.decision import of_transcripts
 from lcm_etl.store import ledger
 from lcm_etl.planning import plan
+from lcm_etl.planning.reconcile_plan import ReconcileOptions, held_by, plan_transcripts, read_all
 from lcm_etl.read import transcript_offsets as offsets
-from lcm_etl.errors import BadInput
 from lcm_etl.report import RunReport, now_iso
 from lcm_etl.store.runlock import target_lock
-from lcm_etl.read.source_schema import detect_schema
-from lcm_etl.read.sources import Snapshot, take_snapshot
-from lcm_etl.planning import pipeline
-from lcm_etl.planning.steps import run_stage
+from lcm_etl.read.sources import take_snapshot
+from lcm_etl.steps import pipeline
+from lcm_etl.steps.engine import run_stage
 from lcm_etl.store.target import check_target, target_view
-from lcm_etl.read.transcript_rows import (IDENTITY_OCCURRENCE, FileSession, arrow_tables, file_sessions, stage_content)
+from lcm_etl.read.transcript_rows import IDENTITY_OCCURRENCE, FileSession, file_sessions, stage_content
 from lcm_etl.read.openclaw_store import StoreWindow
 from lcm_etl.read.transcripts import Transcript
-from lcm_etl.read.transcript_reading import Reading, ReadOptions, read_all as read_transcripts
+from lcm_etl.read.transcript_reading import Reading
 from lcm_etl.load.loader import choose, load
 from lcm_etl.load.write import WriteJob
-
-_HELD_LCM_EMPTY = ("SELECT NULL::VARCHAR AS session_id, NULL::VARCHAR AS conv_key, NULL::BIGINT AS seq, "
-                   "NULL::VARCHAR AS entry_id, NULL::VARCHAR AS identity_hash WHERE false")
-@dataclass
-class ReconcileOptions:
-    sessions: list[str]
-    target: Path
-    src: Path | None = None
-    dry_run: bool = False
-    session_filter: list[str] = field(default_factory=list)
-    key_by: str = "session-id"
-    strict: bool = False
-    include_archived: bool = False
-    lock_timeout: float = 10.0
-    batch_rows: int = 50_000
-    progress: bool = False
-    memory_limit: str = "96MB"
-
-
-def read_all(opts: ReconcileOptions, records: dict | None = None) -> Reading:
-    """Every transcript reconcile reads (lcm_etl/read/transcript_reading.py)."""
-    return read_transcripts(ReadOptions(
-        sessions=opts.sessions, strict=opts.strict, include_archived=opts.include_archived, key_by=opts.key_by,
-        memory_limit=opts.memory_limit, dry_run=opts.dry_run, held_by=_held_by(opts)), records)
-
-
-def _held_by(opts: ReconcileOptions) -> str:
-    return offsets.file_key(opts.src) if opts.src else ""
 
 
 def _appended(t: Transcript) -> bool:
@@ -89,68 +59,6 @@ def _settle(reading: Reading, sessions: list[FileSession], hints: dict, records:
     whole = {s.session_id for t, s in zip(reading.transcripts, sessions) if not _appended(t) or not same(t, s)}
     _read_whole(reading, sessions, whole)
     return {s.session_id for s in sessions} - whole
-
-
-def plan_transcripts(opts: ReconcileOptions, reading: Reading, target_db: Path | None, source: Snapshot | None,
-                     workdir: Path, sessions: list[FileSession] | None = None,
-                     appended: frozenset[str] | set[str] = frozenset()):
-    """Load the transcripts' identities and the held rows into a fresh DuckDB connection and run the plan
-    steps r20/r60.
-
-    target_db is the target to read (callers pass a private snapshot when nothing may be written, e.g.
-    dry-run and audit); source is the snapshot of --src, if any. Returns the connection, holding
-    jsonl_plan, write_messages and session_work.
-    """
-    transcripts, spool = reading.transcripts, reading.spool
-    if sessions is None:
-        sessions = file_sessions(transcripts, opts.key_by)
-    messages, parts, abandoned = arrow_tables(transcripts, sessions, reading.fallback_time)
-    con = plan.duck.connect(workdir, opts.memory_limit, keeps_records=not opts.dry_run)
-    try:
-        # a spooled transcript read again (whole) brings its rows with it: its spooled ones are left out
-        stale = ", ".join(str(i) for i, t in enumerate(transcripts) if isinstance(t.identities, tuple)) or "-1"
-        for name, table in (("jsonl_messages", messages), ("jsonl_parts", parts), ("jsonl_abandoned", abandoned)):
-            con.register(f"{name}_arrow", table)
-            spooled = spool.sql(name) if spool is not None else None
-            order = "message_id >> 32" if name == "jsonl_parts" else "file_order"
-            con.execute(f"CREATE TABLE {name} AS SELECT * FROM {name}_arrow"
-                        + (f" UNION ALL SELECT * FROM ({spooled}) WHERE {order} NOT IN ({stale})" if spooled else ""))
-            con.unregister(f"{name}_arrow")
-        con.execute("CREATE TABLE jsonl_sessions AS SELECT DISTINCT session_id FROM jsonl_messages")
-        con.execute("CREATE TABLE jsonl_appended (session_id VARCHAR)")
-        if appended:
-            con.executemany("INSERT INTO jsonl_appended VALUES (?)", [[a] for a in sorted(appended)])
-        _select(con, opts.session_filter)
-        if source is not None:
-            schema = detect_schema(source.path, source.original)
-            plan.duck.attach_sqlite(con, str(source.path), "src")
-            for name, sql in plan.normalized_views(schema, "duckdb").items():
-                con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS {sql}")
-            run_stage(pipeline.HELD_SESSIONS, con, {"key_by": opts.key_by, "ws": plan.WHITESPACE})
-            con.execute("""CREATE TABLE held_lcm AS
-                SELECT s.session_id, s.conv_key, m.seq, nullif(trim(m.transcript_entry_id), '') AS entry_id, m.identity_hash
-                FROM src_messages m JOIN sessions s USING (conversation_id)
-                WHERE s.session_id IN (SELECT session_id FROM jsonl_sessions)""")
-        else:
-            con.execute(f"CREATE TABLE held_lcm AS {_HELD_LCM_EMPTY}")
-        # the plan needs the target only for the transcripts' sessions (their rows held, turns, boundaries)
-        plan.duck.attach_sqlite(con, str(_target_or_empty(target_db, workdir)), "tgt")
-        run_stage(pipeline.RECONCILE_TARGET, con)
-        con.execute("DETACH tgt")
-        run_stage(pipeline.RECONCILE_PLAN, con, {"budget": opts.batch_rows})
-        return con
-    except BaseException:
-        con.close()
-        raise
-
-
-def _target_or_empty(target_db: Path | None, workdir: Path) -> Path:
-    """The target to read, or an empty Remnic schema when there is none yet (or it holds no messages table)."""
-    if target_db is not None:
-        with closing(sqlite3.connect(f"{target_db.absolute().as_uri()}?mode=ro", uri=True)) as lite:
-            if lite.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'lcm_messages'").fetchone():
-                return target_db
-    return plan.empty_target(workdir)
 
 
 def reconcile(opts: ReconcileOptions) -> RunReport:
@@ -200,9 +108,9 @@ def _reconcile(opts: ReconcileOptions, read: Reading, records: dict) -> RunRepor
             stage_path = Path(work.name) / "stage.sqlite"
             stage_content(stage_path, transcripts, sessions, _rows(con.execute(IDENTITY_OCCURRENCE)))
             planned = {r[0] for r in con.execute("SELECT session_id FROM selected").fetchall()}
-            _stage_offsets(stage_path, offsets.rows(transcripts, sessions, planned, opts.key_by, _held_by(opts)))
+            _stage_offsets(stage_path, offsets.rows(transcripts, sessions, planned, opts.key_by, held_by(opts)))
             plan.duck.attach_sqlite(con, str(stage_path), "stage", read_only=False)
-            run_stage(pipeline.RECONCILE_STAGE, con)
+            run_stage(pipeline.RECONCILE_HANDOFF, con)
             con.execute("DETACH stage")
         finally:
             con.close()
@@ -242,19 +150,6 @@ def _stage_offsets(stage: Path, rows: list[tuple]) -> None:
                     "messages INTEGER, tip TEXT, header_id TEXT, version INTEGER, session_id TEXT, key_by TEXT, "
                     "held_by TEXT)")
         con.executemany("INSERT INTO transcript_files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
-
-
-def _select(con, session_filter: list[str]) -> None:
-    con.execute("CREATE OR REPLACE TABLE selected (session_id VARCHAR)")
-    if not session_filter:
-        con.execute("INSERT INTO selected SELECT session_id FROM jsonl_sessions")
-        return
-    con.executemany("INSERT INTO selected VALUES (?)", [[s] for s in sorted(set(session_filter))])
-    unknown = [r[0] for r in con.execute("SELECT session_id FROM selected WHERE session_id NOT IN "
-                                         "(SELECT session_id FROM jsonl_sessions) ORDER BY 1").fetchall()]
-    if unknown:
-        raise BadInput(f"unknown --session-filter {', '.join(repr(u) for u in unknown)}: no transcript holds that "
-                       "session (ids are transcript header ids, or session keys with --key-by session-key)")
 
 
 def _origin(t: Transcript) -> dict:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lcm_etl.sync import identity as source_identity
-from lcm_etl.planning import provenance
+from lcm_etl.store import provenance
 from lcm_etl.store import ledger, runlock, target as tgt
 from lcm_etl.report import SCHEMA_VERSION, one_line_each
 from lcm_etl.read.sources import take_snapshot

@@ -1,4 +1,4 @@
-"""`undo RUN_ID`: take out exactly what one run wrote, from what the run recorded (lcm_etl/planning/provenance.py).
+"""`undo RUN_ID`: take out exactly what one run wrote, from what the run recorded (lcm_etl/store/provenance.py).
 
 In one write transaction, under the run lock: the run's messages (with their FTS rows and parts), parts,
 boundary events and summaries (with their FTS rows) and the lcm_etl_* rows it inserted are deleted; rows it
@@ -27,7 +27,7 @@ import orjson
 
 from lcm_etl.store import ledger, target as tgt
 from lcm_etl.errors import BadInput, RunFailed
-from lcm_etl.planning.provenance import KEYED, RANGED, columns
+from lcm_etl.store.provenance import KEYED, RANGED, columns
 from lcm_etl.report import SCHEMA_VERSION, one_line_each
 from lcm_etl.store.runlock import target_lock
 from lcm_etl.read.sources import take_snapshot
@@ -107,7 +107,7 @@ def _undo(con: sqlite3.Connection, path: Path, opts: UndoOptions, report: UndoRe
         ledger.mark_dead_runs(con)   # we hold the run lock: a run still `running` was killed
         run = _resolve(con, opts.run_id, opts.target)
         report.run_id, report.command, report.status = run["run_id"], run["command"], run["status"]
-        _scope(con, run)
+        _run_rows(con, run)
         report.left = _check_dependents(con, run, opts.force)
         report.restored = _restore(con, run["run_id"])
         report.removed = _remove(con, run["run_id"])
@@ -151,7 +151,7 @@ def _resolve(con: sqlite3.Connection, ref: str, target: Path) -> dict:
     return run
 
 
-def _scope(con: sqlite3.Connection, run: dict) -> None:
+def _run_rows(con: sqlite3.Connection, run: dict) -> None:
     """TEMP tables: the run's message ranges, its turns per session, its summaries, the runs after it."""
     rid = run["run_id"]
     con.execute("CREATE TEMP TABLE _u_msg AS SELECT lo, hi FROM lcm_etl_run_ranges WHERE run_id = ? "

@@ -27,7 +27,6 @@ from __future__ import annotations
 import gc
 import os
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -36,12 +35,9 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-import click
-import orjson
-
-from lcm_etl.errors import EXIT_BAD_INPUT, LcmEtlError
+from lcm_etl.errors import EXIT_BAD_INPUT, LcmEtlError, error_line
 from lcm_etl.interrupts import Interrupted
-from lcm_etl.report import SCHEMA_VERSION, RunReport, now_iso, one_line
+from lcm_etl.report import SCHEMA_VERSION, RunReport, emit, now_iso, say
 from lcm_etl.read.sources import file_signature
 
 DEFAULT_INTERVAL = 0.5
@@ -64,6 +60,27 @@ class SyncOutcome:
     elapsed_s: float
     report: RunReport | None = None
     error: LcmEtlError | None = None
+
+    def as_text(self) -> str:
+        """One line per sync: when, what it added, how long. A sync that added nothing says so briefly."""
+        head = f"{self.finished_at} sync {self.number}:"
+        r = self.report
+        assert r is not None, "only a sync that succeeded has a line"
+        added = [(r.messages.inserted, "messages"), (r.parts.inserted, "parts"), (r.summaries.inserted, "summaries"),
+                 (r.boundary_events, "boundary events")]
+        what = ", ".join(f"+{n} {name}" for n, name in added if n) or "nothing new"
+        tail = f", {len(r.warnings)} warnings" if r.warnings else ""
+        return f"{head} {what}{tail} ({self.elapsed_s:.2f} s)"
+
+    def as_dict(self) -> dict:
+        """--json: the run report's as_dict(), plus when (timestamp: finished) and which sync; a failed sync
+        carries its error instead (docs/schemas/watch.schema.json: a field added here goes there too)."""
+        base = {"timestamp": self.finished_at, "started_at": self.started_at, "sync": self.number}
+        if self.error is not None:
+            return {"schema_version": SCHEMA_VERSION, **base, "error": str(self.error),
+                    "exit_code": self.error.exit_code, "elapsed_s": round(self.elapsed_s, 3)}
+        assert self.report is not None, "a sync without an error has a report"
+        return {**self.report.as_dict(), **base}
 
 
 # what signal.signal() installs and returns
@@ -96,10 +113,6 @@ class StopFlag:
                 raise Interrupted(signum)   # the second signal of one sync: abandon it like any interrupted run
             if not self.quiet:   # os.write: a signal handler must not re-enter a buffered stream mid-write
                 os.write(2, b"lcm-etl: stopping after this sync (signal again to abandon it)\n")
-
-    @property
-    def stopped(self) -> bool:
-        return self.event.is_set()
 
     def sleep(self, seconds: float) -> bool:
         """Wait; True when a stop was asked meanwhile."""
@@ -209,39 +222,11 @@ def _backoff(interval: float, failures: int) -> float:
 
 def _announce(opts: WatchOptions) -> None:
     if not opts.as_json and not opts.quiet:
-        click.echo(f"lcm-etl: watching (polling every {opts.interval:g} s; Ctrl-C stops)", err=True)
-
-
-def sync_line(outcome: SyncOutcome) -> str:
-    """One line per sync: when, what it added, how long. A sync that added nothing says so briefly."""
-    head = f"{outcome.finished_at} sync {outcome.number}:"
-    r = outcome.report
-    assert r is not None, "only a sync that succeeded has a line"
-    added = [(r.messages.inserted, "messages"), (r.parts.inserted, "parts"), (r.summaries.inserted, "summaries"),
-             (r.boundary_events, "boundary events")]
-    what = ", ".join(f"+{n} {name}" for n, name in added if n) or "nothing new"
-    tail = f", {len(r.warnings)} warnings" if r.warnings else ""
-    return f"{head} {what}{tail} ({outcome.elapsed_s:.2f} s)"
-
-
-def sync_record(outcome: SyncOutcome) -> dict:
-    """--json: the run report's as_dict(), plus when (timestamp: finished) and which sync; a failed sync
-    carries its error instead (docs/schemas/watch.schema.json: a field added here goes there too)."""
-    base = {"timestamp": outcome.finished_at, "started_at": outcome.started_at, "sync": outcome.number}
-    if outcome.error is not None:
-        return {"schema_version": SCHEMA_VERSION, **base, "error": str(outcome.error),
-                "exit_code": outcome.error.exit_code,
-                "elapsed_s": round(outcome.elapsed_s, 3)}
-    assert outcome.report is not None, "a sync without an error has a report"
-    return {**outcome.report.as_dict(), **base}
+        say(f"lcm-etl: watching (polling every {opts.interval:g} s; Ctrl-C stops)")
 
 
 def _print(outcome: SyncOutcome, opts: WatchOptions) -> None:
     if outcome.error is not None:   # errors go to stderr as every error does, whatever the output mode
-        click.echo(f"lcm-etl: error: {one_line(str(outcome.error))} (sync {outcome.number}; the watch goes on)",
-                   err=True)
-    if opts.as_json:
-        click.echo(orjson.dumps(sync_record(outcome), option=orjson.OPT_NON_STR_KEYS).decode())
-    elif not opts.quiet and outcome.error is None:
-        click.echo(sync_line(outcome))
-    sys.stdout.flush()   # one line per sync, seen at once even through a pipe
+        say(f"{error_line(outcome.error)[0]} (sync {outcome.number}; the watch goes on)")
+    if opts.as_json or outcome.error is None:   # a failed sync's text is its line on stderr
+        emit(outcome, opts.as_json, opts.quiet)

@@ -20,7 +20,7 @@ from lcm_etl.store import target as tgt
 from lcm_etl.store.runlock import folders_to_make, remove_folders
 from lcm_etl.errors import RunFailed
 from lcm_etl.load.flatten import Flattener
-from lcm_etl.planning.pipeline import Stage
+from lcm_etl.steps.pipeline import Stage
 from lcm_etl.progress import Progress
 from lcm_etl.sqlite_runtime import private_file
 from lcm_etl.load.write import WriteJob, add_counts, finish, planned_flattener, prepare, run_stages

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Callable
 
 from lcm_etl.store import ledger, target as tgt
-from lcm_etl.planning import provenance
+from lcm_etl.store import provenance
 from lcm_etl.load.aside import building_path
 from lcm_etl.load.flatten import Flattener
-from lcm_etl.planning.pipeline import Stage
+from lcm_etl.steps.pipeline import Stage
 from lcm_etl.progress import Progress
 from lcm_etl.load.write import WriteJob, add_counts, finish, in_transaction, planned_flattener, prepare, run_stages
 
@@ -27,7 +27,7 @@ class InBatches:
     PHASE: tuple[str, tuple[str, ...]] = ("preparing", ("indexing the plan", "reading the target", "flattening parts"))
 
     def __init__(self, stages: tuple[Stage, ...], flatten: bool):
-        self.stages = stages     # run per batch (lcm_etl/planning/pipeline.py)
+        self.stages = stages     # run per batch (lcm_etl/steps/pipeline.py)
         self.flatten = flatten   # parts are flattened by pipeline.FLATTEN (migrate), else not (reconcile)
         self.early: Flattener | None = None   # started once the stage exists, while the report is filled
 
@@ -71,7 +71,7 @@ class InBatches:
                     scratch.attach(con)
                 # Remnic's schema (for a v1 or empty target), lcm-etl's tables and the run's ledger row land with
                 # the first batch, so a run that fails before it (locked, disk full) leaves the target exactly as
-                # it was; each batch records what it inserted (lcm_etl/planning/provenance.py) in its own transaction
+                # it was; each batch records what it inserted (lcm_etl/store/provenance.py) in its own transaction
 
                 def batch(b: int | None = None) -> None:
                     if not started[0]:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from lcm_etl.interrupts import Worker
 from lcm_etl.sqlite_runtime import attach_all, interrupt, private_file
-from lcm_etl.planning.pipeline import FLATTEN
-from lcm_etl.planning.steps import run_stage
+from lcm_etl.steps.pipeline import FLATTEN
+from lcm_etl.steps.engine import run_stage
 
 
 # Which source messages 78_flatten_parts.sql flattens the parts of (view `flatten_owners`).

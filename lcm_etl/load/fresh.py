@@ -22,10 +22,10 @@ from lcm_etl.interrupts import Worker
 from lcm_etl.store import target as tgt
 from lcm_etl.load.aside import BuildingFile
 from lcm_etl.errors import RunFailed
-from lcm_etl.planning.pipeline import BUILD, FRESH_FINISH, FRESH_MESSAGES, FRESH_SUMMARIES
+from lcm_etl.steps.pipeline import BUILD, FRESH_FINISH, FRESH_MESSAGES, FRESH_SUMMARIES
 from lcm_etl.progress import Progress
 from lcm_etl.sqlite_runtime import attach_all, interrupt, private_file
-from lcm_etl.planning.steps import run_stage
+from lcm_etl.steps.engine import run_stage
 from lcm_etl.load.write import WriteJob, add_counts, prepare, run_stages
 
 # fresh_owners: the messages the builder writes parts and FTS rows for, with the time a part without its
@@ -35,7 +35,7 @@ SOURCE_OWNERS = """SELECT m.message_id, coalesce(strftime('%Y-%m-%dT%H:%M:%fZ', 
   FROM src_messages m JOIN src_conversations c ON c.conversation_id = m.conversation_id"""
 PLANNED_OWNERS = "SELECT message_id, created_iso FROM plan.plan_messages"
 
-# The stages (lcm_etl/planning/pipeline.py): BUILD on the builder thread; FRESH_MESSAGES, then FRESH_SUMMARIES once the
+# The stages (lcm_etl/steps/pipeline.py): BUILD on the builder thread; FRESH_MESSAGES, then FRESH_SUMMARIES once the
 # messages' index is built, on the planning thread's scratch file; FRESH_FINISH on the building file after
 # the builder; then PROVENANCE (aside.BuiltAside seals the file).
 

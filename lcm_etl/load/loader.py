@@ -20,7 +20,7 @@ from lcm_etl.load.aside import BuildingFile, BuiltAside, InOneTransaction
 from lcm_etl.load.batches import InBatches
 from lcm_etl.load.flatten import ALL_OWNERS, Flattener
 from lcm_etl.load.fresh import TargetBuilder
-from lcm_etl.planning.pipeline import Stage
+from lcm_etl.steps.pipeline import Stage
 from lcm_etl.progress import Progress
 from lcm_etl.load.write import WriteJob, index_stage, write_failure
 
@@ -46,7 +46,7 @@ class SourceParts:
     exists (reconcile's come with the plan: it passes none)."""
     folder: Path                   # the snapshot's private folder (the flattener's scratch file goes there)
     attach: dict[str, Path]        # src -> the snapshot
-    views: dict[str, str]          # its normalised views (sources.normalized_views)
+    views: dict[str, str]          # its normalised views, SQLite's dialect (source_schema.normalized_views)
     integer_ids: bool              # a new target keeps the source's message ids (lcm_etl/load/fresh.py)
     planned: bool                  # a session filter: only the planned messages', once the stage exists
     spare_work: Callable[[], object] | None = None   # for a builder thread that is done first (the hash)

@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Callable
 
 from lcm_etl.store import ledger, target as tgt
-from lcm_etl.planning import provenance
 from lcm_etl.sync import shortcut
+from lcm_etl.store import provenance
 from lcm_etl.errors import BadInput, RunFailed
 from lcm_etl.load.flatten import PLANNED_OWNERS, Flattener
-from lcm_etl.planning.pipeline import Stage
-from lcm_etl.planning.steps import run_stage
+from lcm_etl.steps.pipeline import Stage
+from lcm_etl.steps.engine import run_stage
 from lcm_etl.sqlite_runtime import attach_all, private_file
 
 # Work tables take their column types from the stage, so that joins on the source message id (INTEGER in

@@ -1,1 +1,1 @@
-"""Planning: the declared pipelines, the step runner, DuckDB's plan and what a sync re-run re-plans."""
+"""Planning: DuckDB's plan and what a sync re-run re-plans."""

@@ -24,9 +24,9 @@ import orjson
 from lcm_etl.interrupts import Worker
 from lcm_etl.read.source_schema import SourceSchema, normalized_views
 from lcm_etl import duck
-from lcm_etl.planning import pipeline
+from lcm_etl.steps import pipeline
 from lcm_etl.read import subset
-from lcm_etl.planning.steps import run_stage
+from lcm_etl.steps.engine import run_stage
 
 @dataclass
 class Scope:

@@ -16,14 +16,14 @@ from pathlib import Path
 import duckdb
 
 from lcm_etl import duck
-from lcm_etl.planning import pipeline
+from lcm_etl.steps import pipeline
 from lcm_etl.read import subset
 from lcm_etl.errors import BadInput
 from lcm_etl.progress import Progress
 from lcm_etl.report import RunReport
 from lcm_etl.read.source_schema import SourceSchema, normalized_views
 from lcm_etl.store.target import apply_schema
-from lcm_etl.planning.steps import run_stage
+from lcm_etl.steps.engine import run_stage
 
 WHITESPACE = " \t\n\r\x0b\x0c\u00a0\ufeff"
 _TARGET_TABLES = {"lcm_messages", "lcm_message_parts", "lcm_summary_nodes", "lcm_compaction_events"}
@@ -236,11 +236,11 @@ def report_plan(con: duckdb.DuckDBPyConnection, report: RunReport, planned: Plan
         m.skip("its conversation is not in the source",
                _one(con, "SELECT count(*) FROM src_messages WHERE message_id NOT IN (SELECT message_id FROM src_msgs)"))
         p.skip("its message is not in the source (or not in any conversation)", n["orphan_parts"])
-    scope = "session_id IN (SELECT session_id FROM selected)" + ("" if filtered else " OR session_id IS NULL")
+    selection = "session_id IN (SELECT session_id FROM selected)" + ("" if filtered else " OR session_id IS NULL")
     report.skipped_summaries = [
         {"summary_id": sid, "session_id": sess, "reason": reason, "foreign_messages": foreign}
         for sid, sess, reason, foreign in con.execute(
-            f"SELECT summary_id, session_id, reason, foreign_msgs FROM sum_plan WHERE status = 'skipped' AND ({scope}) "
+            f"SELECT summary_id, session_id, reason, foreign_msgs FROM sum_plan WHERE status = 'skipped' AND ({selection}) "
             "ORDER BY summary_id").fetchall()]
     for reason, count in sorted(Counter(k["reason"] for k in report.skipped_summaries).items()):
         s.skip(reason, count)
@@ -268,6 +268,6 @@ def stage(con: duckdb.DuckDBPyConnection, stage_path: Path, record_marks: bool =
     # one transaction: the stage file is committed (and synced) once, not once per table (0.074 -> 0.038 s on
     # a sync re-run, where the tables are small and the commits were the cost)
     con.execute("BEGIN")
-    run_stage(pipeline.STAGE, con, {"record_marks": record_marks})
+    run_stage(pipeline.HANDOFF, con, {"record_marks": record_marks})
     con.execute("COMMIT")
     con.execute("DETACH stage")

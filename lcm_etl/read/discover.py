@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import shlex
+from dataclasses import dataclass
 from pathlib import Path
 
 from lcm_etl.errors import BadInput
@@ -51,3 +52,16 @@ def manifest_text(root: Path, pairs: list[tuple[Path, Path]]) -> str:
     """The pairs as a text manifest (`--manifest` reads it back), under a comment saying where from."""
     head = f"# {len(pairs)} OpenClaw state folders under {root}: SRC DEST (usable as --manifest)"
     return "\n".join([head, *(f"{shlex.quote(str(s))} {shlex.quote(str(d))}" for s, d in pairs)])
+
+
+@dataclass
+class Discovered:
+    """What --discover --dry-run shows before the pairs' dry runs (text), and what its --json carries."""
+    root: Path
+    pairs: list[tuple[Path, Path]]
+
+    def as_dict(self) -> dict:
+        return {"manifest": manifest_entries(self.pairs)}
+
+    def as_text(self) -> str:
+        return manifest_text(self.root, self.pairs) + "\n"

@@ -48,7 +48,7 @@ class StoreWindow:
     session_key: str | None
     previous_session_id: str | None   # the window this one continues (a rewind's, a fork's)
     reason: str | None
-    scope: str | None
+    session_scope: str | None
     chat_type: str | None
     channel: str | None
     title: str | None
@@ -68,7 +68,7 @@ class StoreWindow:
         """What a message of this window keeps of it (window lineage, title, channel)."""
         out = {"store": str(self.store), "agent_id": self.agent_id, "session_window": self.session_id,
                "previous_session_id": self.previous_session_id, "window_reason": self.reason,
-               "session_scope": self.scope, "chat_type": self.chat_type, "channel": self.channel,
+               "session_scope": self.session_scope, "chat_type": self.chat_type, "channel": self.channel,
                "title": self.title}
         return {k: v for k, v in out.items() if v is not None}
 
@@ -253,7 +253,7 @@ class OpenStore:
             watermark, projection = r[-2], r[-1]
             out.append(StoreWindow(
                 store=self.path, agent_id=agent, session_id=sid, session_key=w["session_key"],
-                previous_session_id=w["previous_session_id"], reason=w["reason"], scope=w["session_scope"],
+                previous_session_id=w["previous_session_id"], reason=w["reason"], session_scope=w["session_scope"],
                 chat_type=w["chat_type"], channel=w["channel"],
                 title=n["display_name"] or n["label"] or w["display_name"],
                 current=n["current_session_id"] == sid, created_at=w["created_at"], watermark=watermark,

@@ -123,7 +123,7 @@ class RunRecord:
     source_size: int | None = None
     source_sha256: str | None | Callable[[], str | None] = None   # a callable: hashed while the run writes
     counts: dict = field(default_factory=dict)
-    provenance: bool = True   # the run's rows are recorded (lcm_etl/planning/provenance.py) and `undo` can remove them
+    provenance: bool = True   # the run's rows are recorded (lcm_etl/store/provenance.py) and `undo` can remove them
 
     @classmethod
     def new(cls, command: str, started_at: str, options: dict, **source) -> "RunRecord":

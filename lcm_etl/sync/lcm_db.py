@@ -142,8 +142,9 @@ class LcmDbSync:
         changed conversations are the pages' owners; else the source's marks (03, computed over the whole
         source) are compared with the recorded ones."""
         from lcm_etl import duck   # DuckDB's modules: loaded by the Warmup thread (migrate.py)
-        from lcm_etl.planning import delta, pipeline
-        from lcm_etl.planning.steps import run_stage
+        from lcm_etl.planning import delta
+        from lcm_etl.steps import pipeline
+        from lcm_etl.steps.engine import run_stage
 
         rec, d = self.rec, self.decision
         if rec is None:

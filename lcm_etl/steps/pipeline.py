@@ -1,10 +1,11 @@
 """The pipeline, declared once: which step files of `transforms/` each command runs, in which order, on which
 engine and connection.
 
-The runners (plan.py, flatten.py, fresh.py, batches.py, aside.py, reconcile.py, audit.py, inspect.py) run these stages
-and no other list of steps; `lcm-etl steps [COMMAND]` prints them and transforms/README.md is generated from
-them (`lcm-etl steps --markdown`). tests/test_pipeline.py checks every step's `reads:` header against what the
-earlier steps of the same pipeline write and the inputs a pipeline declares here.
+Every module that runs steps does so through engine.run_stage with a stage declared here, never a list of its
+own; tests/test_pipeline.py runs each command and compares the steps it ran with its pipeline. `lcm-etl steps
+[COMMAND]` prints them and transforms/README.md is generated from them (`lcm-etl steps --markdown`).
+tests/test_pipeline.py also checks every step's `reads:` header against what the earlier steps of the same
+pipeline write and the inputs a pipeline declares here, and its `produces:` header against what it writes.
 """
 from __future__ import annotations
 
@@ -61,7 +62,7 @@ _PLAN_HEAD = ("20_turn_index", "30_message_parts", "40_summaries", "50_parent_co
 PLAN = Stage("plan", "duckdb", _PLAN_DB, (*_PLAN_HEAD, "55_batch_weights", "57_assign_batches", "60_batches"))
 # a new target is built in one transaction: one batch
 NEW_TARGET_PLAN = Stage("plan, one batch", "duckdb", _PLAN_DB, (*_PLAN_HEAD, "56_single_batch", "60_batches"))
-STAGE = Stage("stage", "duckdb", "the plan database, the run's stage file attached as stage", ("65_stage",))
+HANDOFF = Stage("handoff", "duckdb", "the plan database, the run's stage file attached as stage", ("65_stage",))
 
 FLATTEN = Stage("flatten parts", "sqlite", "scratch.sqlite, on a connection of its own in a thread "
                 "(lcm_etl/load/flatten.py): beside planning for a new target, else before the first write lock",
@@ -93,7 +94,7 @@ RECONCILE_TARGET = Stage("target state", "duckdb", "the plan database, the targe
 RECONCILE_PLAN = Stage("plan", "duckdb", "the plan database, the transcripts' rows loaded from Arrow "
                        "(lcm_etl/read/transcript_rows.py)", ("r20_match", "r55_batch_weights", "57_assign_batches",
                                                         "r60_batches"))
-RECONCILE_STAGE = Stage("stage", "duckdb", "the plan database, the stage file attached as stage", ("r65_stage",))
+RECONCILE_HANDOFF = Stage("handoff", "duckdb", "the plan database, the stage file attached as stage", ("r65_stage",))
 RECONCILE_WRITE = Stage("per batch", "sqlite", "the target, the stage attached as plan: one transaction per batch "
                         "(a new target: its private building file, one transaction)",
                         ("70_assign_turns", "r72_write_messages", "75_index_messages", "r80_write_parts",
@@ -111,7 +112,7 @@ SOURCE_VIEWS = {name: "the source snapshot (source_schema.normalized_views)" for
     "src_summary_parents", "src_large_files")}
 TARGET_TABLES = {"lcm_*": "Remnic's and lcm-etl's tables of the target (target.apply_schema; DuckDB reads them as "
                           "tgt.* / prov.*)"}
-_SELECTED = {"selected": "the sessions the run covers (plan.py / reconcile.py, from --session-filter)",
+_SELECTED = {"selected": "the sessions the run covers (plan.py / reconcile_plan.py, from --session-filter)",
              "scope_sessions": "the target sessions a sync re-run reads (08_sync_scope.sql; else plan.py makes it "
                                "empty)"}
 _MIGRATE_INPUTS = {**SOURCE_VIEWS, **TARGET_TABLES, **_SELECTED,
@@ -126,11 +127,11 @@ _RECONCILE_INPUTS = {
     "jsonl_messages": "the transcripts' active-path messages (lcm_etl/read/transcript_rows.py)",
     "jsonl_parts": "their content blocks (lcm_etl/read/transcript_rows.py)",
     "jsonl_abandoned": "entries off the active path (lcm_etl/read/transcript_rows.py)",
-    "held_lcm": "what lcm.db holds of the transcripts' sessions (reconcile.py; empty without --src)",
+    "held_lcm": "what lcm.db holds of the transcripts' sessions (reconcile_plan.py; empty without --src)",
     "jsonl_content": "content and metadata, staged from Python (transcript_rows.stage_content)",
     "plan_parts": "content blocks as parts, staged from Python (transcript_rows.stage_content)",
-    "jsonl_appended": "sessions whose files were read from recorded offsets (reconcile.py)",
-    "jsonl_sessions": "the transcripts' sessions (reconcile.py)",
+    "jsonl_appended": "sessions whose files were read from recorded offsets (reconcile_plan.py)",
+    "jsonl_sessions": "the transcripts' sessions (reconcile_plan.py)",
     "transcript_files": "how far this run read each file, staged from Python (reconcile.py, transcript_offsets.py)",
 }
 _FLATTEN_OWNERS = {"flatten_owners": "the messages whose parts are flattened (flatten.PLANNED_OWNERS or, "
@@ -139,13 +140,13 @@ _FLATTEN_OWNERS = {"flatten_owners": "the messages whose parts are flattened (fl
 MIGRATE_EXISTING = Pipeline(
     "migrate", "an existing target",
     (SOURCE_MARKS, TARGET_MARKS, TARGET_PROVENANCE, SYNC_SCOPE, SUPERSEDED, TARGET_STATE, CARRIED_MARKS, SESSIONS,
-     KEPT_SESSIONS, PLAN, STAGE,
+     KEPT_SESSIONS, PLAN, HANDOFF,
      FLATTEN, WRITE_MESSAGES, WRITE_REST, PROVENANCE),
     {**_MIGRATE_INPUTS, **_FLATTEN_OWNERS})
 MIGRATE_NEW_INTEGER_IDS = Pipeline(
     "migrate", "a new target from integer source ids (every lossless-claw release)",
     (SOURCE_MARKS, TARGET_MARKS, TARGET_PROVENANCE, TARGET_STATE, SESSIONS, KEPT_SESSIONS, BUILD, NEW_TARGET_PLAN,
-     STAGE, FRESH_MESSAGES, FRESH_SUMMARIES, FRESH_FINISH, PROVENANCE),
+     HANDOFF, FRESH_MESSAGES, FRESH_SUMMARIES, FRESH_FINISH, PROVENANCE),
     {**_MIGRATE_INPUTS,
      "fresh_owners": "the messages the new target receives (fresh.SOURCE_OWNERS or, with a session filter, "
                      "fresh.PLANNED_OWNERS)",
@@ -153,11 +154,11 @@ MIGRATE_NEW_INTEGER_IDS = Pipeline(
 MIGRATE_NEW_TEXT_IDS = Pipeline(
     "migrate", "a new target from TEXT source ids",
     (SOURCE_MARKS, TARGET_MARKS, TARGET_PROVENANCE, TARGET_STATE, SESSIONS, KEPT_SESSIONS, FLATTEN, NEW_TARGET_PLAN,
-     STAGE, WRITE_MESSAGES, WRITE_REST, PROVENANCE),
+     HANDOFF, WRITE_MESSAGES, WRITE_REST, PROVENANCE),
     {**_MIGRATE_INPUTS, **_FLATTEN_OWNERS})
 RECONCILE = Pipeline(
     "reconcile", "",
-    (HELD_SESSIONS, RECONCILE_TARGET, RECONCILE_PLAN, RECONCILE_STAGE, RECONCILE_WRITE, RECONCILE_RECORD),
+    (HELD_SESSIONS, RECONCILE_TARGET, RECONCILE_PLAN, RECONCILE_HANDOFF, RECONCILE_WRITE, RECONCILE_RECORD),
     _RECONCILE_INPUTS)
 AUDIT = Pipeline(
     "audit", "a lossless-claw source (--src)",

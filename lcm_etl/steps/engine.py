@@ -1,7 +1,8 @@
-"""The transform runner: SQL files in `transforms/`, run in the order lcm_etl/planning/pipeline.py declares, against
+"""The transform runner: SQL files in `transforms/`, run in the order lcm_etl/steps/pipeline.py declares, against
 the engine their header names.
 
-Each file starts with a comment header (step, engine, reads, produces, key, why). Statements are
+Each file starts with a comment header (step, engine, reads, produces, key, why; tests/test_pipeline.py holds
+`reads:` to what earlier steps write and `produces:` to what this one writes). Statements are
 separated by a `;` at the end of a line. A statement preceded by `-- count: NAME` adds its row count to
 the result under NAME. Parameters are `$name` (DuckDB) or `:name` (SQLite); each statement receives
 only the ones it mentions.
@@ -14,7 +15,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Callable
 
-from lcm_etl.planning.pipeline import Stage
+from lcm_etl.steps.pipeline import Stage
 
 _PARAM = {"duckdb": re.compile(r"\$([a-z_]+)"), "sqlite": re.compile(r":([a-z_]+)\b")}
 _FIELD = re.compile(r"--\s?(step|engine|reads|produces|key|why|count):\s?(.*)")
@@ -96,7 +97,7 @@ def all_steps() -> dict[str, Step]:
 
 
 def step(name: str) -> Step:
-    """The step of that exact name (lcm_etl/planning/pipeline.py names them)."""
+    """The step of that exact name (lcm_etl/steps/pipeline.py names them)."""
     return all_steps()[name]
 
 
