@@ -111,3 +111,28 @@ def test_a_50_mb_message_in_a_transcript_reconciles_and_audits_within_a_small_mu
                        "reconcile again": measured("reconcile", "--sessions", sessions, "--dest", dest, "-q"),
                        "audit": measured("audit", "--sessions", sessions, "--dest", dest, "-q")}
     assert_within_bounds(runs, tmp_path / "huge" / "lcm.sqlite")
+
+
+def test_an_80_mb_message_appended_to_a_synced_source_syncs_within_the_default_memory_budget(tmp_path):
+    # a sync re-run plans only the changed conversation, whose rows it reads into DuckDB once: a view that
+    # carried the message's content there ran the 96 MB budget out ("planning ran out of its memory budget")
+    n_mb = 80
+    src = copy_fixture(FIXTURE, tmp_path / "src")
+    dest = tmp_path / "lcm.sqlite"
+    first = measured("migrate", "--src", src, "--dest", dest, "-q")
+    assert (first["rc"], first["stderr"]) == (0, "")
+    con = sqlite3.connect(src)
+    with con:
+        conv, seq, next_id = con.execute("SELECT conversation_id, seq + 1, (SELECT max(message_id) + 1 FROM messages) "
+                                         "FROM messages ORDER BY message_id DESC LIMIT 1").fetchone()
+        con.execute("INSERT INTO messages (message_id, conversation_id, seq, role, content, token_count, created_at) "
+                    "VALUES (?, ?, ?, 'user', ?, 20000000, '2030-01-01 00:00:00')", (next_id, conv, seq, big_text(n_mb)))
+    con.close()
+    again = measured("migrate", "--src", src, "--dest", dest, "--json")
+    assert (again["rc"], again["stderr"]) == (0, "")
+    report = json.loads(again["stdout"])
+    assert report["messages"]["inserted"] == 1 and "sync" in report["extra"]   # planned as a sync, not in full
+    assert again["peak_mb"] < first["peak_mb"] + 10 * n_mb, (again["peak_mb"], first["peak_mb"])
+    con = sqlite3.connect(dest)
+    assert con.execute("SELECT max(length(content)) FROM lcm_messages").fetchone()[0] == n_mb * 2**20
+    con.close()

@@ -165,8 +165,10 @@ def _null(column: str) -> str:
     return f'CAST(NULL AS {"INTEGER" if column in _INTEGER_COLS else "TEXT"}) AS "{column}"'
 
 
-def _select(schema: SourceSchema, table: str, wanted: list[str], more: tuple[str, ...] = ()) -> str:
-    cols = [f'"{c}"' if schema.has(table, c) else _null(c) for c in wanted]
+def _select(schema: SourceSchema, table: str, wanted: list[str], more: tuple[str, ...] = (),
+            nulled: tuple[str, ...] = ()) -> str:
+    """`nulled`: columns read as NULL whatever the source holds (what one engine must never read)."""
+    cols = [f'"{c}"' if schema.has(table, c) and c not in nulled else _null(c) for c in wanted]
     return f"SELECT {', '.join(cols + list(more))} FROM src.\"{table}\""
 
 
@@ -193,10 +195,13 @@ def normalized_views(schema: SourceSchema, dialect: str) -> dict[str, str]:
 def _messages_view(schema: SourceSchema, dialect: str) -> str:
     """MESSAGE_COLS, and extra_columns: a JSON object of the non-null values of a newer release's columns
     (extra_message_columns), NULL when the source has none. Built only in the SQLite dialect (the writer's);
-    DuckDB plans without it."""
+    DuckDB plans without it, and without content: the plan decides by identity and order, and a value read
+    into DuckDB counts against its memory budget whole (a sync re-run materialises the scope's rows, and an
+    80 MB message ran it out of its 96 MB)."""
     extra = extra_message_columns(schema)
     obj = _json_object_of_non_null(extra) if extra and dialect == "sqlite" else "CAST(NULL AS TEXT)"
-    return _select(schema, "messages", MESSAGE_COLS, (f"{obj} AS extra_columns",))
+    return _select(schema, "messages", MESSAGE_COLS, (f"{obj} AS extra_columns",),
+                   nulled=() if dialect == "sqlite" else ("content",))
 
 
 def _json_object(dialect: str, pairs: list[tuple[str, str]]) -> str:
