@@ -114,13 +114,14 @@ def test_a_value_rewritten_in_its_overflow_pages_only_is_a_full_plan_that_update
                            ).fetchone() is not None
 
 
-def test_a_kept_snapshot_touched_behind_lcm_etls_back_is_not_trusted(pair):
-    src, target, _, _, _ = pair
+def test_a_kept_snapshot_touched_behind_lcm_etls_back_is_not_trusted_and_the_report_says_so(pair):
+    src, target, first_run, _, _ = pair
     snapshot = kept(src, target)
     os.utime(snapshot.db)   # its ctime moves; a forged mtime could not hide that
     change(src, APPEND, "one more", 2)
     report = migrate_json(src, target)
-    assert "snapshot" not in report["extra"]
+    assert report["extra"]["snapshot"] == (f"the snapshot kept from run {first_run} was dropped (its file was "
+                                           "changed since it was sealed): the source was copied whole")
     assert report["extra"]["sync"].startswith("1 of 3 sessions re-planned")   # the marks decide instead
     assert snapshot.sealed_run() == report["run_id"]
 

@@ -243,3 +243,50 @@ def plain_api(src: Path, dest: Path) -> None:
             os.environ.pop("LCM_ETL_CACHE_DIR", None)
         else:
             os.environ["LCM_ETL_CACHE_DIR"] = before
+
+
+def forge_identity(cache) -> None:
+    """The kept copy's bytes changed while lcm-etl's record of its file says it did not: the seal and the chunk
+    digests are re-stamped with the file's new identity (as a disk that rots a block, or a restore that keeps
+    the times, leaves it); the digests still describe the bytes as sealed."""
+    import marshal
+
+    import orjson
+
+    signature = sources.file_signature(cache.db)[0]
+    seal = orjson.loads(cache.seal_file.read_bytes())
+    cache.seal_file.write_bytes(orjson.dumps({**seal, "signature": signature}))
+    _, size, digests = marshal.loads(cache.digests_file.read_bytes())
+    cache.digests_file.write_bytes(marshal.dumps((signature, size, digests)))
+    memo = marshal.loads(cache.memo_file.read_bytes())[1]
+    cache.memo_file.write_bytes(marshal.dumps((signature, memo)))
+
+
+PHANTOM = "a message the source never held"
+
+
+def test_a_page_changed_in_the_kept_copy_behind_its_file_identity_is_found_on_the_wal_only_path(sources_pair):
+    """The WAL-only path trusts the copy's pages outside the WAL: it checks them against their recorded digests
+    (a rotating sample, here the whole small copy) before it does, so a phantom message in the copy is never
+    imported; the copy is dropped, and the report says so."""
+    src, target, twin_src, twin = sources_pair
+    with writer(src) as live, writer(twin_src) as twin_live:
+        settle(src)
+        first = both(src, target, twin_src, twin)
+        cache = kept(src, target)
+        with sqlite3.connect(cache.db) as copy:   # conversation 2's first message, changed in the copy only
+            copy.execute("UPDATE messages SET content = ? WHERE message_id = (SELECT min(message_id) FROM messages "
+                         "WHERE conversation_id = 2)", (PHANTOM,))
+        forge_identity(cache)
+        for con in (live, twin_live):
+            con.execute(APPEND, ("after", 2))   # conversation 2 grows: it is re-planned from the copy
+        settle(src)
+        report = migrate_json(src, target)
+        without_cache("migrate", "--src", str(twin_src), "--dest", str(twin))
+        with sqlite3.connect(target) as con:
+            assert con.execute("SELECT count(*) FROM lcm_messages WHERE content = ?", (PHANTOM,)).fetchone() == (0,)
+        assert remnic_content(target) == remnic_content(twin)
+        assert report["extra"]["snapshot"] == (
+            f"the snapshot kept from run {first['run_id']} was dropped (chunk 0 of its file differs from the "
+            "digest recorded when it was sealed: the copy was changed behind lcm-etl's back): the source was "
+            "copied whole")
