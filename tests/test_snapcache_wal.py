@@ -20,8 +20,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from conftest import copy_fixture, migrate_api, migrate_json
-from test_snapcache import APPEND, FIXTURE, kept, remnic_content, without_cache
-from lcm_etl.read import pages, sources
+from test_snapcache import APPEND, FIXTURE, forge_identity, kept, remnic_content, without_cache
+from lcm_etl.read import pages, snapcheck, sources
 
 UNTOUCHED = "(its main file untouched since: only its WAL was read)"
 
@@ -245,23 +245,6 @@ def plain_api(src: Path, dest: Path) -> None:
             os.environ["LCM_ETL_CACHE_DIR"] = before
 
 
-def forge_identity(cache) -> None:
-    """The kept copy's bytes changed while lcm-etl's record of its file says it did not: the seal and the chunk
-    digests are re-stamped with the file's new identity (as a disk that rots a block, or a restore that keeps
-    the times, leaves it); the digests still describe the bytes as sealed."""
-    import marshal
-
-    import orjson
-
-    signature = sources.file_signature(cache.db)[0]
-    seal = orjson.loads(cache.seal_file.read_bytes())
-    cache.seal_file.write_bytes(orjson.dumps({**seal, "signature": signature}))
-    _, size, digests = marshal.loads(cache.digests_file.read_bytes())
-    cache.digests_file.write_bytes(marshal.dumps((signature, size, digests)))
-    memo = marshal.loads(cache.memo_file.read_bytes())[1]
-    cache.memo_file.write_bytes(marshal.dumps((signature, memo)))
-
-
 PHANTOM = "a message the source never held"
 
 
@@ -290,3 +273,35 @@ def test_a_page_changed_in_the_kept_copy_behind_its_file_identity_is_found_on_th
             f"the snapshot kept from run {first['run_id']} was dropped (chunk 0 of its file differs from the "
             "digest recorded when it was sealed: the copy was changed behind lcm-etl's back): the source was "
             "copied whole")
+
+
+def test_a_damaged_chunk_of_the_kept_copy_is_found_within_the_rotations_bound_of_wal_only_runs(sources_pair,
+                                                                                               monkeypatch):
+    """In-process, with a check of a quarter of the copy per run (at least one chunk): a byte rotted in a chunk
+    no run writes is found by the fourth WAL-only run at the latest, and the copy is dropped then."""
+    monkeypatch.setattr(sources, "SETTLED_NS", 150_000_000)
+    monkeypatch.setattr(snapcheck, "CHECK_RUNS", 4)
+    monkeypatch.setattr(snapcheck, "MIN_CHECKED", 1)
+    src, target, _, _ = sources_pair
+    with writer(src) as live:
+        settle(src)
+        migrate_api(src, target)
+        cache = kept(src, target)
+        chunks = len(cache.sealed_digests()[0])
+        rot = chunks // 2
+        with open(cache.db, "r+b") as fh:   # the last byte of a chunk in the middle of the file
+            fh.seek((rot + 1) * sources.DIGEST_CHUNK - 1)
+            byte = fh.read(1)
+            fh.seek(-1, 1)
+            fh.write(bytes([byte[0] ^ 0xFF]))
+        forge_identity(cache)
+        found = []
+        for k in range(4):
+            live.execute(APPEND, (f"run {k}", 1))
+            settle(src)
+            report = migrate_api(src, target)
+            found.append(report["extra"]["snapshot"])
+            if "dropped" in found[-1]:
+                break
+        assert all(s.endswith(UNTOUCHED) for s in found[:-1]) and len(found) <= 4
+        assert f"dropped (chunk {rot} of its file differs from the digest recorded" in found[-1], found

@@ -112,7 +112,6 @@ class SnapshotCache:
         root = cache_root()
         if root is None:
             return None
-        cache_bound()   # a bound that is not a size is said before anything is read
         pair = f"{source.resolve()}\0{target.resolve()}".encode()
         return cls(root / hashlib.sha256(pair).hexdigest()[:24], source, target)
 
@@ -175,7 +174,7 @@ class SnapshotCache:
             return {}
         return memo if signature == file_signature(self.db)[0] and isinstance(memo, dict) else {}
 
-    def _sealed_digests(self) -> tuple[list[bytes], int] | None:
+    def sealed_digests(self) -> tuple[list[bytes], int] | None:
         """The sealed copy's chunk digests and size, when kept for this very file."""
         try:
             signature, size, digests = marshal.loads(self.digests_file.read_bytes())
@@ -209,6 +208,7 @@ class SnapshotCache:
         """The source's snapshot, in the kept copy. With the copy sealed by `since_run`: only the differing
         pages are written, and what they hold is returned; otherwise the source is copied whole (None), its
         bytes told to `progress` (sources.take_snapshot)."""
+        cache_bound()   # a bound that is not a size is said before anything is read
         try:
             cache_bounds.sweep(self.folder.parent, but=self.folder)   # the copies killed runs left, of other pairs
             self._hold = cache_bounds.hold(self.folder)
@@ -220,7 +220,7 @@ class SnapshotCache:
         elif seal is not None and seal.get("run_id") != since_run:
             self.dropped = f"it is run {seal.get('run_id')}'s, and the target's last run is another"
         if seal is not None and seal.get("run_id") == since_run:
-            memo, digests = self._sealed_memo(), self._sealed_digests()
+            memo, digests = self._sealed_memo(), self.sealed_digests()
             sealed_target = seal.get("target_signature")
             self.target_untouched = sealed_target is not None and sealed_target == _target_signature(self.target)
             self.unseal()

@@ -22,11 +22,11 @@ CHECK_RUNS = 32     # every chunk is checked at least once in this many WAL-only
 MIN_CHECKED = 16    # chunks (1 MiB) a run checks at least: a small copy is checked whole every run
 
 
-def rotation(start: int, count: int, runs: int = CHECK_RUNS, least: int = MIN_CHECKED) -> tuple[set[int], int]:
+def rotation(start: int, count: int) -> tuple[set[int], int]:
     """The chunks this run checks, from `start` on (wrapping), and where the next run starts."""
     if count <= 0:
         return set(), 0
-    n = min(count, max(least, -(-count // runs)))
+    n = min(count, max(MIN_CHECKED, -(-count // CHECK_RUNS)))
     start %= count
     return {(start + k) % count for k in range(n)}, (start + n) % count
 
