@@ -112,7 +112,7 @@ def audit(opts: AuditOptions) -> Audited:
         if source is not None:
             snaps.append(source)
             findings += _audit_source(opts, source, target_db, report, sessions)
-            findings += _audit_kept_snapshot(opts.src, opts.target, target_db, report)
+            findings += _audit_kept_snapshot(source.original, opts.target, target_db, report)
         if opts.sessions or opts.default_transcripts:
             findings += _audit_transcripts(opts, source, target_db, report, sessions)
     except duckdb.Error as exc:

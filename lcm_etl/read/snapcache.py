@@ -121,9 +121,10 @@ class SnapshotCache:
     def _seal(self) -> dict | None:
         """The seal, when it is of this copy (the file sealed) and this source."""
         seal, self._unsealed_why = cache_bounds.read_seal(self.folder)
-        if seal is not None and seal.get("source") != str(self.source):
-            seal, self._unsealed_why = None, f"it was kept for {seal.get('source')}"
-        return seal
+        if seal is None or seal.get("source") == str(self.source):
+            return seal
+        self._unsealed_why = f"it was kept for {seal.get('source')}"
+        return None
 
     def unseal(self) -> None:
         self.seal_file.unlink(missing_ok=True)

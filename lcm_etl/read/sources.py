@@ -349,9 +349,9 @@ def fold_wal(copy: Path, original: Path, what: str) -> None:
             con.close()
     except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
         # the copy's own disk full, or its folder unwritable, is the copy's failure, not the source's
-        if getattr(exc, "sqlite_errorcode", 0) & 0xFF in _COPY_FAILED:
-            raise OSError(errno.ENOSPC if exc.sqlite_errorcode & 0xFF == _SQLITE_FULL else errno.EIO,
-                          str(exc)) from None
+        code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+        if code in _COPY_FAILED:
+            raise OSError(errno.ENOSPC if code == _SQLITE_FULL else errno.EIO, str(exc)) from None
         raise unreadable(what, original, exc) from None
 
 
