@@ -15,7 +15,6 @@ import datetime as dt
 import fcntl
 import os
 import re
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -139,21 +138,24 @@ def sweep(root: Path | None, but: Path | None = None) -> list[Entry]:
 
 def evict(root: Path | None, bound: int, own: Path | None = None) -> tuple[list[Entry], bool]:
     """Remove the least recently used pairs until the rest fit in `bound` bytes (a pair in use by another run
-    is passed over); `own`, this run's pair, held by it, goes last. The pairs removed, and whether `own` did."""
+    is passed over); `own`, this run's pair, held by it, comes last and is not removed here. The pairs removed,
+    and whether `own` does not fit (its caller then discards it)."""
     listed = entries(root, own)
     total = sum(e.bytes for e in listed)
     removed: list[Entry] = []
     mine = [e for e in listed if e.folder == str(own)]
+    if mine and mine[0].bytes > bound:   # too large alone: the others stay
+        return removed, True
     for e in [e for e in listed if e.folder != str(own)] + mine:
         if total <= bound:
             break
         if e in mine:
-            _remove_files(Path(e.folder))
-        elif e.state == "in use" or not _remove(Path(e.folder)):
+            return removed, True
+        if e.state == "in use" or not _remove(Path(e.folder)):
             continue
         removed.append(e)
         total -= e.bytes
-    return removed, bool(mine) and mine[0] in removed
+    return removed, False
 
 
 def clear(root: Path | None) -> list[Entry]:
@@ -165,12 +167,3 @@ def _remove(folder: Path, abandoned_only: bool = False) -> bool:
     """Remove a pair's folder, holding it meanwhile; not when a run holds it (or, abandoned_only, when a seal
     now vouches for its copy: a run sealed it since it was listed)."""
     return remove_unheld(folder, keep=(lambda: read_seal(folder)[0] is not None) if abandoned_only else None)
-
-
-def _remove_files(folder: Path) -> None:
-    """Empty this run's own pair folder (it holds it; the folder goes when the run lets it go)."""
-    for f in folder.iterdir():
-        if f.is_dir():
-            shutil.rmtree(f, ignore_errors=True)
-        else:
-            f.unlink(missing_ok=True)

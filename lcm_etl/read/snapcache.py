@@ -132,30 +132,33 @@ class SnapshotCache:
         self.digests_file.unlink(missing_ok=True)
 
     def finish(self, committed: str | None, digests: list[bytes] | None) -> str | None:
-        """At the end of the run: sealed when it committed, else the copy no seal vouches for removed; the cache
-        brought within its bound; the pair let go. A warning line for the report, or None."""
+        """At the end of the run: when it committed, the cache brought within its bound and the copy sealed (the
+        seal last: a fleet's worker is idle once it is written); else, or when the copy does not fit, the copy
+        no seal vouches for removed. The pair let go. A warning line for the report, or None."""
         if self._hold is None:   # the copy was never made here (the cache folder could not be)
             return self.warning
         try:
-            if committed:
+            if committed and self._fits():
+                cache_bounds.mark_used(self.folder, self.source, self.target)
                 self.seal(committed, digests)
-        finally:   # failed, interrupted (sealing too): no copy of the source's size left for nothing
+        finally:   # failed, interrupted (sealing too), too large: no copy of the source's size left for nothing
             try:
                 self.discard_unsealed()
-                if committed and self.warning is None:
-                    self._bound()
             finally:
                 cache_bounds.release(self._hold)
                 self._hold = None
                 _rmdir_if_empty(self.folder)
         return self.warning
 
-    def _bound(self) -> None:
+    def _fits(self) -> bool:
+        """The least recently used other pairs evicted until this run's copy fits the bound; False (and a
+        warning) when it does not fit alone."""
         bound, written = cache_bound()
-        size = self.db.stat().st_size
-        if cache_bounds.evict(self.folder.parent, bound, self.folder)[1]:
-            self.warning = (f"the snapshot of this run ({size / 1e6:.1f} MB) is larger than the cache's bound, "
-                            f"LCM_ETL_CACHE_SIZE={written}: not kept, the next run copies the source whole")
+        if not cache_bounds.evict(self.folder.parent, bound, self.folder)[1]:
+            return True
+        self.warning = (f"the snapshot of this run ({self.db.stat().st_size / 1e6:.1f} MB) is larger than the "
+                        f"cache's bound, LCM_ETL_CACHE_SIZE={written}: not kept, the next run copies the source whole")
+        return False
 
     def discard_unsealed(self) -> None:
         """At the end of a run that did not commit: a copy no seal vouches for (this run unsealed it before
@@ -198,9 +201,7 @@ class SnapshotCache:
             write_atomically(self.memo_file, marshal.dumps((signature, self._memo)))
         if digests is not None and signature is not None:   # the snapshot's, hashed for the run's ledger row
             write_atomically(self.digests_file, marshal.dumps((signature, signature[1], digests)))
-        if write_atomically(self.seal_file, body):
-            cache_bounds.mark_used(self.folder, self.source, self.target)
-        else:
+        if not write_atomically(self.seal_file, body):
             self.warning = (f"the snapshot this run kept in {self.folder} could not be sealed (the cache folder "
                             "cannot be written): the next run copies the source whole")
 
