@@ -1,12 +1,20 @@
 """Where lcm-etl keeps what a later run may reuse: the previous run's snapshot of each (source, target) pair
 (lcm_etl/read/snapcache.py) and the record that the installed sqlite_scanner passed DuckDB's signature check
 (lcm_etl/duck.py). $LCM_ETL_CACHE_DIR, else $XDG_CACHE_HOME/lcm-etl, else ~/.cache/lcm-etl; LCM_ETL_CACHE_DIR=off
-keeps nothing. Everything in it may be deleted at any time: a run then does the work again."""
+keeps nothing. $LCM_ETL_CACHE_SIZE bounds the kept snapshots (lcm_etl/read/cache_bounds.py). Everything in it may
+be deleted at any time: a run then does the work again."""
 from __future__ import annotations
 
 import os
 import threading
 from pathlib import Path
+
+from lcm_etl.errors import BadInput
+from lcm_etl.options import size_bytes
+
+# the kept snapshots' bound when LCM_ETL_CACHE_SIZE is not set: a snapshot is its source's size (4.5 GB for 2M
+# messages), so this keeps a few large installations' or many agents' snapshots, and no disk is filled by them
+DEFAULT_CACHE_SIZE = "20GB"
 
 
 def cache_root() -> Path | None:
@@ -17,13 +25,27 @@ def cache_root() -> Path | None:
     return Path(base) / "lcm-etl"
 
 
-def write_atomically(path: Path, body: bytes) -> None:
+def cache_bound() -> tuple[int, str]:
+    """The most the kept snapshots may hold, in bytes, and as written ($LCM_ETL_CACHE_SIZE, else the default)."""
+    text = os.environ.get("LCM_ETL_CACHE_SIZE") or DEFAULT_CACHE_SIZE
+    size = size_bytes(text, bare=True)
+    if size is None:
+        raise BadInput(f"LCM_ETL_CACHE_SIZE={text!r} is not a size such as 20GB, 512MB or 0 (keep no snapshot)")
+    return int(size), text.strip()
+
+
+def write_atomically(path: Path, body: bytes) -> bool:
     """Best effort: the file holds `body` whole or is as it was (a reader never sees half a record); a cache
-    file that cannot be written only means a later run does the work again."""
+    file that cannot be written (False) only means a later run does the work again."""
     tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp.write_bytes(body)
         os.replace(tmp, path)
+        return True
     except OSError:
-        tmp.unlink(missing_ok=True)
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:   # no folder to hold it (a file where the cache folder should be)
+            pass
+        return False

@@ -309,6 +309,20 @@ def undo(run_id, dest, memory_dir, dry_run, force, lock_timeout, as_json, quiet,
     return 0
 
 
+@cli.command(epilog=EPILOG)
+@click.option("--prune", is_flag=True, help="remove the snapshots interrupted runs left, and the least recently used "
+                                            "ones over LCM_ETL_CACHE_SIZE")
+@click.option("--clear", is_flag=True, help="remove every kept snapshot (the next run of each pair copies its source whole)")
+@output_options
+@handled
+def cache(prune, clear, as_json, quiet, debug):
+    """The kept snapshots a sync re-run compares its source with: each pair's, its size, when last used."""
+    from lcm_etl.commands.cache import cache as run
+
+    emit(run(prune, clear), as_json, quiet)
+    return 0
+
+
 def main() -> None:
     """Usage errors are one line too (click's default is a usage block), exit 2."""
     disable_memstatus()   # before any connection exists: see lcm_etl/sqlite_runtime.py

@@ -15,14 +15,22 @@ _SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([a-z]+)\s*", re.IGNORECASE)
 MIN_MEMORY = 10**6   # below a megabyte DuckDB cannot even open its in-memory database
 
 
+def size_bytes(value: str, bare: bool = False) -> float | None:
+    """A size such as 96MB, 2GB or 512MiB in bytes (None: not one); `bare`: a number alone is bytes."""
+    if bare and value.strip().isdigit():
+        return float(value)
+    m = _SIZE.fullmatch(value)
+    unit = _UNITS.get(m.group(2).lower()) if m else None
+    return None if m is None or unit is None else float(m.group(1)) * unit
+
+
 class MemorySize(click.ParamType):
     """A DuckDB memory budget such as 96MB; passed on as the user wrote it, once known to be one."""
     name = "size"
 
     def convert(self, value, param, ctx):
-        m = _SIZE.fullmatch(value)
-        unit = _UNITS.get(m.group(2).lower()) if m else None
-        if unit is None or float(m.group(1)) * unit < MIN_MEMORY:
+        size = size_bytes(value)
+        if size is None or size < MIN_MEMORY:
             self.fail(f"{value!r} is not a memory size of at least 1MB such as 96MB, 2GB or 512MiB", param, ctx)
         return value.strip()
 

@@ -83,7 +83,7 @@ def test_a_path_that_is_not_utf8_is_refused_with_one_line_naming_its_bytes(tmp_p
 
 
 def test_lcm_etl_alone_is_one_line_naming_the_commands():
-    assert_usage_error(run_cli(), "lcm-etl: error: no command given: one of audit, inspect, migrate, reconcile, runs, "
+    assert_usage_error(run_cli(), "lcm-etl: error: no command given: one of audit, cache, inspect, migrate, reconcile, runs, "
                                   "steps, undo (see `lcm-etl --help`)")
 
 

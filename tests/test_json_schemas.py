@@ -19,7 +19,7 @@ STORE = ROOT / "fixtures" / "openclaw-sqlite" / "native" / "agents" / "main" / "
 SESSIONS = ROOT / "fixtures" / "sessions"
 V1_TARGET = ROOT / "fixtures" / "targets" / "ledger-v1-multiparent.sqlite"
 # the --json reports, by schema; fleet is `migrate --manifest/--discover`, run-report their shared part
-REPORTS = ("migrate", "reconcile", "audit", "inspect", "runs", "undo", "fleet")
+REPORTS = ("migrate", "reconcile", "audit", "inspect", "runs", "undo", "fleet", "cache")
 
 
 def _load(path: Path) -> dict:
@@ -83,6 +83,7 @@ def reports(tmp_path_factory) -> dict[str, list[dict]]:
     (tmp / "state" / "agent").mkdir(parents=True)
     shutil.copyfile(src, tmp / "state" / "agent" / "lcm.db")
     out["fleet"].append(cli_json("migrate", "--discover", tmp / "state", "--dest-root", tmp / "dest", "--dry-run"))
+    out["cache"] += [cli_json("cache"), cli_json("cache", "--prune")]   # the suite's cache folder: kept snapshots
     return out
 
 

@@ -114,14 +114,16 @@ def test_a_value_rewritten_in_its_overflow_pages_only_is_a_full_plan_that_update
                            ).fetchone() is not None
 
 
-def test_a_kept_snapshot_touched_behind_lcm_etls_back_is_not_trusted(pair):
-    src, target, _, _, _ = pair
+def test_a_kept_snapshot_touched_behind_lcm_etls_back_is_not_trusted_and_the_report_says_so(pair):
+    src, target, first_run, _, _ = pair
     snapshot = kept(src, target)
     os.utime(snapshot.db)   # its ctime moves; a forged mtime could not hide that
     change(src, APPEND, "one more", 2)
     report = migrate_json(src, target)
-    assert report["sync_decision"]["how"] == "marks"   # the marks decide instead
-    assert "1 of 3 sessions re-planned" in report["sync_decision"]["line"]
+    assert report["sync_decision"]["line"] == (
+        f"marks: the source's marks compared with those of run {first_run} (the kept snapshot was dropped: its file "
+        "was changed since it was sealed); 1 of 3 sessions re-planned (1 conversations changed); --full re-plans "
+        "everything")   # the marks decide instead
     assert snapshot.sealed_run() == report["run_id"]
 
 
@@ -273,20 +275,20 @@ def assert_kept_digests_are_the_copys(cache: snapcache.SnapshotCache, target: Pa
     """The chunk digests kept with the seal, and the snapshot digest the last run recorded, are those of the
     copy hashed whole, however many of them the run hashed again."""
     whole = sources.chunk_digests(cache.db)
-    assert cache._sealed_digests() == (whole, cache.db.stat().st_size)
+    assert cache.sealed_digests() == (whole, cache.db.stat().st_size)
     assert ledger_digest(target) == sources.snapshot_digest(whole)
 
 
 def test_a_re_run_hashes_again_only_the_chunks_it_wrote(pair):
     src, target, _, _, _ = pair
     cache = kept(src, target)
-    digests, size = cache._sealed_digests()
+    digests, size = cache.sealed_digests()
     assert len(digests) > 10
     stale = b"\0" * 32   # not a SHA-256 of these bytes: wherever it survives, the run did not hash the chunk
     cache.digests_file.write_bytes(marshal.dumps((sources.file_signature(cache.db)[0], size, [stale] * len(digests))))
     change(src, APPEND, "one more", 2)
     migrate_json(src, target)
-    after, _ = cache._sealed_digests()
+    after, _ = cache.sealed_digests()
     whole = sources.chunk_digests(cache.db)
     hashed = [i for i, d in enumerate(after) if d != stale]
     assert 0 in hashed and len(hashed) < len(after) / 2, hashed   # the header's chunk and the few written
@@ -385,3 +387,41 @@ def test_chunk_digests_from_the_written_chunks_equal_the_whole_files(tmp_path_fa
             fh.write(os.urandom(grow * sources.DIGEST_CHUNK))
     known = sources.KnownDigests(old, size, set(written))
     assert sources.chunk_digests(path, known) == sources.chunk_digests(path)
+
+
+def forge_identity(cache: snapcache.SnapshotCache) -> None:
+    """The kept copy's bytes changed while lcm-etl's record of its file says it did not: the seal and the chunk
+    digests are re-stamped with the file's new identity (as a disk that rots a block, or a restore that keeps
+    the times, leaves it); the digests still describe the bytes as sealed."""
+    import orjson
+
+    signature = sources.file_signature(cache.db)[0]
+    seal = orjson.loads(cache.seal_file.read_bytes())
+    cache.seal_file.write_bytes(orjson.dumps({**seal, "signature": signature}))
+    _, size, digests = marshal.loads(cache.digests_file.read_bytes())
+    cache.digests_file.write_bytes(marshal.dumps((signature, size, digests)))
+    if cache.memo_file.exists():
+        cache.memo_file.write_bytes(marshal.dumps((signature, marshal.loads(cache.memo_file.read_bytes())[1])))
+
+
+def test_audit_checks_the_kept_snapshot_whole_and_a_damaged_one_is_a_finding(pair):
+    src, target, first_run, _, _ = pair
+    proc = run_cli("audit", "--src", src, "--dest", target, "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["extra"]["kept_snapshot"] == f"checked whole: as run {first_run} sealed it"
+    cache = kept(src, target)
+    with open(cache.db, "r+b") as fh:   # a byte rots in the middle of the copy; its identity is kept
+        fh.seek(5 * sources.DIGEST_CHUNK + 100)
+        byte = fh.read(1)
+        fh.seek(-1, 1)
+        fh.write(bytes([byte[0] ^ 0xFF]))
+    forge_identity(cache)
+    proc = run_cli("audit", "--src", src, "--dest", target, "--json")
+    assert proc.returncode == 3, proc.stderr
+    chunks = len(cache.sealed_digests()[0])
+    why = f"1 of its {chunks} chunks differ from the digests recorded when it was sealed (the first: chunk 5)"
+    assert json.loads(proc.stdout)["differences"] == [
+        {"kind": "kept snapshot", "problem": "damaged", "session_id": None, "source_id": str(cache.folder),
+         "detail": f"{why}; the next sync would trust it: remove it with lcm-etl cache --clear"}]
+    text = run_cli("audit", "--src", src, "--dest", target).stdout
+    assert f"  kept snapshot: damaged: {why}\n" in text and text.startswith("lcm-etl audit: PENDING")

@@ -20,8 +20,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from conftest import copy_fixture, migrate_api, migrate_json
-from test_snapcache import APPEND, FIXTURE, kept, remnic_content, without_cache
-from lcm_etl.read import pages, sources
+from test_snapcache import APPEND, FIXTURE, forge_identity, kept, remnic_content, without_cache
+from lcm_etl.read import pages, snapcheck, sources
 
 UNTOUCHED = "(its main file untouched since: only its WAL was read)"
 
@@ -243,3 +243,65 @@ def plain_api(src: Path, dest: Path) -> None:
             os.environ.pop("LCM_ETL_CACHE_DIR", None)
         else:
             os.environ["LCM_ETL_CACHE_DIR"] = before
+
+
+PHANTOM = "a message the source never held"
+
+
+def test_a_page_changed_in_the_kept_copy_behind_its_file_identity_is_found_on_the_wal_only_path(sources_pair):
+    """The WAL-only path trusts the copy's pages outside the WAL: it checks them against their recorded digests
+    (a rotating sample, here the whole small copy) before it does, so a phantom message in the copy is never
+    imported; the copy is dropped, and the report says so."""
+    src, target, twin_src, twin = sources_pair
+    with writer(src) as live, writer(twin_src) as twin_live:
+        settle(src)
+        first = both(src, target, twin_src, twin)
+        cache = kept(src, target)
+        with sqlite3.connect(cache.db) as copy:   # conversation 2's first message, changed in the copy only
+            copy.execute("UPDATE messages SET content = ? WHERE message_id = (SELECT min(message_id) FROM messages "
+                         "WHERE conversation_id = 2)", (PHANTOM,))
+        forge_identity(cache)
+        for con in (live, twin_live):
+            con.execute(APPEND, ("after", 2))   # conversation 2 grows: it is re-planned from the copy
+        settle(src)
+        report = migrate_json(src, target)
+        without_cache("migrate", "--src", str(twin_src), "--dest", str(twin))
+        with sqlite3.connect(target) as con:
+            assert con.execute("SELECT count(*) FROM lcm_messages WHERE content = ?", (PHANTOM,)).fetchone() == (0,)
+        assert remnic_content(target) == remnic_content(twin)
+        assert report["sync_decision"]["line"].startswith(
+            f"marks: the source's marks compared with those of run {first['run_id']} (the kept snapshot was dropped: "
+            "chunk 0 of its file differs from the digest recorded when it was sealed: the copy was changed behind "
+            "lcm-etl's back); ")
+
+
+def test_a_damaged_chunk_of_the_kept_copy_is_found_within_the_rotations_bound_of_wal_only_runs(sources_pair,
+                                                                                               monkeypatch):
+    """In-process, with a check of a quarter of the copy per run (at least one chunk): a byte rotted in a chunk
+    no run writes is found by the fourth WAL-only run at the latest, and the copy is dropped then."""
+    monkeypatch.setattr(sources, "SETTLED_NS", 150_000_000)
+    monkeypatch.setattr(snapcheck, "CHECK_RUNS", 4)
+    monkeypatch.setattr(snapcheck, "MIN_CHECKED", 1)
+    src, target, _, _ = sources_pair
+    with writer(src) as live:
+        settle(src)
+        migrate_api(src, target)
+        cache = kept(src, target)
+        chunks = len(cache.sealed_digests()[0])
+        rot = chunks // 2
+        with open(cache.db, "r+b") as fh:   # the last byte of a chunk in the middle of the file
+            fh.seek((rot + 1) * sources.DIGEST_CHUNK - 1)
+            byte = fh.read(1)
+            fh.seek(-1, 1)
+            fh.write(bytes([byte[0] ^ 0xFF]))
+        forge_identity(cache)
+        found = []
+        for k in range(4):
+            live.execute(APPEND, (f"run {k}", 1))
+            settle(src)
+            report = migrate_api(src, target)
+            found.append(report["sync_decision"]["line"])
+            if "dropped" in found[-1]:
+                break
+        assert all(UNTOUCHED in s for s in found[:-1]) and len(found) <= 4
+        assert f"dropped: chunk {rot} of its file differs from the digest recorded" in found[-1], found

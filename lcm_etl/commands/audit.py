@@ -7,10 +7,13 @@ a missing target is read as empty (everything pending) and never created.
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
+import os
 import sqlite3
 import tempfile
 import time
+from contextlib import closing
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -22,6 +25,8 @@ from lcm_etl.planning import plan
 from lcm_etl.planning.reconcile_plan import ReconcileOptions, plan_transcripts, read_all
 from lcm_etl.report import RunReport, one_line_each, unknown_lines
 from lcm_etl.read.source_schema import detect_schema, normalized_views
+from lcm_etl.read import snapcheck
+from lcm_etl.read.snapcache import SnapshotCache
 from lcm_etl.read.sources import Snapshot, take_snapshot
 from lcm_etl.sqlite_runtime import attach_all, private_file, quote_path
 from lcm_etl.steps.pipeline import AUDIT_SOURCE
@@ -114,6 +119,7 @@ def audit(opts: AuditOptions) -> Audited:
         if source is not None:
             snaps.append(source)
             findings += _audit_source(opts, source, target_db, report, sessions)
+            findings += _audit_kept_snapshot(source.original, opts.target, target_db, report)
         if opts.sessions or opts.default_transcripts:
             findings += _audit_transcripts(opts, source, target_db, report, sessions)
     except duckdb.Error as exc:
@@ -167,6 +173,49 @@ def _audit_source(opts: AuditOptions, source: Snapshot, target_db: Path | None, 
         return [dict(zip(FINDING_KEYS, r)) for r in rows]
     finally:
         con.close()
+
+
+def _audit_kept_snapshot(src: Path, target: Path, target_db: Path | None, report: RunReport) -> list[dict]:
+    """The snapshot the next sync of this pair trusts (lcm_etl/read/snapcache.py), checked whole against the
+    digests recorded when it was sealed and the source digest the sealing run recorded in the target's ledger:
+    a damaged one is a finding. Read-only: the pair's folder is held shared, never written."""
+    cache = SnapshotCache.for_pair(src, target)
+    if cache is None or not cache.db.exists():
+        return []
+    try:
+        fd = os.open(cache.folder, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return []
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            report.extra["kept_snapshot"] = "in use by a run: not checked"
+            return []
+        seal, digests = cache._seal(), cache.sealed_digests()
+        if seal is None or digests is None:
+            report.extra["kept_snapshot"] = f"not used by the next run ({cache._unsealed_why or 'no digests'})"
+            return []
+        damaged = snapcheck.damage(cache.db, digests[0], digests[1], _recorded_sha256(target_db, seal["run_id"]))
+    finally:
+        os.close(fd)
+    if damaged is None:
+        report.extra["kept_snapshot"] = f"checked whole: as run {seal['run_id']} sealed it"
+        return []
+    report.extra["kept_snapshot"] = f"damaged: {damaged}"
+    return [dict(zip(FINDING_KEYS, ("kept snapshot", "damaged", None, str(cache.folder),
+                                    f"{damaged}; the next sync would trust it: remove it with lcm-etl cache --clear")))]
+
+
+def _recorded_sha256(target_db: Path | None, run_id: str) -> str | None:
+    if target_db is None:
+        return None
+    with closing(sqlite3.connect(f"file:{target_db}?mode=ro", uri=True)) as con:
+        try:
+            row = con.execute("SELECT source_sha256 FROM lcm_etl_runs WHERE run_id = ?", (run_id,)).fetchone()
+        except sqlite3.Error:   # no ledger
+            return None
+    return row[0] if row else None
 
 
 def content_hashes(path: Path, src_db: Path, schema, target_db: Path | None) -> Path:
@@ -250,6 +299,8 @@ def as_text(report: RunReport, findings: list[dict], per_kind: int = 5) -> str:
     if "transcript_messages_pending" in report.extra:
         lines.append(f"  a reconcile would import: {report.extra['transcript_messages_pending']} transcript messages")
     lines += [f"  {key}: {n}" for key, n in sorted(report.extra.items()) if key.endswith(KEPT)]
+    if "kept_snapshot" in report.extra:
+        lines.append(f"  kept snapshot: {report.extra['kept_snapshot']}")
     shown: dict[str, int] = {}
     for f in findings:
         key = f"{f['kind']}: {f['problem']}"

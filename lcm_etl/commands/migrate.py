@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sqlite3
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +18,7 @@ from lcm_etl.read import snapcache
 from lcm_etl.cachedir import cache_root
 from lcm_etl.store.runlock import target_lock
 from lcm_etl.progress import Progress
-from lcm_etl.report import RunReport, now_iso
+from lcm_etl.report import RunReport, now_iso, one_line
 from lcm_etl.read.source_schema import detect_schema, normalized_views
 from lcm_etl.read.sources import Snapshot, check_sqlite_file, file_signature, take_snapshot
 from lcm_etl.load.loader import SourceParts, Strategy, choose, load, staged
@@ -61,6 +62,7 @@ def _migrate(opts: MigrateOptions) -> RunReport:
     run = _Run(opts)
     previous = run.sync.before_read()
     if previous:
+        snapcache.used(opts.src, opts.target, opts.dry_run)   # the pair's kept snapshot is still wanted
         return _nothing_changed(opts, run.report, previous, run.sync, run.started, run.t0)
     with run:
         run.read()
@@ -114,6 +116,7 @@ class _Run:
         self.warm = duck.Warmup(opts.memory_limit, _PLANNING, keeps_records=not opts.dry_run)
         if self.cache is not None:
             self.snap, self.changes = self.cache.snapshot(self.continued, None, self.bars.count)
+            self._warn(self.cache.warning)
         else:
             self.snap = take_snapshot(opts.src, "source", None, progress=self.bars.count)
         self.bars.count(size, size)   # read, whole or page by page
@@ -234,15 +237,18 @@ class _Run:
                 self.snap.close()
         if self.view:
             self.view.close()
-        if self.cache is None:
-            return
-        try:
-            if self.committed:
-                # the kept copy is this run's snapshot; sealed last, with the target as the run leaves it (a
-                # new target's building name, removed above, changed its ctime)
-                self.cache.seal(self.committed, self.snap.digests if self.snap else None)
-        finally:   # failed, interrupted (sealing too): no copy of the source's size left for nothing
-            self.cache.discard_unsealed()
+        if self.cache is not None:   # sealed last, with the target as the run leaves it (a new target's building
+            # name, removed above, changed its ctime); else discarded; the cache kept within its bound
+            warned = self.cache.warning
+            if self.cache.finish(self.committed, self.snap.digests if self.snap else None) != warned:
+                self._warn(self.cache.warning)
+
+    def _warn(self, line: str | None) -> None:
+        """The cache could not do its part: one line on stderr and in the report, and the run goes on."""
+        if line:
+            self.bars.close()
+            self.report.warnings.append(line)
+            print(f"lcm-etl: warning: {one_line(line)}", file=sys.stderr, flush=True)
 
 
 def _background_failure(strategy: Strategy | None, opts: MigrateOptions, snapshot: Path) -> None:

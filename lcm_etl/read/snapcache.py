@@ -10,19 +10,18 @@ last complete migrate of the source with marks (ledger.recorded_marks) and the c
 (inode, size, mtime and ctime: a ctime cannot be set back). Before the copy is changed its seal is removed,
 so a run that dies leaves no copy that could be trusted.
 
-Where: $LCM_ETL_CACHE_DIR, else $XDG_CACHE_HOME/lcm-etl, else ~/.cache/lcm-etl. LCM_ETL_CACHE_DIR=off
-keeps no copy (every run copies the source whole). The folder may be deleted at any time; it costs the
-size of the source per pair.
+Where: lcm_etl/cachedir.py (LCM_ETL_CACHE_DIR=off keeps no copy: every run copies the source whole); the size
+of the source per pair, within LCM_ETL_CACHE_SIZE (lcm_etl/read/cache_bounds.py). A cache folder that cannot
+take the copy (full, unwritable) is a `warning` and a run without a kept snapshot, never a failure; a kept copy
+that cannot be used is `dropped`, with the reason, and the source is copied whole.
 """
 from __future__ import annotations
 
-import errno
 import hashlib
 import marshal
 import os
 import shutil
 import sqlite3
-import tempfile
 import time
 from contextlib import closing
 from dataclasses import dataclass
@@ -31,11 +30,11 @@ from typing import Callable
 
 import orjson
 
-from lcm_etl.cachedir import cache_root, write_atomically
-from lcm_etl.read import pages
+from lcm_etl.cachedir import cache_bound, cache_root, write_atomically
+from lcm_etl.read import cache_bounds, pages, runfolder, snapcheck
 from lcm_etl.errors import RunFailed
-from lcm_etl.read.sources import (DIGEST_CHUNK, KnownDigests, Snapshot, SourceRead, file_signature, fold_wal,
-                                  take_snapshot, unchanged_but_appended)
+from lcm_etl.read.sources import (DIGEST_CHUNK, CacheUnwritable, KnownDigests, Snapshot, SourceRead, file_signature,
+                                  fold_wal, take_snapshot, unchanged_but_appended, why_failed)
 
 # more differing pages than this share of the source (or than 1 MB of pages on a small one): not worth
 # proving page by page, and their bytes are held in memory until written; the source is copied whole
@@ -102,7 +101,11 @@ class SnapshotCache:
         # the target is as the sealing run left it (its marks are the recorded ones): set by snapshot()
         self.target_untouched = False
         self.read: SourceRead | None = None   # what this run's copy was read from, kept with the seal
-        self.dropped: str | None = None   # why a kept copy was not used, when that is not the usual
+        self.dropped: str | None = None   # why the kept copy this run would have used was not: said in the report
+        self.warning: str | None = None   # why this run keeps no copy (the cache folder is full, unwritable...)
+        self._hold: int | None = None     # this run holds the pair's folder (cache_bounds.hold)
+        self._check_from = 0              # where the next WAL-only run's check of the copy starts (snapcheck)
+        self._unsealed_why = ""           # why _seal() found none
 
     @classmethod
     def for_pair(cls, source: Path, target: Path) -> SnapshotCache | None:
@@ -110,31 +113,52 @@ class SnapshotCache:
         if root is None:
             return None
         pair = f"{source.resolve()}\0{target.resolve()}".encode()
-        folder = root / hashlib.sha256(pair).hexdigest()[:24]
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError:
-            return None   # no cache where none can be kept: the run copies the source whole, as before
-        return cls(folder, source, target)
+        return cls(root / hashlib.sha256(pair).hexdigest()[:24], source, target)
 
     def sealed_run(self) -> str | None:
         return (self._seal() or {}).get("run_id")
 
     def _seal(self) -> dict | None:
         """The seal, when it is of this copy (the file sealed) and this source."""
-        try:
-            seal = orjson.loads(self.seal_file.read_bytes())
-        except (OSError, orjson.JSONDecodeError):
-            return None
-        if not isinstance(seal, dict) or seal.get("signature") != file_signature(self.db)[0] \
-                or seal.get("source") != str(self.source):
-            return None
-        return seal
+        seal, self._unsealed_why = cache_bounds.read_seal(self.folder)
+        if seal is None or seal.get("source") == str(self.source):
+            return seal
+        self._unsealed_why = f"it was kept for {seal.get('source')}"
+        return None
 
     def unseal(self) -> None:
         self.seal_file.unlink(missing_ok=True)
         self.memo_file.unlink(missing_ok=True)
         self.digests_file.unlink(missing_ok=True)
+
+    def finish(self, committed: str | None, digests: list[bytes] | None) -> str | None:
+        """At the end of the run: when it committed, the cache brought within its bound and the copy sealed (the
+        seal last: a fleet's worker is idle once it is written); else, or when the copy does not fit, the copy
+        no seal vouches for removed. The pair let go. A warning line for the report, or None."""
+        if self._hold is None:   # the copy was never made here (the cache folder could not be)
+            return self.warning
+        try:
+            if committed and self._fits():
+                cache_bounds.mark_used(self.folder, self.source, self.target)
+                self.seal(committed, digests)
+        finally:   # failed, interrupted (sealing too), too large: no copy of the source's size left for nothing
+            try:
+                self.discard_unsealed()
+            finally:
+                cache_bounds.release(self._hold)
+                self._hold = None
+                _rmdir_if_empty(self.folder)
+        return self.warning
+
+    def _fits(self) -> bool:
+        """The least recently used other pairs evicted until this run's copy fits the bound; False (and a
+        warning) when it does not fit alone."""
+        bound, written = cache_bound()
+        if not cache_bounds.evict(self.folder.parent, bound, self.folder)[1]:
+            return True
+        self.warning = (f"the snapshot of this run ({self.db.stat().st_size / 1e6:.1f} MB) is larger than the "
+                        f"cache's bound, LCM_ETL_CACHE_SIZE={written}: not kept, the next run copies the source whole")
+        return False
 
     def discard_unsealed(self) -> None:
         """At the end of a run that did not commit: a copy no seal vouches for (this run unsealed it before
@@ -144,10 +168,7 @@ class SnapshotCache:
             self.unseal()
             for suffix in ("", "-wal", "-journal"):
                 Path(str(self.db) + suffix).unlink(missing_ok=True)
-            try:
-                self.folder.rmdir()   # the pair's folder, when nothing else is in it
-            except OSError:
-                pass
+            (self.folder / cache_bounds.PAIR).unlink(missing_ok=True)
 
     def _sealed_memo(self) -> dict:
         """The interior pages of the sealed copy, parsed when it was sealed (empty when not kept)."""
@@ -157,7 +178,7 @@ class SnapshotCache:
             return {}
         return memo if signature == file_signature(self.db)[0] and isinstance(memo, dict) else {}
 
-    def _sealed_digests(self) -> tuple[list[bytes], int] | None:
+    def sealed_digests(self) -> tuple[list[bytes], int] | None:
         """The sealed copy's chunk digests and size, when kept for this very file."""
         try:
             signature, size, digests = marshal.loads(self.digests_file.read_bytes())
@@ -175,57 +196,91 @@ class SnapshotCache:
         read = self.read.as_json() if self.read is not None and self.read.settled() else None
         body = orjson.dumps({"run_id": run_id, "source": str(self.source), "target": str(self.target),
                              "signature": signature, "target_signature": _target_signature(self.target),
-                             "source_read": read})
+                             "source_read": read, "check_from": self._check_from})
         if self._memo:
             write_atomically(self.memo_file, marshal.dumps((signature, self._memo)))
         if digests is not None and signature is not None:   # the snapshot's, hashed for the run's ledger row
             write_atomically(self.digests_file, marshal.dumps((signature, signature[1], digests)))
-        write_atomically(self.seal_file, body)
+        if not write_atomically(self.seal_file, body):
+            self.warning = (f"the snapshot this run kept in {self.folder} could not be sealed (the cache folder "
+                            "cannot be written): the next run copies the source whole")
 
     def snapshot(self, since_run: str | None, tmp_root: str | None,
                  progress: Callable[[int, int], None] | None = None) -> tuple[Snapshot, Changes | None]:
         """The source's snapshot, in the kept copy. With the copy sealed by `since_run`: only the differing
         pages are written, and what they hold is returned; otherwise the source is copied whole (None), its
         bytes told to `progress` (sources.take_snapshot)."""
+        cache_bound()   # a bound that is not a size is said before anything is read
+        try:
+            cache_bounds.sweep(self.folder.parent, but=self.folder)   # the copies killed runs left, of other pairs
+            self._hold = cache_bounds.hold(self.folder)
+        except OSError as exc:
+            return self._without_cache(why_failed(exc), tmp_root, progress), None
         seal = self._seal() if since_run is not None else None
+        if since_run is not None and seal is None and self.db.exists():
+            self.dropped = self._unsealed_why
+        elif seal is not None and seal.get("run_id") != since_run:
+            self.dropped = f"it is run {seal.get('run_id')}'s, and the target's last run is another"
         if seal is not None and seal.get("run_id") == since_run:
-            memo, digests = self._sealed_memo(), self._sealed_digests()
+            memo, digests = self._sealed_memo(), self.sealed_digests()
             sealed_target = seal.get("target_signature")
             self.target_untouched = sealed_target is not None and sealed_target == _target_signature(self.target)
             self.unseal()
-            folder = Path(tempfile.mkdtemp(prefix="lcm-etl-", dir=tmp_root))
+            folder, hold = runfolder.make(tmp_root)
             try:
-                changes = self._refresh(folder, memo, seal.get("source_read"))
-            except OSError as exc:   # the copy is unsealed: the next run copies the source whole
-                shutil.rmtree(folder, ignore_errors=True)
-                why = "disk full" if exc.errno == errno.ENOSPC else exc.strerror or str(exc)
-                raise RunFailed(f"cannot bring the kept snapshot in {self.folder} up to date: {why} (free space "
-                                "there, or set LCM_ETL_CACHE_DIR elsewhere, or to off); nothing was written") from None
+                changes = self._refresh(folder, memo, seal.get("source_read"), digests, seal.get("check_from", 0))
+            except OSError as exc:   # the copy is unsealed, half written: it goes, and the run goes on without
+                _let_go(folder, hold)
+                return self._without_cache(why_failed(exc), tmp_root, progress), None
             except BaseException:
-                shutil.rmtree(folder, ignore_errors=True)
+                _let_go(folder, hold)
                 raise
             if changes is not None:
                 known = KnownDigests(digests[0], digests[1], self._written) if digests else None
-                return Snapshot(self.source, self.db, folder, self.db.stat().st_size, known=known), changes
-            shutil.rmtree(folder, ignore_errors=True)
+                return Snapshot(self.source, self.db, folder, self.db.stat().st_size, known=known, hold=hold), changes
+            _let_go(folder, hold)
         self.unseal()
         self._memo = None
-        snap = take_snapshot(self.source, "source", tmp_root, into=self.db, progress=progress)
+        try:
+            snap = take_snapshot(self.source, "source", tmp_root, into=self.db, progress=progress)
+        except CacheUnwritable as exc:
+            return self._without_cache(exc.why, tmp_root, progress), None
         self.read = snap.read
         return snap, None
 
-    def _refresh(self, scratch: Path, memo: dict, sealed_read: dict | None) -> Changes | None:
+    def _without_cache(self, why: str, tmp_root: str | None, progress: Callable[[int, int], None] | None) -> Snapshot:
+        """The cache folder cannot hold the copy: none is kept (what was written of it goes), this run copies
+        the source where a run's copy goes, and says so once."""
+        self.warning = (f"the cache folder {self.folder.parent} cannot hold a kept snapshot ({why}): this run keeps "
+                        "none, and the next copies the source whole (free space there, point LCM_ETL_CACHE_DIR at "
+                        "another folder, or set it to off)")
+        self.target_untouched, self.dropped = False, None
+        if self._hold is not None:
+            try:
+                self.discard_unsealed()
+            finally:
+                cache_bounds.release(self._hold)
+                self._hold = None
+                _rmdir_if_empty(self.folder)
+        return take_snapshot(self.source, "source", tmp_root, progress=progress)
+
+    def _refresh(self, scratch: Path, memo: dict, sealed_read: dict | None, digests: tuple[list[bytes], int] | None,
+                 check_from: int) -> Changes | None:
         """Compare, then write the differing pages and fold the source's WAL into the copy. None when the
-        copy cannot be brought up to date page by page (then the caller copies the source whole).
+        copy cannot be brought up to date page by page (then the caller copies the source whole; `dropped` says
+        why).
 
         The main file is not compared when it is the one the copy was read from (sealed_read: its signature,
         settled, and the WAL's frames then): every page the copy can differ in is then in the WAL. The copy is
         that main file with the WAL's frames committed then folded in; the main file has not been written
         since (no checkpoint), and those frames are still in the WAL, unchanged (pages.wal_keeps), with every
-        frame committed since: folding the WAL as it is now writes each such page."""
+        frame committed since: folding the WAL as it is now writes each such page. The copy's other pages are
+        then trusted unread: their digests are checked first, a share of them each run (snapcheck), so the copy
+        needs its recorded digests for this path."""
         incoming = scratch / "incoming-wal"
         wal = Path(str(self.source) + "-wal")
-        trusted = sealed_read if isinstance(sealed_read, dict) and "wal" in sealed_read else None
+        self._check_from = check_from
+        trusted = sealed_read if isinstance(sealed_read, dict) and "wal" in sealed_read and digests else None
         for _ in range(20):
             at, before = time.time_ns(), file_signature(self.source)
             untouched = trusted is not None and before[0] == trusted.get("main")
@@ -236,7 +291,8 @@ class SnapshotCache:
                         raise pages.NotComparable("page size changed")
                     diff = {} if untouched else pages.differing_pages(new, old, limit)
                     page_size, new_pages = new.page_size, new.pages
-            except pages.NotComparable:
+            except pages.NotComparable as exc:
+                self.dropped = f"it cannot be compared page by page: {exc}"
                 return None
             incoming.unlink(missing_ok=True)
             if wal.exists():
@@ -249,17 +305,21 @@ class SnapshotCache:
         else:
             raise RunFailed(f"source kept changing while it was copied: {self.source}; retry when it is quieter")
         if diff is None:
+            self.dropped = f"more than {limit} of its pages changed: a whole copy costs less"
             return None
         self.read = SourceRead(before[0], pages.wal_frames(incoming), at)
         try:
             changed = set(diff) | (pages.wal_pages(incoming, page_size) if incoming.exists() else set())
+            # the chunks whose digests change: the pages written here or by folding the WAL, and page 1 (the
+            # header SQLite rewrites when the folded copy leaves WAL mode); a change of length is chunk_digests'
+            self._written = {(n - 1) * page_size // DIGEST_CHUNK for n in changed} | {0}
+            if untouched and digests and not self._checked(digests, self._written):
+                return None
             # interior pages outside `changed` hold the same bytes in the sealed copy, the old one and the new
             old_owners, old_explained = _owners(self.db, changed, memo=memo)
-        except (pages.NotComparable, sqlite3.Error):
+        except (pages.NotComparable, sqlite3.Error) as exc:
+            self.dropped = f"its changed pages cannot be read: {exc}"
             return None
-        # the chunks whose digests change: the pages written here or by folding the WAL, and page 1 (the
-        # header SQLite rewrites when the folded copy leaves WAL mode); a change of length is chunk_digests'
-        self._written = {(n - 1) * page_size // DIGEST_CHUNK for n in changed} | {0}
         with open(self.db, "r+b") as fh:
             for n, data in sorted(diff.items()):
                 if data:
@@ -293,6 +353,36 @@ class SnapshotCache:
         if None in owners:
             return Changes(None, len(changed), "rows of no conversation changed", compared=not untouched)
         return Changes({str(c) for c in owners}, len(changed), compared=not untouched)
+
+
+    def _checked(self, digests: tuple[list[bytes], int], written: set[int]) -> bool:
+        """The copy's chunks this run trusts unread are as sealed: a rotating share of them, and those it is
+        about to write into (snapcheck). Else the copy is dropped."""
+        share, self._check_from = snapcheck.rotation(self._check_from, len(digests[0]))
+        bad = snapcheck.first_damaged(self.db, digests[0], digests[1], share | written)
+        if bad is not None:
+            self.dropped = (f"chunk {bad} of its file differs from the digest recorded when it was sealed: the copy "
+                            "was changed behind lcm-etl's back")
+        return bad is None
+
+
+def used(source: Path, target: Path, dry_run: bool) -> None:
+    """A migrate of the pair found nothing changed: its kept snapshot is still wanted (eviction's order)."""
+    cache = None if dry_run else SnapshotCache.for_pair(source, target)
+    if cache is not None and cache._seal() is not None:
+        cache_bounds.mark_used(cache.folder, source, target)
+
+
+def _let_go(folder: Path, hold: int) -> None:
+    shutil.rmtree(folder, ignore_errors=True)
+    os.close(hold)
+
+
+def _rmdir_if_empty(folder: Path) -> None:
+    try:
+        folder.rmdir()   # the pair's folder, when nothing else is in it
+    except OSError:
+        pass
 
 
 def _owners(db: Path, changed: set[int], index_cells: bool = False, memo: dict | None = None,

@@ -16,7 +16,6 @@ import hashlib
 import os
 import shutil
 import sqlite3
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from typing import Callable
 
 from lcm_etl.errors import BadInput, RunFailed
 from lcm_etl.interrupts import Worker
+from lcm_etl.read import runfolder
 from lcm_etl.read.pages import wal_frames
 
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -165,6 +165,7 @@ class Snapshot:
     _sha256: list = field(default_factory=list)
     _discard: threading.Thread | None = None
     _hash_lock: threading.Lock = field(default_factory=threading.Lock)
+    hold: int | None = None   # the descriptor holding `folder` (lcm_etl/read/runfolder.py), let go by close()
 
     @property
     def sha256(self) -> str:
@@ -203,6 +204,9 @@ class Snapshot:
         if self._discard is not None:
             self._discard.join()
         shutil.rmtree(self.folder, ignore_errors=True)
+        if self.hold is not None:
+            os.close(self.hold)
+            self.hold = None
 
 
 def file_signature(path: Path) -> list:
@@ -252,7 +256,7 @@ def take_snapshot(path: Path, what: str = "source", tmp_root: str | None = None,
     file's or the WAL's signature and the copy is retried.
     """
     check_sqlite_file(path, what)
-    folder = Path(tempfile.mkdtemp(prefix="lcm-etl-", dir=tmp_root))
+    folder, hold = runfolder.make(tmp_root)
     copy = into or folder / "snapshot.db"
     try:
         for _ in range(attempts):
@@ -270,17 +274,28 @@ def take_snapshot(path: Path, what: str = "source", tmp_root: str | None = None,
             raise RunFailed(f"{what} kept changing while it was copied: {path}; retry when it is quieter")
         read = SourceRead(before[0], wal_frames(Path(str(copy) + "-wal")), at)
         fold_wal(copy, path, what)
-        return Snapshot(original=path, path=copy, folder=folder, size=copy.stat().st_size, read=read)
+        return Snapshot(original=path, path=copy, folder=folder, size=copy.stat().st_size, read=read, hold=hold)
     except OSError as exc:
-        _remove(folder, into)
-        why = ("disk full" if exc.errno == errno.ENOSPC else exc.strerror or str(exc))
-        where, remedy = ((f"the cache folder {into.parent}", "or set LCM_ETL_CACHE_DIR elsewhere, or to off") if into
-                         else (f"the temporary folder {folder.parent}", "or point TMPDIR elsewhere"))
-        raise RunFailed(f"cannot copy the {what} into {where}: {why} (free space there, {remedy}); "
-                        "nothing was written") from None
+        _remove(folder, into, hold)
+        if into is not None:   # the kept copy's folder: the caller copies again where a run's copy goes
+            raise CacheUnwritable(exc) from None
+        raise RunFailed(f"cannot copy the {what} into the temporary folder {folder.parent}: {why_failed(exc)} "
+                        "(free space there, or point TMPDIR elsewhere); nothing was written") from None
     except BaseException:
-        _remove(folder, into)
+        _remove(folder, into, hold)
         raise
+
+
+class CacheUnwritable(Exception):
+    """The cache folder could not take a kept copy (lcm_etl/read/snapcache.py goes on without one)."""
+
+    def __init__(self, cause: OSError):
+        super().__init__(why_failed(cause))
+        self.why = why_failed(cause)
+
+
+def why_failed(exc: OSError) -> str:
+    return "disk full" if exc.errno == errno.ENOSPC else exc.strerror or str(exc)
 
 
 def _counter(signature: list, progress: Callable[[int, int], None] | None) -> Callable[[int], None] | None:
@@ -297,8 +312,9 @@ def _counter(signature: list, progress: Callable[[int, int], None] | None) -> Ca
     return copied
 
 
-def _remove(folder: Path, into: Path | None) -> None:
+def _remove(folder: Path, into: Path | None, hold: int) -> None:
     shutil.rmtree(folder, ignore_errors=True)
+    os.close(hold)
     if into is not None:
         for suffix in ("", "-wal", "-journal"):
             Path(str(into) + suffix).unlink(missing_ok=True)
@@ -332,4 +348,12 @@ def fold_wal(copy: Path, original: Path, what: str) -> None:
         finally:
             con.close()
     except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
+        # the copy's own disk full, or its folder unwritable, is the copy's failure, not the source's
+        code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+        if code in _COPY_FAILED:
+            raise OSError(errno.ENOSPC if code == _SQLITE_FULL else errno.EIO, str(exc)) from None
         raise unreadable(what, original, exc) from None
+
+
+_SQLITE_FULL = 13
+_COPY_FAILED = {8, 10, 13, 14}   # SQLITE_READONLY, SQLITE_IOERR, SQLITE_FULL, SQLITE_CANTOPEN

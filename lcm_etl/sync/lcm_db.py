@@ -107,6 +107,7 @@ class LcmDbSync:
         """`changes`: the kept snapshot's changed pages since run `continued` (snapcache.Changes), None when the
         source was copied whole. `target_db`: the target as planning reads it (a dry run's copy)."""
         self.identity = identity
+        cache_note = f"the kept snapshot was dropped: {cache_note}" if cache_note else None
         with _ledger(target_db) as con:
             self.spellings = [identity.key, *(typed_paths(con, identity.path) if con is not None else [])]
             if not self.uses_marks:

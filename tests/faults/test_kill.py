@@ -217,3 +217,28 @@ def test_the_kill_soak_script_runs_its_trials_and_reports_them(tmp_path):
                           capture_output=True, text=True, timeout=3 * PATIENCE_S)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "soak: 4 trials" in proc.stdout and "0 failed" in proc.stdout
+
+
+def test_the_copy_and_run_folder_of_a_first_run_killed_while_reading_are_removed_by_the_next_run(world, tmp_path):
+    """kill -9 while the source is copied into the cache: the unsealed copy (the source's size) and the run's
+    temporary folder stay behind; the next run, of another pair, removes both (lcm_etl/read/cache_bounds.py)."""
+    import subprocess
+
+    from faultlib import LCM_ETL, env_for, wait_until
+
+    cache, tmp = tmp_path / "cache", tmp_path / "tmp"
+    env = env_for(tmp, LCM_ETL_CACHE_DIR=str(cache))
+    proc = subprocess.Popen([str(LCM_ETL), "migrate", "--src", str(world.src), "--dest", str(tmp_path / "a.sqlite"),
+                             "-q"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    copies = lambda: [p for p in cache.glob("*/snapshot.db")]   # noqa: E731
+    assert wait_until(lambda: copies() and list(tmp.glob("lcm-etl-run-*")), "the copy under way", proc), \
+        "the run ended before it was seen copying"
+    proc.kill()
+    proc.wait()
+    left = copies()[0].parent
+    assert left.is_dir() and list(tmp.glob("lcm-etl-run-*"))
+    other = subprocess.run([str(LCM_ETL), "migrate", "--src", str(world.src), "--dest", str(tmp_path / "b.sqlite"),
+                            "-q"], env=env, capture_output=True, text=True, timeout=PATIENCE_S)
+    assert other.returncode == 0 and other.stderr == "", other.stderr
+    assert not left.exists() and list(tmp.iterdir()) == []
+    assert len(copies()) == 1 and (copies()[0].parent / "seal.json").exists()   # the other pair's, sealed
