@@ -98,7 +98,12 @@ def entries(root: Path | None, own: Path | None = None) -> list[Entry]:
         folders = [p for p in root.iterdir() if _PAIR_FOLDER.fullmatch(p.name) and p.is_dir()]
     except OSError:
         return []
-    out = [_entry(p, p == own) for p in folders]
+    out = []
+    for p in folders:
+        try:
+            out.append(_entry(p, p == own))
+        except FileNotFoundError:   # removed meanwhile (by another run's sweep)
+            continue
     return sorted(out, key=lambda e: (e._used_ns, e.folder))
 
 
