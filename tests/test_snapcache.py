@@ -172,14 +172,20 @@ def test_pages_that_differ_are_found_and_an_identical_copy_has_none(tmp_path):
         con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     shutil.copyfile(src, copy)
     with pages.PageFile(src) as a, pages.PageFile(copy) as b:
-        assert pages.differing_pages(a, b, 10) == {}
+        assert differing(a, b, 10, tmp_path) == {}
     change(src, APPEND, "y" * 9000, 1)
     with sqlite3.connect(src) as con:
         con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     with pages.PageFile(src) as a, pages.PageFile(copy) as b:
-        diff = pages.differing_pages(a, b, 1000)
+        diff = differing(a, b, 1000, tmp_path)
         assert diff and all(data == a.page(n) for n, data in diff.items())
-        assert pages.differing_pages(a, b, 0) is None   # over the limit: not worth proving
+        assert differing(a, b, 0, tmp_path) is None   # over the limit: not worth proving
+
+
+def differing(new: pages.PageFile, old: pages.PageFile, limit: int, folder: Path) -> dict | None:
+    """pages.differing_pages as a dict (page -> its new bytes, read back from the file they wait in)."""
+    with pages.SpilledPages(folder / "differing-pages") as spill:
+        return dict(spill.items()) if pages.differing_pages(new, old, limit, spill) else None
 
 
 
@@ -212,9 +218,9 @@ def test_differing_pages_finds_exactly_the_pages_whose_bytes_differ(tmp_path_fac
             if b[(n - 1) * 512: n * 512] != a[(n - 1) * 512: n * 512]}
     want.update({n: b"" for n in range(len(b) // 512 + 1, len(a) // 512 + 1)})
     with pages.PageFile(new) as pn, pages.PageFile(old) as po:
-        assert pages.differing_pages(pn, po, len(want)) == want
+        assert differing(pn, po, len(want), folder) == want
         if want:
-            assert pages.differing_pages(pn, po, len(want) - 1) is None
+            assert differing(pn, po, len(want) - 1, folder) is None
 
 CHANGES = {
     "append": lambda con, k: con.execute(APPEND, (f"grown {k}", 1 + k % 3)),

@@ -38,7 +38,7 @@ from lcm_etl.read.sources import (DIGEST_CHUNK, KnownDigests, Snapshot, SourceRe
                                   take_snapshot, unchanged_but_appended)
 
 # more differing pages than this share of the source (or than 1 MB of pages on a small one): not worth
-# proving page by page, and their bytes are held in memory until written; the source is copied whole
+# proving page by page (their bytes wait in a file until written); the source is copied whole
 MAX_CHANGED_SHARE, MIN_CHANGED_LIMIT = 0.1, 256
 
 # source tables the plan reads (source_schema.normalized_views) -> (alias, the one or two conversations owning
@@ -194,7 +194,9 @@ class SnapshotCache:
             self.unseal()
             folder = Path(tempfile.mkdtemp(prefix="lcm-etl-", dir=tmp_root))
             try:
-                changes = self._refresh(folder, memo, seal.get("source_read"))
+                # the differing pages' bytes wait in a file of the run's folder until written, not in memory
+                with pages.SpilledPages(folder / "differing-pages") as spill:
+                    changes = self._refresh(folder, memo, seal.get("source_read"), spill)
             except OSError as exc:   # the copy is unsealed: the next run copies the source whole
                 shutil.rmtree(folder, ignore_errors=True)
                 why = "disk full" if exc.errno == errno.ENOSPC else exc.strerror or str(exc)
@@ -213,7 +215,8 @@ class SnapshotCache:
         self.read = snap.read
         return snap, None
 
-    def _refresh(self, scratch: Path, memo: dict, sealed_read: dict | None) -> Changes | None:
+    def _refresh(self, scratch: Path, memo: dict, sealed_read: dict | None,
+                 spill: pages.SpilledPages) -> Changes | None:
         """Compare, then write the differing pages and fold the source's WAL into the copy. None when the
         copy cannot be brought up to date page by page (then the caller copies the source whole).
 
@@ -233,7 +236,8 @@ class SnapshotCache:
                     limit = max(int(MAX_CHANGED_SHARE * max(new.pages, old.pages)), MIN_CHANGED_LIMIT)
                     if new.page_size != old.page_size:
                         raise pages.NotComparable("page size changed")
-                    diff = {} if untouched else pages.differing_pages(new, old, limit)
+                    spill.reset()
+                    diff = spill if untouched or pages.differing_pages(new, old, limit, spill) else None
                     page_size, new_pages = new.page_size, new.pages
             except pages.NotComparable:
                 return None
@@ -260,7 +264,7 @@ class SnapshotCache:
         # header SQLite rewrites when the folded copy leaves WAL mode); a change of length is chunk_digests'
         self._written = {(n - 1) * page_size // DIGEST_CHUNK for n in changed} | {0}
         with open(self.db, "r+b") as fh:
-            for n, data in sorted(diff.items()):
+            for n, data in diff.items():   # in page order
                 if data:
                     fh.seek((n - 1) * page_size)
                     fh.write(data)
