@@ -9,6 +9,7 @@ import marshal
 import os
 import shutil
 import sqlite3
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -174,15 +175,49 @@ def test_pages_that_differ_are_found_and_an_identical_copy_has_none(tmp_path):
         con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     shutil.copyfile(src, copy)
     with pages.PageFile(src) as a, pages.PageFile(copy) as b:
-        assert pages.differing_pages(a, b, 10) == {}
+        assert differing(a, b, 10, tmp_path) == {}
     change(src, APPEND, "y" * 9000, 1)
     with sqlite3.connect(src) as con:
         con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     with pages.PageFile(src) as a, pages.PageFile(copy) as b:
-        diff = pages.differing_pages(a, b, 1000)
+        diff = differing(a, b, 1000, tmp_path)
         assert diff and all(data == a.page(n) for n, data in diff.items())
-        assert pages.differing_pages(a, b, 0) is None   # over the limit: not worth proving
+        assert differing(a, b, 0, tmp_path) is None   # over the limit: not worth proving
 
+
+def differing(new: pages.PageFile, old: pages.PageFile, limit: int, folder: Path) -> dict | None:
+    """pages.differing_pages as a dict (page -> its new bytes, read back from the file they wait in)."""
+    with pages.SpilledPages(folder / "differing-pages") as spill:
+        return dict(spill.items()) if pages.differing_pages(new, old, limit, spill) else None
+
+
+
+def test_the_changed_pages_wait_in_a_file_until_written_not_in_memory(tmp_path):
+    # a re-run of the 2M source after 1 % growth held the 190 MB of its changed pages in the heap, where they
+    # stayed under the plan's DuckDB: its peak was twice a first run's
+    src = copy_fixture(FIXTURE, tmp_path / "src")
+    def grow(rows: int) -> None:
+        con = sqlite3.connect(src)
+        with con:
+            con.executemany(APPEND, [(f"{k} " + "y" * 3000, 1 + k % 3) for k in range(rows)])
+        con.execute("PRAGMA wal_checkpoint(TRUNCATE)")   # the growth in the main file: compared page by page
+        con.close()
+    grow(16_000)   # 50 MB: growth of a tenth of it or less is compared page by page
+    target = tmp_path / "out" / "lcm.sqlite"
+    first = migrate_json(src, target)
+    grow(1_000)
+    cache = kept(src, target)
+    tracemalloc.start()
+    try:
+        snap, changes = cache.snapshot(first["run_id"], str(tmp_path))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    snap.close()
+    with pages.PageFile(src) as pf:
+        changed_bytes, buffers = changes.pages * pf.page_size if changes else 0, 2 * pages._CHUNK_PAGES * pf.page_size
+    assert changes is not None and changes.conversations == {"1", "2", "3"} and changed_bytes > 3_000_000
+    assert peak < buffers + changed_bytes / 4, (peak, buffers, changed_bytes)   # the comparison's two read buffers
 
 
 def _page_file(path: Path, pages_: int) -> None:
@@ -214,9 +249,9 @@ def test_differing_pages_finds_exactly_the_pages_whose_bytes_differ(tmp_path_fac
             if b[(n - 1) * 512: n * 512] != a[(n - 1) * 512: n * 512]}
     want.update({n: b"" for n in range(len(b) // 512 + 1, len(a) // 512 + 1)})
     with pages.PageFile(new) as pn, pages.PageFile(old) as po:
-        assert pages.differing_pages(pn, po, len(want)) == want
+        assert differing(pn, po, len(want), folder) == want
         if want:
-            assert pages.differing_pages(pn, po, len(want) - 1) is None
+            assert differing(pn, po, len(want) - 1, folder) is None
 
 CHANGES = {
     "append": lambda con, k: con.execute(APPEND, (f"grown {k}", 1 + k % 3)),
@@ -321,6 +356,25 @@ def test_a_kept_layout_is_used_only_with_the_copy_it_was_parsed_from(pair):
     assert_kept_layout_is_the_copys(cache)
     os.utime(cache.db)   # the copy is no longer the one sealed
     assert cache._sealed_memo() == {}
+
+
+def test_a_kept_layout_is_held_in_memory_as_about_the_bytes_it_is_kept_in(tmp_path):
+    # as Python ints, the 4,584 interior pages of the 2M source held 83 MB through the whole re-run
+    src = copy_fixture(FIXTURE, tmp_path / "src")
+    con = sqlite3.connect(src)
+    with con:
+        con.executemany(APPEND, [(f"{k} " + "y" * 300, 1 + k % 3) for k in range(20_000)])
+    con.close()
+    target = tmp_path / "out" / "lcm.sqlite"
+    migrate_json(src, target)
+    cache = kept(src, target)
+    tracemalloc.start()
+    try:
+        memo = cache._sealed_memo()
+        held = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert len(memo) > 10 and held < 2 * cache.memo_file.stat().st_size, (len(memo), held)
 
 
 def test_a_summary_repaired_while_its_pages_are_in_the_wal_is_found_page_by_page(pair):

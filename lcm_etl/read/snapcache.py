@@ -37,7 +37,7 @@ from lcm_etl.read.sources import (DIGEST_CHUNK, CacheUnwritable, KnownDigests, S
                                   fold_wal, take_snapshot, unchanged_but_appended, why_failed)
 
 # more differing pages than this share of the source (or than 1 MB of pages on a small one): not worth
-# proving page by page, and their bytes are held in memory until written; the source is copied whole
+# proving page by page (their bytes wait in a file until written); the source is copied whole
 MAX_CHANGED_SHARE, MIN_CHANGED_LIMIT = 0.1, 256
 
 # source tables the plan reads (source_schema.normalized_views) -> (alias, the one or two conversations owning
@@ -228,7 +228,10 @@ class SnapshotCache:
             self.unseal()
             folder, hold = runfolder.make(tmp_root)
             try:
-                changes = self._refresh(folder, memo, seal.get("source_read"), digests, seal.get("check_from", 0))
+                # the differing pages' bytes wait in a file of the run's folder until written, not in memory
+                with pages.SpilledPages(folder / "differing-pages") as spill:
+                    changes = self._refresh(folder, memo, seal.get("source_read"), digests,
+                                            seal.get("check_from", 0), spill)
             except OSError as exc:   # the copy is unsealed, half written: it goes, and the run goes on without
                 _let_go(folder, hold)
                 return self._without_cache(why_failed(exc), tmp_root, progress), None
@@ -265,7 +268,7 @@ class SnapshotCache:
         return take_snapshot(self.source, "source", tmp_root, progress=progress)
 
     def _refresh(self, scratch: Path, memo: dict, sealed_read: dict | None, digests: tuple[list[bytes], int] | None,
-                 check_from: int) -> Changes | None:
+                 check_from: int, spill: pages.SpilledPages) -> Changes | None:
         """Compare, then write the differing pages and fold the source's WAL into the copy. None when the
         copy cannot be brought up to date page by page (then the caller copies the source whole; `dropped` says
         why).
@@ -289,7 +292,8 @@ class SnapshotCache:
                     limit = max(int(MAX_CHANGED_SHARE * max(new.pages, old.pages)), MIN_CHANGED_LIMIT)
                     if new.page_size != old.page_size:
                         raise pages.NotComparable("page size changed")
-                    diff = {} if untouched else pages.differing_pages(new, old, limit)
+                    spill.reset()
+                    diff = spill if untouched or pages.differing_pages(new, old, limit, spill) else None
                     page_size, new_pages = new.page_size, new.pages
             except pages.NotComparable as exc:
                 self.dropped = f"it cannot be compared page by page: {exc}"
@@ -321,7 +325,7 @@ class SnapshotCache:
             self.dropped = f"its changed pages cannot be read: {exc}"
             return None
         with open(self.db, "r+b") as fh:
-            for n, data in sorted(diff.items()):
+            for n, data in diff.items():   # in page order
                 if data:
                     fh.seek((n - 1) * page_size)
                     fh.write(data)
