@@ -131,7 +131,7 @@ def test_an_80_mb_message_appended_to_a_synced_source_syncs_within_the_default_m
     again = measured("migrate", "--src", src, "--dest", dest, "--json")
     assert (again["rc"], again["stderr"]) == (0, "")
     report = json.loads(again["stdout"])
-    assert report["messages"]["inserted"] == 1 and "sync" in report["extra"]   # planned as a sync, not in full
+    assert report["messages"]["inserted"] == 1 and report["sync_decision"]["sessions_replanned"] == 1   # a sync
     assert again["peak_mb"] < first["peak_mb"] + 10 * n_mb, (again["peak_mb"], first["peak_mb"])
     con = sqlite3.connect(dest)
     assert con.execute("SELECT max(length(content)) FROM lcm_messages").fetchone()[0] == n_mb * 2**20
