@@ -142,13 +142,17 @@ class SnapshotCache:
                 cache_bounds.mark_used(self.folder, self.source, self.target)
                 self.seal(committed, digests)
         finally:   # failed, interrupted (sealing too), too large: no copy of the source's size left for nothing
-            try:
-                self.discard_unsealed()
-            finally:
-                cache_bounds.release(self._hold)
-                self._hold = None
-                _rmdir_if_empty(self.folder)
+            self._let_go_of_folder()
         return self.warning
+
+    def _let_go_of_folder(self) -> None:
+        """An unsealed copy goes, and the pair's folder is this run's no longer (removed when empty)."""
+        try:
+            self.discard_unsealed()
+        finally:
+            cache_bounds.release(self._hold)
+            self._hold = None
+            _rmdir_if_empty(self.folder)
 
     def _fits(self) -> bool:
         """The least recently used other pairs evicted until this run's copy fits the bound; False (and a
@@ -259,12 +263,7 @@ class SnapshotCache:
                         "another folder, or set it to off)")
         self.target_untouched, self.dropped = False, None
         if self._hold is not None:
-            try:
-                self.discard_unsealed()
-            finally:
-                cache_bounds.release(self._hold)
-                self._hold = None
-                _rmdir_if_empty(self.folder)
+            self._let_go_of_folder()
         return take_snapshot(self.source, "source", tmp_root, progress=progress)
 
     def _refresh(self, scratch: Path, memo: dict, sealed_read: dict | None, digests: tuple[list[bytes], int] | None,
