@@ -11,7 +11,6 @@ import fcntl
 import hashlib
 import os
 import sqlite3
-import tempfile
 import time
 from contextlib import closing
 from dataclasses import dataclass, field, replace
@@ -21,6 +20,7 @@ import duckdb
 
 from lcm_etl import duck
 from lcm_etl.sync import identity as source_identity
+from lcm_etl.read import runfolder
 from lcm_etl.planning import plan
 from lcm_etl.planning.reconcile_plan import ReconcileOptions, plan_transcripts, read_all
 from lcm_etl.report import RunReport, one_line_each, unknown_lines
@@ -260,7 +260,7 @@ def _audit_transcripts(opts: AuditOptions, source: Snapshot | None, target_db: P
                              session_filter=opts.session_filter, key_by=opts.key_by, memory_limit=opts.memory_limit,
                              include_archived=opts.include_archived)
     reading = read_all(ropts)
-    work = tempfile.TemporaryDirectory(prefix="lcm-etl-")
+    work = runfolder.Held()
     try:
         con = plan_transcripts(ropts, reading, target_db, source, Path(work.name))
     except BaseException:

@@ -3,11 +3,11 @@ them) and archives, read through the same snapshot and reader as `reconcile` (lc
 from __future__ import annotations
 
 import sqlite3
-import tempfile
 from contextlib import closing
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from lcm_etl.read import runfolder
 from lcm_etl.read.openclaw_store import OpenStore
 from lcm_etl.read.store_reads import read_window
 from lcm_etl.report import SCHEMA_VERSION, one_line_each
@@ -52,7 +52,7 @@ def is_session_store(db: Path) -> bool:
 
 
 def describe_store(path: Path, memory_limit: str) -> StoreInfo:
-    with tempfile.TemporaryDirectory(prefix="lcm-etl-") as work, OpenStore(path, Path(work), memory_limit, keeps_records=False) as store:
+    with runfolder.Held() as work, OpenStore(path, Path(work), memory_limit, keeps_records=False) as store:
         c = store.contents
         info = StoreInfo(str(path), c.agent_id, c.user_version)
         compressed = store.compressed_rows()

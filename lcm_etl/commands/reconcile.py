@@ -10,7 +10,6 @@ read and validated before anything is written: one bad transcript means nothing 
 from __future__ import annotations
 
 import sqlite3
-import tempfile
 import time
 from contextlib import closing
 from pathlib import Path
@@ -18,6 +17,7 @@ from pathlib import Path
 import duckdb
 
 from lcm_etl.sync.decision import of_transcripts
+from lcm_etl.read import runfolder
 from lcm_etl.store import ledger
 from lcm_etl.planning import plan
 from lcm_etl.planning.reconcile_plan import ReconcileOptions, held_by, plan_transcripts, read_all
@@ -79,7 +79,7 @@ def _reconcile(opts: ReconcileOptions, read: Reading, records: dict) -> RunRepor
     transcripts = read.transcripts
     existed = check_target(opts.target, open_it=not opts.dry_run)
     snaps = []
-    work = tempfile.TemporaryDirectory(prefix="lcm-etl-")
+    work = runfolder.Held()
     try:
         source = take_snapshot(opts.src, "source") if opts.src else None
         if source is not None:

@@ -87,3 +87,25 @@ def held(folder: Path) -> bool:
         return True
     finally:
         os.close(fd)
+
+
+class Held:
+    """A held run folder used as tempfile.TemporaryDirectory is: `.name`, `.cleanup()`, and as a context manager
+    that gives the name; a killed run's is removed by the next run (make)."""
+
+    def __init__(self, tmp_root: str | None = None):
+        folder, fd = make(tmp_root)
+        self.name = str(folder)
+        self._fd: int | None = fd
+
+    def cleanup(self) -> None:
+        if self._fd is not None:
+            shutil.rmtree(self.name, ignore_errors=True)
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> str:
+        return self.name
+
+    def __exit__(self, *exc) -> None:
+        self.cleanup()

@@ -8,11 +8,11 @@ input (exit 2), and nothing is written.
 from __future__ import annotations
 
 import functools
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from lcm_etl import duck
+from lcm_etl.read import runfolder
 from lcm_etl.errors import BadInput
 from lcm_etl.read import transcript_offsets as offsets
 from lcm_etl.read.openclaw_state import Inputs, archive_kind, archive_session_id, find_inputs, state_folder
@@ -52,7 +52,7 @@ class Reading:
     archives: list[dict] = field(default_factory=list)    # every archive found, read or not (store_reads.archive_listing)
     stores: list[dict] = field(default_factory=list)      # every session store read
     open_stores: dict[Path, OpenStore] = field(default_factory=dict)
-    work: tempfile.TemporaryDirectory | None = None
+    work: runfolder.Held | None = None
     key_by: str = "session-id"
     # the created_at of a message that has none (the time of the read): a released window's rows hold it
     fallback_time: str = field(default_factory=now_iso)
@@ -112,7 +112,7 @@ def read_all(opts: ReadOptions, records: dict | None = None) -> Reading:
     def record(key: str):
         return offsets.usable(records.get(key), opts.key_by, opts.held_by)
 
-    work = tempfile.TemporaryDirectory(prefix="lcm-etl-")
+    work = runfolder.Held()
     reading = Reading([], opts.strict, list(inputs.skipped), work=work, key_by=opts.key_by,
                       spool=IdentitySpool(Path(work.name)))
     try:
