@@ -20,7 +20,7 @@ targets are shares); `--sync-only` runs only those cases; every case starts afte
 left by the previous case is not charged to the next.
 
 usage: python bench/run.py [--sizes 200000,2000000] [--repeat 1] [--sync-repeat 1] [--sync-only]
-                           [--store-sizes 50000,500000]
+                           [--sync-cases 1%:file,0.1%:file] [--no-yardstick] [--store-sizes 50000,500000]
 """
 from __future__ import annotations
 
@@ -143,7 +143,20 @@ def watched_sync(cmd: list[str], env: dict, writer: sqlite3_module.Connection, g
             "exit": os.waitstatus_to_exitcode(status), "stderr": "", "first_sync_s": first["elapsed_s"]}
 
 
-def bench_size(n: int, repeat: int = 1, sync_repeat: int = 1, sync_only: bool = False) -> list[dict]:
+def sync_cases(spec: str) -> tuple[tuple[float, str, bool], ...]:
+    """--sync-cases: SHARE:HOW[:nokeep],... (HOW file, wal or watch; nokeep: LCM_ETL_CACHE_DIR=off), e.g.
+    1%:file,0.1%:file; empty: every case of SYNC_CASES."""
+    if not spec:
+        return SYNC_CASES
+    cases = []
+    for item in spec.split(","):
+        share, how, *keep = item.split(":")
+        cases.append((float(share.rstrip("%")) / 100, how, keep != ["nokeep"]))
+    return tuple(cases)
+
+
+def bench_size(n: int, repeat: int = 1, sync_repeat: int = 1, sync_only: bool = False,
+               cases: tuple[tuple[float, str, bool], ...] = SYNC_CASES, yardstick: bool = True) -> list[dict]:
     src = source(n)
     work = OUT / f"work-{n}"
     shutil.rmtree(work, ignore_errors=True)
@@ -163,14 +176,14 @@ def bench_size(n: int, repeat: int = 1, sync_repeat: int = 1, sync_only: bool = 
         rows.append(timed(name, cmd, stdin, env))
         return rows[-1]
 
-    sqlite3 = shutil.which("sqlite3")
-    if not sqlite3:
+    sqlite3 = shutil.which("sqlite3") if yardstick else None
+    if yardstick and not sqlite3:
         print("  sqlite3 CLI not found: no yardstick (apt-get install sqlite3)")
     target = work / "lcm.sqlite"
     lcm = [str(LCM_ETL)]
     y = work / "yardstick.sqlite"
     yard_runs, new_runs = [], []
-    synced_runs: dict[tuple[float, str, bool], list[dict]] = {case: [] for case in SYNC_CASES}
+    synced_runs: dict[tuple[float, str, bool], list[dict]] = {case: [] for case in cases}
 
     def sync_rerun(share: float, how: str, keep: bool) -> dict:
         """A sync re-run: the source as it was, migrated, then grown; with the snapshot the first run
@@ -215,9 +228,9 @@ def bench_size(n: int, repeat: int = 1, sync_repeat: int = 1, sync_only: bool = 
             clean(target)
             new_runs.append(timed("migrate (new target)", lcm + ["migrate", "--src", str(src), "--dest",
                                                                   str(target), "-q"]))
-        for share, how, keep in SYNC_CASES if i < sync_repeat else ():
+        for share, how, keep in cases if i < sync_repeat else ():
             synced_runs[(share, how, keep)].append(sync_rerun(share, how, keep))
-    rows += ([median_of(yard_runs)] if yard_runs else []) + [median_of(new_runs)]
+    rows += ([median_of(yard_runs)] if yard_runs else []) + ([median_of(new_runs)] if new_runs else [])
     if not sync_only:
         case("migrate (no-op re-run)", lcm + ["migrate", "--src", str(src), "--dest", str(target), "-q"])
         case("migrate --full (no-op, full plan)", lcm + ["migrate", "--src", str(src), "--dest", str(target), "-q",
@@ -320,6 +333,9 @@ def main() -> int:
                     help="runs of each sync re-run (each after its own setup), alternating with the runs above")
     ap.add_argument("--sync-only", action="store_true",
                     help="only the yardstick, the first run and the sync re-runs (their targets: docs/design.md); no reconcile")
+    ap.add_argument("--sync-cases", default="",
+                    help="only these sync re-runs: SHARE:HOW[:nokeep],... e.g. 1%%:file,0.1%%:file (HOW: file, wal, watch)")
+    ap.add_argument("--no-yardstick", action="store_true", help="no sqlite3 CLI runs (the shares are of the first run)")
     ap.add_argument("--store-sizes", default="50000,500000",
                     help="transcript events of the OpenClaw session stores reconciled (one agent's store each)")
     args = ap.parse_args()
@@ -327,7 +343,8 @@ def main() -> int:
     print(f"lcm-etl benchmark on {os.cpu_count()} cores; {time.strftime('%Y-%m-%d %H:%M:%S')}")
     rows: list[dict] = []
     for n in (int(x) for x in args.sizes.split(",") if x):
-        rows += bench_size(n, args.repeat, args.sync_repeat, args.sync_only)
+        rows += bench_size(n, args.repeat, args.sync_repeat, args.sync_only, sync_cases(args.sync_cases),
+                           not args.no_yardstick)
     if not args.sync_only:
         rows += bench_reconcile()
         rows += bench_store([int(x) for x in args.store_sizes.split(",") if x])
