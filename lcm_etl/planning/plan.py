@@ -22,11 +22,11 @@ from lcm_etl.errors import BadInput
 from lcm_etl.progress import Progress
 from lcm_etl.report import RunReport
 from lcm_etl.read.source_schema import SourceSchema, normalized_views
-from lcm_etl.store.target import apply_schema
+from lcm_etl.store.target import REMNIC_TABLE_NAMES, REMNIC_TABLES, apply_schema
 from lcm_etl.steps.engine import run_stage
 
 WHITESPACE = " \t\n\r\x0b\x0c\u00a0\ufeff"
-_TARGET_TABLES = {"lcm_messages", "lcm_message_parts", "lcm_summary_nodes", "lcm_compaction_events"}
+_TARGET_TABLES = set(REMNIC_TABLE_NAMES)
 
 
 @dataclass
@@ -118,7 +118,8 @@ class TargetReader:
         if scoped and self.holds_rows:
             assert self.target_db is not None
             sessions = [r[0] for r in self.con.execute("SELECT session_id FROM scope_sessions").fetchall()]
-            subset_db = subset.target_subset(self.target_db, self.scratch / "scope-target.sqlite", sessions)
+            subset_db = subset.target_subset(self.target_db, self.scratch / "scope-target.sqlite", sessions,
+                                             [(t.name, t.scope_rows) for t in REMNIC_TABLES])
         held = subset_db or (self.target_db if self.holds_rows else None)
         duck.table_of_strings(self.con, "superseded_rows", ["id", "differs"],
                               superseded_rows(held, source) if held is not None and source is not None else [])

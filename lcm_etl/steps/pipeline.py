@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from lcm_etl.read.source_tables import SOURCE_TABLES
+
 
 @dataclass(frozen=True)
 class Stage:
@@ -107,9 +109,7 @@ AUDIT_SOURCE = Stage("audit", "duckdb", "the plan database, on private copies of
                      "content hashes computed in SQLite", ("a10_audit_source",))
 
 # what the steps read that no step writes
-SOURCE_VIEWS = {name: "the source snapshot (source_schema.normalized_views)" for name in (
-    "src_conversations", "src_messages", "src_parts", "src_summaries", "src_summary_messages",
-    "src_summary_parents", "src_large_files")}
+SOURCE_VIEWS = {t.view: "the source snapshot (source_schema.normalized_views)" for t in SOURCE_TABLES}
 TARGET_TABLES = {"lcm_*": "Remnic's and lcm-etl's tables of the target (target.apply_schema; DuckDB reads them as "
                           "tgt.* / prov.*)"}
 _SELECTED = {"selected": "the sessions the run covers (plan.py / reconcile_plan.py, from --session-filter)",
