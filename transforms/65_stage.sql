@@ -61,12 +61,13 @@ FROM sessions s WHERE s.session_id IN (SELECT session_id FROM selected);
 
 -- the source's marks (03_source_marks.sql), stored by 95 for the next run; a run over part of the sessions
 -- (--session-filter) stores none
-CREATE TABLE stage.plan_marks AS
-SELECT 'conversation' AS kind, conversation_id AS key, mark FROM source_marks WHERE $record_marks
-UNION ALL
-SELECT 'global', '', mark FROM source_global WHERE $record_marks;
+CREATE TABLE stage.plan_source_marks AS
+SELECT * FROM source_marks WHERE $record_marks;
+
+CREATE TABLE stage.plan_source_global AS
+SELECT * FROM source_global WHERE $record_marks;
 
 -- the target's marks as planning read them (04_target_marks.sql), carried by 94 for the sessions this run
 -- does not write
 CREATE TABLE stage.plan_target_marks AS
-SELECT session_id, mark FROM target_marks WHERE $record_marks;
+SELECT * FROM target_marks WHERE $record_marks;

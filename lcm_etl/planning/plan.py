@@ -18,6 +18,7 @@ import duckdb
 from lcm_etl import duck
 from lcm_etl.steps import pipeline
 from lcm_etl.read import subset
+from lcm_etl.store import marks
 from lcm_etl.errors import BadInput
 from lcm_etl.progress import Progress
 from lcm_etl.report import RunReport
@@ -95,7 +96,7 @@ class TargetReader:
         finally:
             self.con.execute(f"DETACH {alias}")
 
-    def provenance(self, spellings: list[str], known_marks: list[tuple[str, str]] | None = None) -> None:
+    def provenance(self, spellings: list[str], known_marks: list[tuple] | None = None) -> None:
         """The target's marks (04) and what its provenance says of the source's conversations (06), this
         source's rows under its key whichever way an older run spelled its path (`spellings`, the key first:
         lcm_etl/sync/identity.py). `known_marks`: the target's marks when it is proved as the previous run left
@@ -104,8 +105,8 @@ class TargetReader:
             marks_db = self.target_db if self.holds_rows else empty_target(self.scratch)
             with closing(sqlite3.connect(f"file:{marks_db}?mode=ro", uri=True)) as lite:
                 run_stage(pipeline.TARGET_MARKS, lite)
-                known_marks = lite.execute("SELECT session_id, mark FROM temp.target_marks").fetchall()
-        duck.table_of_strings(self.con, "target_marks", ["session_id", "mark"], known_marks)
+                known_marks = lite.execute("SELECT * FROM temp.target_marks").fetchall()
+        duck.table_of_strings(self.con, "target_marks", marks.SESSION.duck_types(), known_marks)
         self._read("prov", pipeline.TARGET_PROVENANCE, {"lcm_etl_conversations"}, {"spellings": spellings})
         self.con.execute("CREATE OR REPLACE TABLE scope_sessions (session_id VARCHAR)")
 

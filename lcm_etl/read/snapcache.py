@@ -6,7 +6,7 @@ read it once the run has committed. The next run of the pair compares the source
 page: it writes only the pages that differ into the copy, which is then the new snapshot, and it knows
 which source conversations own a row on a differing page (lcm_etl/read/pages.py): everything else is proved
 unchanged by its bytes. The copy is trusted only when the target's ledger names the sealing run as the
-last complete migrate of the source with marks (ledger.recorded_marks) and the copy's file is the one sealed
+last complete migrate of the source with marks (lcm_etl/sync/lcm_db.py) and the copy's file is the one sealed
 (inode, size, mtime and ctime: a ctime cannot be set back). Before the copy is changed its seal is removed,
 so a run that dies leaves no copy that could be trusted.
 

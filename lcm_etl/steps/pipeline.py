@@ -116,7 +116,8 @@ _SELECTED = {"selected": "the sessions the run covers (plan.py / reconcile_plan.
              "scope_sessions": "the target sessions a sync re-run reads (08_sync_scope.sql; else plan.py makes it "
                                "empty)"}
 _MIGRATE_INPUTS = {**SOURCE_VIEWS, **TARGET_TABLES, **_SELECTED,
-                   "recorded_marks": "the marks the previous run stored (lcm_etl/planning/delta.py reads lcm_etl_marks)",
+                   **{name: "the marks the previous run stored (delta.recorded_tables, from lcm_etl/store/marks.py)"
+                      for name in ("recorded_source_marks", "recorded_source_global", "recorded_target_marks")},
                    "page_changed_convs": "the conversations owning a changed page (lcm_etl/read/snapcache.py; delta.py "
                                          "makes it, empty when the marks decide)",
                    "superseded_rows": "04_superseded_rows.sql's rows (plan.load_target_state; empty for a new target)",
