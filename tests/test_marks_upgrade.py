@@ -117,11 +117,13 @@ def test_a_dry_run_reads_an_older_targets_marks_and_leaves_them_as_they_are(tmp_
 
 
 def test_the_upgrade_is_part_of_the_write_transaction_and_goes_with_its_rollback(tmp_path):
-    _, target = older_target(tmp_path)
+    src, target = older_target(tmp_path)
     con = sqlite3.connect(target, isolation_level=None)
+    assert marks.source_paths(con) == {str(src)}
     con.execute("BEGIN IMMEDIATE")
     ledger.ensure(con)
     assert con.execute("SELECT count(*) FROM lcm_etl_conversation_marks").fetchone()[0] == 2
+    assert marks.source_paths(con) == {str(src)}
     con.execute("ROLLBACK")
     con.close()
     assert layout(target) == ("2", {"lcm_etl_marks"})
