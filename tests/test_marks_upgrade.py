@@ -30,6 +30,8 @@ def older_target(tmp_path):
     for (table,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE '%source_path%'")\
             .fetchall():
         con.execute(f"UPDATE {table} SET source_path = ?", (str(src),))
+    # the path that run resolved the source to (the ledger row's source fingerprint)
+    con.execute("UPDATE lcm_etl_runs SET counts = json_set(counts, '$.source_fingerprint[0]', ?)", (str(src),))
     con.close()
     return src, target
 
@@ -44,11 +46,12 @@ def layout(target) -> tuple[str, set[str]]:
         con.close()
 
 
-def stored(target, source: str) -> tuple[str, marks.Marks]:
+def stored(target) -> tuple[str, marks.Marks]:
+    """The one source's marks the target holds (under the key the run gave the source), and their run."""
     con = sqlite3.connect(target)
     try:
-        run = con.execute("SELECT DISTINCT run_id FROM lcm_etl_source_marks").fetchone()[0]
-        found = marks.read(con, source, run)
+        (source, run), = con.execute("SELECT source_path, run_id FROM lcm_etl_source_marks").fetchall()
+        found = marks.read(con, [source], run)
         assert found is not None
         return run, found
     finally:
@@ -67,11 +70,11 @@ def test_a_target_an_older_lcm_etl_wrote_re_plans_only_what_changed_and_keeps_it
     assert layout(target) == ("2", {"lcm_etl_marks"})
     append(src)
     report = migrate_json(src, target)
-    assert report["extra"]["sync"] == (f"1 of 2 sessions re-planned (1 conversations changed since run {V2_RUN}); "
-                                       "the others are unchanged (--full re-plans all)")
+    assert (report["sync_decision"]["how"], report["sync_decision"]["since_run"]) == ("marks", V2_RUN)
+    assert "; 1 of 2 sessions re-planned (1 conversations changed);" in report["sync_decision"]["line"]
     assert report["messages"]["inserted"] == 1
     assert layout(target) == (str(ledger.SCHEMA_VERSION), {k.table for k in marks.KINDS})
-    run, now = stored(target, str(src))
+    run, now = stored(target)
     assert run == report["run_id"]
     assert (len(now.conversations), len(now.sessions)) == (2, 2)
     converged(src, target)
@@ -80,18 +83,19 @@ def test_a_target_an_older_lcm_etl_wrote_re_plans_only_what_changed_and_keeps_it
 def test_the_marks_converted_from_an_older_target_are_those_the_current_lcm_etl_computes(tmp_path):
     src, target = older_target(tmp_path)
     con = sqlite3.connect(target)
-    old = marks.read(con, str(src), V2_RUN)   # read from the colon strings
+    old = marks.read(con, [str(src)], V2_RUN)   # read from the colon strings
     con.close()
     fresh = tmp_path / "fresh" / "lcm.sqlite"
     migrate_json(src, fresh)
-    _, computed = stored(fresh, str(src))
+    _, computed = stored(fresh)
     assert old is not None
     assert (sorted(old.conversations), sorted(old.sessions), old.source) == (
         sorted(computed.conversations), sorted(computed.sessions), computed.source)
     # so the first run after the upgrade finds every conversation and session unchanged
     report = migrate_json(src, target)
-    assert report["extra"]["sync"].startswith(f"0 of 2 sessions re-planned (0 conversations changed since run {V2_RUN})")
-    _, upgraded = stored(target, str(src))
+    assert report["sync_decision"]["since_run"] == V2_RUN
+    assert "; 0 of 2 sessions re-planned (0 conversations changed);" in report["sync_decision"]["line"]
+    _, upgraded = stored(target)
     assert (sorted(upgraded.conversations), upgraded.source) == (sorted(computed.conversations), computed.source)
 
 
@@ -111,7 +115,8 @@ def test_a_dry_run_reads_an_older_targets_marks_and_leaves_them_as_they_are(tmp_
     append(src)
     before = hashlib.sha256(target.read_bytes()).hexdigest()
     report = migrate_json(src, target, "--dry-run")
-    assert report["extra"]["sync"].startswith(f"1 of 2 sessions re-planned (1 conversations changed since run {V2_RUN})")
+    assert report["sync_decision"]["since_run"] == V2_RUN
+    assert "; 1 of 2 sessions re-planned (1 conversations changed);" in report["sync_decision"]["line"]
     assert hashlib.sha256(target.read_bytes()).hexdigest() == before
     assert layout(target) == ("2", {"lcm_etl_marks"})
 
@@ -119,7 +124,7 @@ def test_a_dry_run_reads_an_older_targets_marks_and_leaves_them_as_they_are(tmp_
 def test_the_upgrade_is_part_of_the_write_transaction_and_goes_with_its_rollback(tmp_path):
     src, target = older_target(tmp_path)
     con = sqlite3.connect(target, isolation_level=None)
-    assert marks.source_paths(con) == {str(src)}
+    assert marks.source_paths(con) == {str(src)}   # the version 2 layout
     con.execute("BEGIN IMMEDIATE")
     ledger.ensure(con)
     assert con.execute("SELECT count(*) FROM lcm_etl_conversation_marks").fetchone()[0] == 2
@@ -136,11 +141,13 @@ def test_an_old_mark_that_is_not_a_mark_is_left_out_and_the_next_run_plans_every
     con.close()
     append(src)
     report = migrate_json(src, target)
-    assert "sync" not in report["extra"] and report["messages"]["inserted"] == 1   # a full plan
+    assert report["sync_decision"]["line"] == (f"full plan: the marks of run {V2_RUN} are no longer in the target, "
+                                               "or not readable as marks")
+    assert report["messages"]["inserted"] == 1
     assert layout(target) == (str(ledger.SCHEMA_VERSION), {k.table for k in marks.KINDS})
     converged(src, target)
     append(src)
     again = migrate_json(src, target)   # its own marks, stored as named columns: a sync again
-    assert again["extra"]["sync"].startswith(f"1 of 2 sessions re-planned (1 conversations changed since run "
-                                             f"{report['run_id']})")
+    assert again["sync_decision"]["since_run"] == report["run_id"]
+    assert "; 1 of 2 sessions re-planned (1 conversations changed);" in again["sync_decision"]["line"]
     assert run_cli("audit", "--src", src, "--dest", target).returncode == 0

@@ -13,7 +13,8 @@ import pytest
 
 from conftest import FIXTURES, copy_fixture
 from lcm_etl import duck
-from lcm_etl.planning import delta, pipeline, steps
+from lcm_etl.planning import delta
+from lcm_etl.steps import engine as steps, pipeline
 from lcm_etl.planning.plan import open_source
 from lcm_etl.read import snapcache, subset
 from lcm_etl.read.source_schema import KNOWN_TABLES, REQUIRED_TABLES, detect_schema, normalized_views

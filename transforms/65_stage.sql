@@ -6,8 +6,8 @@
 -- produces: the narrow plan tables in the stage file (a private SQLite file), read by the write steps:
 --           stage.plan_messages, stage.plan_present, stage.plan_present_parts, stage.plan_sessions,
 --           stage.plan_summaries, stage.plan_edges, stage.plan_message_refresh, stage.plan_summary_refresh,
---           stage.plan_parent_updates, stage.plan_skipped, stage.plan_conversations, stage.plan_marks,
---           stage.plan_target_marks
+--           stage.plan_parent_updates, stage.plan_skipped, stage.plan_conversations, stage.plan_source_marks,
+--           stage.plan_source_global, stage.plan_target_marks
 -- key: batch
 -- why: the write steps run inside SQLite, next to the target, so content and payloads are copied by
 --      SQLite straight from the source snapshot; only ids, turn ranks and batches cross from DuckDB.

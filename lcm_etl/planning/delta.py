@@ -1,12 +1,13 @@
 """The marks, and a sync re-run's scope once decided (lcm_etl/sync/lcm_db.py decides it; docs/design.md, "Sync").
 
 Every complete `migrate` over the whole source stores marks in the target (named figures, a table per kind:
-lcm_etl/store/marks.py; written by 95_write_provenance.sql in the run's last transaction): a digest per source conversation of every value
-the plan reads or lossless-claw can change in place (03_source_marks.sql), one for the rows of no
-conversation and the source's schema, and per target session its figures after the run
-(04_target_marks.sql). Here: computing the source's marks (mark_source, content_marks), narrowing the plan to
-the scope's rows (enter_scope: small copies, lcm_etl/read/subset.py; the steps after it are the usual ones) and
-the report's figures for what the scope left out (add_unchanged).
+lcm_etl/store/marks.py; written by 95_write_provenance.sql in the run's last transaction): per source
+conversation, figures of every value the plan reads or lossless-claw can change in place (03_source_marks.sql),
+per source the schema and its rows of no conversation (02), and per target session its figures after the run
+(04_target_marks.sql). Here: computing the source's marks (mark_source, content_marks), loading the recorded
+ones (recorded_tables), narrowing the plan to the scope's rows (enter_scope: small copies,
+lcm_etl/read/subset.py; the steps after it are the usual ones) and the report's figures for what the scope left
+out (add_unchanged).
 """
 from __future__ import annotations
 

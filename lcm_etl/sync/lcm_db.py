@@ -232,7 +232,7 @@ def _recorded(con: sqlite3.Connection, spellings: list[str], opts_key: list) -> 
     except (sqlite3.Error, orjson.JSONDecodeError) as exc:
         return None, f"the target's ledger could not be read ({exc})"
     if not marks:
-        return None, f"the marks of run {marks_run} are no longer in the target"
+        return None, f"the marks of run {marks_run} are no longer in the target, or not readable as marks"
     return Recorded(marks_run, marks), ""
 
 
