@@ -213,13 +213,17 @@ def translate(exc: duckdb.Error, what: str) -> LcmEtlError:
     return BadInput(f"{what}: {first}")
 
 
-def table_of_strings(con: duckdb.DuckDBPyConnection, name: str, columns: list[str], rows: list[tuple]) -> None:
-    """CREATE OR REPLACE TABLE name of VARCHAR columns from Python rows. A few thousand rows (a source's
-    conversations, a target's sessions) go in as one JSON text, a single bound parameter that DuckDB
-    unpacks: 6 ms for 1,000 rows, where a statement of literals took 45 ms, the first Arrow scan of a
-    process costs 90 ms (DuckDB imports pyarrow.dataset) and one bound parameter per value 740 ms. More
-    rows, or a NUL (which a DuckDB string cannot hold), go through Arrow: one copy."""
-    cols = ", ".join(f"{c} VARCHAR" for c in columns)
+def table_of_strings(con: duckdb.DuckDBPyConnection, name: str, columns: list[str] | dict[str, str],
+                     rows: list[tuple]) -> None:
+    """CREATE OR REPLACE TABLE name of VARCHAR columns (or, given a dict, of those types) from Python rows. A
+    few thousand rows (a source's conversations, a target's sessions) go in as one JSON text, a single bound
+    parameter that DuckDB unpacks: 6 ms for 1,000 rows, where a statement of literals took 45 ms, the first
+    Arrow scan of a process costs 90 ms (DuckDB imports pyarrow.dataset) and one bound parameter per value
+    740 ms. More rows, or a NUL (which a DuckDB string cannot hold), go through Arrow: one copy. Values travel
+    as text and INSERT casts them to the column's type (an integer's text is exact)."""
+    types = columns if isinstance(columns, dict) else dict.fromkeys(columns, "VARCHAR")
+    columns = list(types)
+    cols = ", ".join(f"{c} {t}" for c, t in types.items())
     con.execute(f"CREATE OR REPLACE TABLE {name} ({cols})")
     if not rows:
         return

@@ -130,7 +130,8 @@ def test_full_re_plans_every_session_and_stores_marks_again(synced):
     full = migrate_json(src, target, "--full")
     assert "sync" not in full["extra"] and full["messages"]["already_present"] == 122
     con = open_db(target)
-    runs = {r[0] for r in con.execute("SELECT DISTINCT run_id FROM lcm_etl_marks")}
+    runs = {r[0] for table in ("lcm_etl_conversation_marks", "lcm_etl_source_marks", "lcm_etl_session_marks")
+            for r in con.execute(f"SELECT DISTINCT run_id FROM {table}")}
     con.close()
     assert runs == {full["run_id"]}
     assert json.loads(run_cli("migrate", "--src", src, "--dest", target, "--json").stdout)["messages"]["inserted"] == 0
@@ -156,9 +157,10 @@ def stored_and_read_marks(target) -> tuple[dict, dict]:
     from lcm_etl.steps import engine, pipeline
     con = open_db(target)
     try:
-        stored = dict(con.execute("SELECT key, mark FROM lcm_etl_marks WHERE kind = 'session'").fetchall())
+        figures = "messages, max_message_id, summaries, boundary_events"
+        stored = {r[0]: r[1:] for r in con.execute(f"SELECT session_id, {figures} FROM lcm_etl_session_marks")}
         engine.run_stage(pipeline.TARGET_MARKS, con)
-        return stored, dict(con.execute("SELECT session_id, mark FROM temp.target_marks").fetchall())
+        return stored, {r[0]: r[1:] for r in con.execute(f"SELECT session_id, {figures} FROM temp.target_marks")}
     finally:
         con.close()
 

@@ -11,6 +11,7 @@ import subprocess
 import time
 
 from conftest import LCM_ETL, ROOT, copy_fixture, open_db, run_cli
+from lcm_etl.store import ledger
 from lcm_etl.store.runlock import target_lock
 from undolib import NATIVE_SESSION, cli_ok, digest, generate_source, native_target, refused, runs, undo
 
@@ -23,7 +24,7 @@ def test_runs_lists_every_run_with_its_command_times_status_source_options_and_c
     first = cli_ok("migrate", "--src", src, "--dest", target)
     again = cli_ok("migrate", "--src", src, "--dest", target)   # the no-op shortcut is a run too
     listed = cli_ok("runs", "--dest", target)
-    assert listed["ledger_schema_version"] == 2 and listed["target"] == str(target)
+    assert listed["ledger_schema_version"] == ledger.SCHEMA_VERSION and listed["target"] == str(target)
     assert [(r["run_id"], r["command"], r["status"]) for r in listed["runs"]] == [
         (first["run_id"], "migrate", "complete"), (again["run_id"], "migrate", "complete")]
     run = listed["runs"][0]
@@ -149,7 +150,8 @@ def test_a_target_written_by_an_older_lcm_etl_is_listed_upgraded_when_written_an
     grown = cli_ok("migrate", "--src", copy_fixture("basic-0.15.3.db", tmp_path / "b"), "--dest", target)
     assert grown["messages"]["inserted"] > 0
     con = open_db(target)
-    assert con.execute("SELECT value FROM lcm_etl_meta WHERE key = 'schema_version'").fetchone()[0] == "2"
+    assert con.execute("SELECT value FROM lcm_etl_meta WHERE key = 'schema_version'").fetchone()[0] == \
+        str(ledger.SCHEMA_VERSION)
     assert [r[1] for r in con.execute("PRAGMA table_info(lcm_etl_runs)") if r[3]] == [
         "tool_version", "command", "started_at", "status", "options", "counts", "provenance"]   # finished_at may be NULL
     con.close()

@@ -10,12 +10,13 @@ import subprocess
 import sys
 
 from conftest import copy_fixture, migrate_json, run_cli
+from lcm_etl.store import marks
 
 FIXTURE = "basic-0.15.3.db"   # three conversations, one session each
 APPEND = ("INSERT INTO messages (conversation_id, seq, role, content, token_count, created_at) "
           "SELECT conversation_id, max(seq) + 1, 'user', 'and one more thing', 5, '2026-11-23 09:00:00' "
           "FROM messages WHERE conversation_id = 2")
-PROVENANCE = ("lcm_etl_conversations", "lcm_etl_large_files", "lcm_etl_skipped", "lcm_etl_marks", "lcm_etl_runs")
+PROVENANCE = ("lcm_etl_conversations", "lcm_etl_large_files", "lcm_etl_skipped", *marks.TABLES, "lcm_etl_runs")
 
 
 def grow(db) -> None:
@@ -56,7 +57,8 @@ def test_a_relative_then_an_absolute_spelling_of_one_source_is_one_source(tmp_pa
     key = f"{os.path.realpath(src)}#"
     conversations = per_source(target)
     assert list(conversations.values()) == [3] and next(iter(conversations)).startswith(key)
-    assert list(per_source(target, "lcm_etl_marks")) == list(conversations)
+    for table in marks.TABLES:
+        assert list(per_source(target, table)) == list(conversations)
 
 
 def test_an_older_targets_typed_paths_are_adopted_without_a_duplicate_row(tmp_path):
@@ -68,7 +70,7 @@ def test_an_older_targets_typed_paths_are_adopted_without_a_duplicate_row(tmp_pa
     with sqlite3.connect(target) as con:   # the spellings an older lcm-etl stored
         for table in PROVENANCE:
             con.execute(f"UPDATE {table} SET source_path = 's.db' WHERE source_path LIKE '%#%'")
-        for table in ("lcm_etl_conversations", "lcm_etl_marks"):
+        for table in ("lcm_etl_conversations", *marks.TABLES):
             cols = [r[1] for r in con.execute(f"PRAGMA table_info({table})")]
             picked = ", ".join("'/abs/elsewhere/s.db'" if c == "source_path" else c for c in cols)
             con.execute(f"INSERT INTO {table} SELECT {picked} FROM {table}")
@@ -85,7 +87,7 @@ def test_an_older_targets_typed_paths_are_adopted_without_a_duplicate_row(tmp_pa
     # '/abs/elsewhere/s.db' names no file here: another source, left as it is
     assert sorted(paths["lcm_etl_conversations"]) == sorted([key, "/abs/elsewhere/s.db"])
     assert per_source(target)[key] == 3
-    assert set(paths["lcm_etl_marks"]) == {key, "/abs/elsewhere/s.db"} and paths["lcm_etl_runs"] == [key]
+    assert all(set(paths[t]) == {key, "/abs/elsewhere/s.db"} for t in marks.TABLES) and paths["lcm_etl_runs"] == [key]
     audit = run_cli("audit", "--src", src, "--dest", target, "--json")
     assert audit.returncode == 0, audit.stdout
 

@@ -2,7 +2,10 @@
 -- engine: duckdb (plan; over the whole source, or over a sync re-run's scope before 09)
 -- reads: src_conversations, src_messages, src_parts, src_summaries, src_summary_messages, src_summary_parents,
 --        src_large_files, content_marks (lcm_etl/planning/delta.py: its messages' content, digested by SQLite)
--- produces: source_marks(conversation_id, mark) — one digest per source conversation
+-- produces: source_marks(conversation_id, conversation_hash, messages, messages_hash, parts, parts_hash, summaries,
+--           summaries_hash, summary_links, summary_links_hash, summary_edges, summary_edges_hash, large_files,
+--           large_files_hash, content_digest) — one mark per source conversation, its figures named in
+--           lcm_etl/store/marks.py (per source table: how many rows, a digest of them)
 -- key: conversation_id
 -- why: cost follows the change (docs/design.md, "Sync"). A mark digests every value of a conversation the plan reads or
 --      that lossless-claw can change in place (docs/mapping.md, "When the source changes"): its row, its
@@ -11,7 +14,11 @@
 --      re-plans only conversations whose mark differs (08_sync_scope.sql): an unchanged conversation is
 --      proved unchanged by value, never assumed. No path of the plugin edits message content, but a row
 --      edited by hand is another message (04_superseded_rows.sql): its content is in the mark too, digested
---      by SQLite (content_marks), since the plan never reads content.
+--      by SQLite (content_marks), since the plan never reads content. The digests are DuckDB's unsigned 64-bit
+--      hashes; SQLite's integers are signed, so they are kept as the same 64 bits read signed (signed64).
+CREATE OR REPLACE TEMP MACRO signed64(h) AS
+  CAST(CAST(h AS HUGEINT) - CASE WHEN h >= 9223372036854775808 THEN 18446744073709551616 ELSE 0 END AS BIGINT);
+
 CREATE OR REPLACE TABLE source_marks AS
 WITH conv AS (
   SELECT conversation_id, hash(conversation_id, session_id, session_key, title, active, archived_at, archive_cause,
@@ -48,11 +55,14 @@ WITH conv AS (
                       created_at)) AS h
   FROM src_large_files GROUP BY conversation_id
 )
-SELECT CAST(c.conversation_id AS VARCHAR) AS conversation_id,
-       concat_ws(':', c.h, coalesce(msg.n, 0), coalesce(msg.h, 0), coalesce(part.n, 0), coalesce(part.h, 0),
-                 coalesce(summ.n, 0), coalesce(summ.h, 0), coalesce(link.n, 0), coalesce(link.h, 0),
-                 coalesce(edge.n, 0), coalesce(edge.h, 0), coalesce(files.n, 0), coalesce(files.h, 0),
-                 coalesce(cm.digest, '0')) AS mark
+SELECT CAST(c.conversation_id AS VARCHAR) AS conversation_id, signed64(c.h) AS conversation_hash,
+       coalesce(msg.n, 0) AS messages, signed64(coalesce(msg.h, 0)) AS messages_hash,
+       coalesce(part.n, 0) AS parts, signed64(coalesce(part.h, 0)) AS parts_hash,
+       coalesce(summ.n, 0) AS summaries, signed64(coalesce(summ.h, 0)) AS summaries_hash,
+       coalesce(link.n, 0) AS summary_links, signed64(coalesce(link.h, 0)) AS summary_links_hash,
+       coalesce(edge.n, 0) AS summary_edges, signed64(coalesce(edge.h, 0)) AS summary_edges_hash,
+       coalesce(files.n, 0) AS large_files, signed64(coalesce(files.h, 0)) AS large_files_hash,
+       CAST(coalesce(cm.digest, '0') AS VARCHAR) AS content_digest
 FROM conv c
 LEFT JOIN msg USING (conversation_id) LEFT JOIN part USING (conversation_id) LEFT JOIN summ USING (conversation_id)
 LEFT JOIN link USING (conversation_id) LEFT JOIN edge USING (conversation_id) LEFT JOIN files USING (conversation_id)

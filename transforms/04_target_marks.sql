@@ -3,8 +3,8 @@
 --         rows plan.py hands to DuckDB; 94_target_marks_after.sql reads the same figures for the sessions a
 --         run wrote, in its last transaction)
 -- reads: lcm_messages, lcm_summary_nodes, lcm_compaction_events
--- produces: TEMP TABLE target_marks(session_id, mark) — per target session: messages, highest message id,
---           summaries, boundary events
+-- produces: TEMP TABLE target_marks(session_id, messages, max_message_id, summaries, boundary_events) — per
+--           target session (lcm_etl/store/marks.py)
 -- key: session_id
 -- why: between two runs the target changes too (a live Remnic appends, `reconcile` or `undo` runs). A
 --      session whose mark differs from the one the last run stored is re-planned whole, whatever the source
@@ -13,7 +13,8 @@
 DROP TABLE IF EXISTS temp.target_marks;
 
 CREATE TEMP TABLE target_marks AS
-SELECT session_id, sum(n_messages) || ':' || max(hi) || ':' || sum(n_summaries) || ':' || sum(n_boundaries) AS mark
+SELECT session_id, sum(n_messages) AS messages, max(hi) AS max_message_id, sum(n_summaries) AS summaries,
+       sum(n_boundaries) AS boundary_events
 FROM (SELECT session_id, count(*) AS n_messages, max(id) AS hi, 0 AS n_summaries, 0 AS n_boundaries
       FROM lcm_messages GROUP BY session_id
       UNION ALL SELECT session_id, 0, 0, count(*), 0 FROM lcm_summary_nodes GROUP BY session_id

@@ -1,6 +1,7 @@
 -- step: sync_scope
 -- engine: duckdb (plan; a re-run whose previous run stored marks — lcm_etl/planning/delta.py)
--- reads: source_marks (03), target_marks (04), recorded_marks (the marks the previous run stored),
+-- reads: source_marks (03), target_marks (04), recorded_source_marks, recorded_target_marks (the marks the
+--        previous run stored, lcm_etl/store/marks.py),
 --        page_changed_convs (the owners of changed pages, lcm_etl/read/snapcache.py), sessions (10),
 --        tgt_conversations (06)
 -- produces: changed_convs(conv_key), changed_sessions(session_id), scope_sessions(session_id),
@@ -13,23 +14,22 @@
 --      the target. Planning a session needs every conversation whose rows are or will be in it (its rule's
 --      session and the one it was first imported into), and planning a conversation needs every such
 --      session: the scope is closed over both links. Everything outside it is proved unchanged since the
---      previous run and is not read again.
+--      previous run and is not read again. A mark differs when any of its figures does: the rows of one
+--      side that the other lacks (EXCEPT compares whole rows, the recorded ones with the same columns).
 CREATE OR REPLACE TABLE conv_sessions AS
 SELECT CAST(conversation_id AS VARCHAR) AS conv_key, session_id FROM sessions
 UNION
 SELECT conv_key, session_id FROM tgt_conversations WHERE source_path = $source_path;
 
 CREATE OR REPLACE TABLE changed_convs AS
-SELECT s.conversation_id AS conv_key FROM source_marks s
-LEFT JOIN recorded_marks r ON r.kind = 'conversation' AND r.key = s.conversation_id
-WHERE r.mark IS DISTINCT FROM s.mark
+SELECT conversation_id AS conv_key FROM (SELECT * FROM source_marks EXCEPT SELECT * FROM recorded_source_marks)
 UNION
 SELECT conv_key FROM page_changed_convs;
 
 CREATE OR REPLACE TABLE changed_sessions AS
-SELECT coalesce(t.session_id, r.key) AS session_id
-FROM target_marks t FULL JOIN (SELECT key, mark FROM recorded_marks WHERE kind = 'session') r ON r.key = t.session_id
-WHERE t.mark IS DISTINCT FROM r.mark;
+SELECT session_id FROM (SELECT * FROM target_marks EXCEPT SELECT * FROM recorded_target_marks)
+UNION
+SELECT session_id FROM (SELECT * FROM recorded_target_marks EXCEPT SELECT * FROM target_marks);
 
 CREATE OR REPLACE TABLE scope_sessions AS
 WITH RECURSIVE reach(session_id) AS (

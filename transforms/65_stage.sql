@@ -6,8 +6,8 @@
 -- produces: the narrow plan tables in the stage file (a private SQLite file), read by the write steps:
 --           stage.plan_messages, stage.plan_present, stage.plan_present_parts, stage.plan_sessions,
 --           stage.plan_summaries, stage.plan_edges, stage.plan_message_refresh, stage.plan_summary_refresh,
---           stage.plan_parent_updates, stage.plan_skipped, stage.plan_conversations, stage.plan_marks,
---           stage.plan_target_marks
+--           stage.plan_parent_updates, stage.plan_skipped, stage.plan_conversations, stage.plan_source_marks,
+--           stage.plan_source_global, stage.plan_target_marks
 -- key: batch
 -- why: the write steps run inside SQLite, next to the target, so content and payloads are copied by
 --      SQLite straight from the source snapshot; only ids, turn ranks and batches cross from DuckDB.
@@ -61,12 +61,13 @@ FROM sessions s WHERE s.session_id IN (SELECT session_id FROM selected);
 
 -- the source's marks (03_source_marks.sql), stored by 95 for the next run; a run over part of the sessions
 -- (--session-filter) stores none
-CREATE TABLE stage.plan_marks AS
-SELECT 'conversation' AS kind, conversation_id AS key, mark FROM source_marks WHERE $record_marks
-UNION ALL
-SELECT 'global', '', mark FROM source_global WHERE $record_marks;
+CREATE TABLE stage.plan_source_marks AS
+SELECT * FROM source_marks WHERE $record_marks;
+
+CREATE TABLE stage.plan_source_global AS
+SELECT * FROM source_global WHERE $record_marks;
 
 -- the target's marks as planning read them (04_target_marks.sql), carried by 94 for the sessions this run
 -- does not write
 CREATE TABLE stage.plan_target_marks AS
-SELECT session_id, mark FROM target_marks WHERE $record_marks;
+SELECT * FROM target_marks WHERE $record_marks;

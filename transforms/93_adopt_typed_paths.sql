@@ -1,6 +1,7 @@
 -- step: adopt_typed_paths
 -- engine: sqlite (write, once, in the run's last transaction, before 95 writes this run's provenance)
--- reads: lcm_etl_conversations, lcm_etl_large_files, lcm_etl_skipped, lcm_etl_marks, lcm_etl_runs
+-- reads: lcm_etl_conversations, lcm_etl_large_files, lcm_etl_skipped, lcm_etl_conversation_marks,
+--        lcm_etl_source_marks, lcm_etl_session_marks, lcm_etl_runs
 -- produces: lcm_etl_conversations, lcm_etl_large_files, lcm_etl_skipped, lcm_etl_runs (and removes the typed
 --           paths' marks); adopted — temp: each spelling's rank, the key first
 -- key: source_path
@@ -26,5 +27,7 @@ DELETE FROM lcm_etl_skipped AS c WHERE EXISTS (SELECT 1 FROM lcm_etl_skipped d, 
 UPDATE lcm_etl_skipped SET source_path = :source_path WHERE source_path IN (SELECT value FROM json_each(:typed_paths));
 
 -- marks: 95 stores this run's under the key when it planned the whole source; the typed spellings' are older
-DELETE FROM lcm_etl_marks WHERE source_path IN (SELECT value FROM json_each(:typed_paths));
+DELETE FROM lcm_etl_conversation_marks WHERE source_path IN (SELECT value FROM json_each(:typed_paths));
+DELETE FROM lcm_etl_source_marks WHERE source_path IN (SELECT value FROM json_each(:typed_paths));
+DELETE FROM lcm_etl_session_marks WHERE source_path IN (SELECT value FROM json_each(:typed_paths));
 UPDATE lcm_etl_runs SET source_path = :source_path WHERE source_path IN (SELECT value FROM json_each(:typed_paths));

@@ -2,7 +2,8 @@
 -- engine: sqlite (the target, in the run's last transaction, before 95)
 -- reads: plan.plan_target_marks (the marks planning read: 04, or those recorded when the target is proved
 --        untouched), plan.plan_sessions, lcm_messages, lcm_summary_nodes, lcm_compaction_events
--- produces: TEMP TABLE target_marks(session_id, mark) — per target session, the figures of 04_target_marks.sql
+-- produces: TEMP TABLE target_marks(session_id, messages, max_message_id, summaries, boundary_events) — per target
+--           session, the figures of 04_target_marks.sql
 -- key: session_id
 -- why: 95 stores the target's marks as this run leaves it. Only the sessions this run writes to can have
 --      other figures than planning read (plan_sessions holds every session that gains messages, summaries
@@ -14,10 +15,10 @@
 DROP TABLE IF EXISTS temp.target_marks;
 
 CREATE TEMP TABLE target_marks AS
-SELECT session_id, mark FROM plan.plan_target_marks
+SELECT session_id, messages, max_message_id, summaries, boundary_events FROM plan.plan_target_marks
 WHERE session_id NOT IN (SELECT session_id FROM plan.plan_sessions)
 UNION ALL
-SELECT session_id, sum(n_messages) || ':' || max(hi) || ':' || sum(n_summaries) || ':' || sum(n_boundaries)
+SELECT session_id, sum(n_messages), max(hi), sum(n_summaries), sum(n_boundaries)
 FROM (SELECT session_id, count(*) AS n_messages, max(id) AS hi, 0 AS n_summaries, 0 AS n_boundaries
       FROM lcm_messages WHERE session_id IN (SELECT session_id FROM plan.plan_sessions) GROUP BY session_id
       UNION ALL SELECT session_id, 0, 0, count(*), 0 FROM lcm_summary_nodes

@@ -1,8 +1,10 @@
 -- step: write_provenance
 -- engine: sqlite (write, once, in the run's last transaction)
--- reads: src_conversations, src_large_files, plan.plan_conversations, plan.plan_skipped, plan.plan_marks,
+-- reads: src_conversations, src_large_files, plan.plan_conversations, plan.plan_skipped, plan.plan_source_marks,
+--        plan.plan_source_global, target_marks (94),
 --        lcm_messages, lcm_summary_nodes, lcm_compaction_events
--- produces: lcm_etl_conversations, lcm_etl_large_files, lcm_etl_skipped, lcm_etl_marks
+-- produces: lcm_etl_conversations, lcm_etl_large_files, lcm_etl_skipped, lcm_etl_conversation_marks,
+--           lcm_etl_source_marks, lcm_etl_session_marks
 -- key: (source_path, conversation_id) / (source_path, file_id) / (source_path, kind, source_id) /
 --      (source_path, kind, key)
 -- why: Remnic has no conversations and no large-file registry; keeping them (and every summary the
@@ -29,14 +31,20 @@ SELECT :source_path, 'summary', summary_id, session_id, reason,
        json_object('kind', kind, 'depth', depth, 'foreign_messages', foreign_msgs)
 FROM plan.plan_skipped;
 
--- marks (03_source_marks.sql, 04_target_marks.sql): the next run re-plans only what differs from them. The
--- session figures are the target's after this run (94 has just run on this connection); written only by a run that
--- planned the whole source (plan.plan_marks is empty under --session-filter)
-DELETE FROM lcm_etl_marks WHERE source_path = :source_path AND EXISTS (SELECT 1 FROM plan.plan_marks);
+-- marks (02, 03, 04_target_marks.sql): the next run re-plans only what differs from them. The session figures
+-- are the target's after this run (94 has just run on this connection); written only by a run that planned the
+-- whole source (plan.plan_source_global is empty under --session-filter). Each table's columns are source_path,
+-- run_id, then the step's columns in order (lcm_etl/store/marks.py declares both).
+DELETE FROM lcm_etl_conversation_marks
+WHERE source_path = :source_path AND EXISTS (SELECT 1 FROM plan.plan_source_global);
 
-INSERT INTO lcm_etl_marks (source_path, kind, key, mark, run_id)
-SELECT :source_path, kind, key, mark, :run_id FROM plan.plan_marks;
+DELETE FROM lcm_etl_source_marks WHERE source_path = :source_path AND EXISTS (SELECT 1 FROM plan.plan_source_global);
 
-INSERT INTO lcm_etl_marks (source_path, kind, key, mark, run_id)
-SELECT :source_path, 'session', session_id, mark, :run_id FROM temp.target_marks
-WHERE EXISTS (SELECT 1 FROM plan.plan_marks);
+DELETE FROM lcm_etl_session_marks WHERE source_path = :source_path AND EXISTS (SELECT 1 FROM plan.plan_source_global);
+
+INSERT INTO lcm_etl_conversation_marks SELECT :source_path, :run_id, * FROM plan.plan_source_marks;
+
+INSERT INTO lcm_etl_source_marks SELECT :source_path, :run_id, * FROM plan.plan_source_global;
+
+INSERT INTO lcm_etl_session_marks SELECT :source_path, :run_id, * FROM temp.target_marks
+WHERE EXISTS (SELECT 1 FROM plan.plan_source_global);

@@ -152,7 +152,7 @@ class _Run:
                 delta.mark_source(con, schema, snap.path)
             params = plan.plan_params(opts.key_by, opts.batch_rows, key)
             # a target as the previous run left it (its file unchanged since) has the marks that run stored
-            known = [(k, m) for kind, k, m in sync.rec.marks if kind == "session"] \
+            known = sync.rec.marks.sessions \
                 if sync.rec and sync.proved_conversations is not None and self.cache and self.cache.target_untouched \
                 else None
             reader = plan.TargetReader(con, target_db, snap.folder)

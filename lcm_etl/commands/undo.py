@@ -32,8 +32,7 @@ from lcm_etl.report import SCHEMA_VERSION, one_line_each
 from lcm_etl.store.runlock import target_lock
 from lcm_etl.read.sources import take_snapshot
 
-ROW_NAMES = {"lcm_messages": "messages", "lcm_message_parts": "parts", "lcm_compaction_events": "boundary_events",
-             "lcm_summary_nodes": "summaries"}
+ROW_NAMES = {t.name: t.rows for t in tgt.REMNIC_TABLES}
 
 
 @dataclass

@@ -1,12 +1,13 @@
 """The marks, and a sync re-run's scope once decided (lcm_etl/sync/lcm_db.py decides it; docs/design.md, "Sync").
 
-Every complete `migrate` over the whole source stores marks in the target (`lcm_etl_marks`, written by
-95_write_provenance.sql in the run's last transaction): a digest per source conversation of every value
-the plan reads or lossless-claw can change in place (03_source_marks.sql), one for the rows of no
-conversation and the source's schema, and per target session its figures after the run
-(04_target_marks.sql). Here: computing the source's marks (mark_source, content_marks), narrowing the plan to
-the scope's rows (enter_scope: small copies, lcm_etl/read/subset.py; the steps after it are the usual ones) and
-the report's figures for what the scope left out (add_unchanged).
+Every complete `migrate` over the whole source stores marks in the target (named figures, a table per kind:
+lcm_etl/store/marks.py; written by 95_write_provenance.sql in the run's last transaction): per source
+conversation, figures of every value the plan reads or lossless-claw can change in place (03_source_marks.sql),
+per source the schema and its rows of no conversation (02), and per target session its figures after the run
+(04_target_marks.sql). Here: computing the source's marks (mark_source, content_marks), loading the recorded
+ones (recorded_tables), narrowing the plan to the scope's rows (enter_scope: small copies,
+lcm_etl/read/subset.py; the steps after it are the usual ones) and the report's figures for what the scope left
+out (add_unchanged).
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from lcm_etl.interrupts import Worker
 from lcm_etl.read.source_schema import SourceSchema, normalized_views
 from lcm_etl import duck
 from lcm_etl.steps import pipeline
+from lcm_etl.store import marks
 from lcm_etl.read import subset
 from lcm_etl.steps.engine import run_stage
 
@@ -89,6 +91,16 @@ def _content_crc(message_id: object, content: bytes | None) -> int:
     return zlib.crc32(content or b"", seed)
 
 
+def recorded_tables(con: duckdb.DuckDBPyConnection, recorded: marks.Marks) -> None:
+    """The marks the previous run stored, as tables of the columns of the steps' own (recorded_source_marks
+    as 03's source_marks, recorded_source_global as 02's source_global, recorded_target_marks as 04's
+    target_marks): 08 and 09 compare and copy whole rows."""
+    for name, kind, rows in (("recorded_source_marks", marks.CONVERSATION, recorded.conversations),
+                             ("recorded_source_global", marks.SOURCE, [recorded.source]),
+                             ("recorded_target_marks", marks.SESSION, recorded.sessions)):
+        duck.table_of_strings(con, name, kind.duck_types(), rows)
+
+
 def enter_scope(con: duckdb.DuckDBPyConnection, scope: Scope, schema: SourceSchema) -> None:
     """From here on `src` is the scope's rows only (lcm_etl/read/subset.py): the views and the steps are the
     same."""
@@ -109,10 +121,8 @@ def add_unchanged(con: duckdb.DuckDBPyConnection, report, target_db: Path, spell
     message and part of a conversation is imported; a summary is unless lcm_etl_skipped says why not), and
     the rows of no conversation by the global mark (02_source_global.sql)."""
     counts = duck.one(
-        con, "SELECT coalesce(sum(CAST(split_part(mark, ':', 2) AS BIGINT)), 0), "
-             "coalesce(sum(CAST(split_part(mark, ':', 4) AS BIGINT)), 0), "
-             "coalesce(sum(CAST(split_part(mark, ':', 6) AS BIGINT)), 0) FROM source_marks "
-             "WHERE conversation_id NOT IN (SELECT conv_key FROM scope_convs)")
+        con, "SELECT coalesce(sum(messages), 0), coalesce(sum(parts), 0), coalesce(sum(summaries), 0) "
+             "FROM source_marks WHERE conversation_id NOT IN (SELECT conv_key FROM scope_convs)")
     sessions = {r[0] for r in con.execute("SELECT session_id FROM scope_sessions").fetchall()}
     with sqlite3.connect(f"file:{target_db}?mode=ro", uri=True) as lite:
         skipped = [r for r in lite.execute(
@@ -130,6 +140,6 @@ def add_unchanged(con: duckdb.DuckDBPyConnection, report, target_db: Path, spell
                                          "foreign_messages": foreign})
         report.cross_session_links_in_skipped += foreign
     report.skipped_summaries.sort(key=lambda s: s["summary_id"])
-    orphans = duck.one(con, "SELECT mark FROM source_global")[0].split(":")
-    report.messages.skip("its conversation is not in the source", int(orphans[1]))
-    report.parts.skip("its message is not in the source (or not in any conversation)", int(orphans[2]))
+    orphans = duck.one(con, "SELECT orphan_messages, orphan_parts FROM source_global")
+    report.messages.skip("its conversation is not in the source", int(orphans[0]))
+    report.parts.skip("its message is not in the source (or not in any conversation)", int(orphans[1]))

@@ -18,15 +18,16 @@ import duckdb
 from lcm_etl import duck
 from lcm_etl.steps import pipeline
 from lcm_etl.read import subset
+from lcm_etl.store import marks
 from lcm_etl.errors import BadInput
 from lcm_etl.progress import Progress
 from lcm_etl.report import RunReport
 from lcm_etl.read.source_schema import SourceSchema, normalized_views
-from lcm_etl.store.target import apply_schema
+from lcm_etl.store.target import REMNIC_TABLE_NAMES, REMNIC_TABLES, apply_schema
 from lcm_etl.steps.engine import run_stage
 
 WHITESPACE = " \t\n\r\x0b\x0c\u00a0\ufeff"
-_TARGET_TABLES = {"lcm_messages", "lcm_message_parts", "lcm_summary_nodes", "lcm_compaction_events"}
+_TARGET_TABLES = set(REMNIC_TABLE_NAMES)
 
 
 @dataclass
@@ -95,7 +96,7 @@ class TargetReader:
         finally:
             self.con.execute(f"DETACH {alias}")
 
-    def provenance(self, spellings: list[str], known_marks: list[tuple[str, str]] | None = None) -> None:
+    def provenance(self, spellings: list[str], known_marks: list[tuple] | None = None) -> None:
         """The target's marks (04) and what its provenance says of the source's conversations (06), this
         source's rows under its key whichever way an older run spelled its path (`spellings`, the key first:
         lcm_etl/sync/identity.py). `known_marks`: the target's marks when it is proved as the previous run left
@@ -104,8 +105,8 @@ class TargetReader:
             marks_db = self.target_db if self.holds_rows else empty_target(self.scratch)
             with closing(sqlite3.connect(f"file:{marks_db}?mode=ro", uri=True)) as lite:
                 run_stage(pipeline.TARGET_MARKS, lite)
-                known_marks = lite.execute("SELECT session_id, mark FROM temp.target_marks").fetchall()
-        duck.table_of_strings(self.con, "target_marks", ["session_id", "mark"], known_marks)
+                known_marks = lite.execute("SELECT * FROM temp.target_marks").fetchall()
+        duck.table_of_strings(self.con, "target_marks", marks.SESSION.duck_types(), known_marks)
         self._read("prov", pipeline.TARGET_PROVENANCE, {"lcm_etl_conversations"}, {"spellings": spellings})
         self.con.execute("CREATE OR REPLACE TABLE scope_sessions (session_id VARCHAR)")
 
@@ -118,7 +119,8 @@ class TargetReader:
         if scoped and self.holds_rows:
             assert self.target_db is not None
             sessions = [r[0] for r in self.con.execute("SELECT session_id FROM scope_sessions").fetchall()]
-            subset_db = subset.target_subset(self.target_db, self.scratch / "scope-target.sqlite", sessions)
+            subset_db = subset.target_subset(self.target_db, self.scratch / "scope-target.sqlite", sessions,
+                                             [(t.name, t.scope_rows) for t in REMNIC_TABLES])
         held = subset_db or (self.target_db if self.holds_rows else None)
         duck.table_of_strings(self.con, "superseded_rows", ["id", "differs"],
                               superseded_rows(held, source) if held is not None and source is not None else [])

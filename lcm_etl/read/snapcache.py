@@ -6,7 +6,7 @@ read it once the run has committed. The next run of the pair compares the source
 page: it writes only the pages that differ into the copy, which is then the new snapshot, and it knows
 which source conversations own a row on a differing page (lcm_etl/read/pages.py): everything else is proved
 unchanged by its bytes. The copy is trusted only when the target's ledger names the sealing run as the
-last complete migrate of the source with marks (ledger.recorded_marks) and the copy's file is the one sealed
+last complete migrate of the source with marks (lcm_etl/sync/lcm_db.py) and the copy's file is the one sealed
 (inode, size, mtime and ctime: a ctime cannot be set back). Before the copy is changed its seal is removed,
 so a run that dies leaves no copy that could be trusted.
 
@@ -31,7 +31,7 @@ from typing import Callable
 import orjson
 
 from lcm_etl.cachedir import cache_bound, cache_root, write_atomically
-from lcm_etl.read import cache_bounds, pages, runfolder, snapcheck
+from lcm_etl.read import cache_bounds, pages, runfolder, snapcheck, source_tables
 from lcm_etl.errors import RunFailed
 from lcm_etl.read.sources import (DIGEST_CHUNK, CacheUnwritable, KnownDigests, Snapshot, SourceRead, file_signature,
                                   fold_wal, take_snapshot, unchanged_but_appended, why_failed)
@@ -40,34 +40,14 @@ from lcm_etl.read.sources import (DIGEST_CHUNK, CacheUnwritable, KnownDigests, S
 # proving page by page (their bytes wait in a file until written); the source is copied whole
 MAX_CHANGED_SHARE, MIN_CHANGED_LIMIT = 0.1, 256
 
-# source tables the plan reads (source_schema.normalized_views) -> (alias, the one or two conversations owning
-# a row, NULL when the owner does not exist (a row of no conversation), the FROM clause); _owner_query selects
-# (rowid, owner, owner[, the row's own columns...])
-_CONV = "LEFT JOIN conversations c ON c.conversation_id = {}.conversation_id"
-_C = "c.conversation_id, c.conversation_id"
-_OWNERS = {
-    "conversations": ("t", "t.conversation_id, t.conversation_id", "FROM conversations t"),
-    "messages": ("m", _C, "FROM messages m " + _CONV.format("m")),
-    "message_parts": ("p", _C, "FROM message_parts p LEFT JOIN messages m ON m.message_id = p.message_id "
-                      + _CONV.format("m")),
-    "summaries": ("s", _C, "FROM summaries s " + _CONV.format("s")),
-    "summary_messages": ("l", _C, "FROM summary_messages l LEFT JOIN summaries s ON s.summary_id = l.summary_id "
-                         + _CONV.format("s")),
-    # an edge counts for the conversations of both its ends (03_source_marks.sql); of no end: an orphan
-    "summary_parents": ("e", "coalesce(c.conversation_id, pc.conversation_id), "
-                             "coalesce(pc.conversation_id, c.conversation_id)",
-                        "FROM summary_parents e LEFT JOIN summaries s ON s.summary_id = e.summary_id "
-                        + _CONV.format("s") + " LEFT JOIN summaries p ON p.summary_id = e.parent_summary_id "
-                        "LEFT JOIN conversations pc ON pc.conversation_id = p.conversation_id"),
-    "large_files": ("f", _C, "FROM large_files f " + _CONV.format("f")),
-}
-
 
 def _owner_query(name: str, values: bool, by_range: bool = True) -> str:
-    """The rows of a rowid range (lo, hi], or the row of one rowid; with their values or without."""
-    alias, owners, source = _OWNERS[name]
-    where = f"{alias}.rowid > ? AND {alias}.rowid <= ?" if by_range else f"{alias}.rowid = ?"
-    return f"SELECT {alias}.rowid, {owners}{f', {alias}.*' if values else ''} {source} WHERE {where}"
+    """The rows of a rowid range (lo, hi], or the row of one rowid, with the one or two conversations owning
+    each (source_tables.SourceTable.owners: NULL for a row of no conversation): (rowid, owner, owner[, the
+    row's own columns...]); with their values or without."""
+    t = source_tables.BY_NAME[name]
+    where = f"{t.alias}.rowid > ? AND {t.alias}.rowid <= ?" if by_range else f"{t.alias}.rowid = ?"
+    return f"SELECT {t.alias}.rowid, {t.owners}{f', {t.alias}.*' if values else ''} {t.joins} WHERE {where}"
 
 
 _LOWEST, _HIGHEST = -(1 << 63), (1 << 63) - 1
@@ -408,7 +388,7 @@ def _owners(db: Path, changed: set[int], index_cells: bool = False, memo: dict |
         for n in changed:
             leaf = lay.leaves.get(n)
             name = table_of.get(leaf.tree) if leaf else None
-            if leaf is not None and name in _OWNERS:
+            if leaf is not None and name in source_tables.BY_NAME:
                 lo = _LOWEST if leaf.lo is None else leaf.lo
                 ranges.setdefault(name, []).append((lo, _HIGHEST if leaf.hi is None else leaf.hi))
         rows: dict[tuple[str, int], tuple] = {}
@@ -441,7 +421,7 @@ def _trees(con: sqlite3.Connection) -> tuple[dict[int, bool], dict[int, str]]:
     table_of: dict[int, str] = {}
     for kind, name, _tbl, root, sql in objects:
         without_rowid = kind == "table" and "WITHOUT ROWID" in sql.upper().replace("\n", " ")
-        if name in _OWNERS and without_rowid:
+        if name in source_tables.BY_NAME and without_rowid:
             raise pages.NotComparable(f"{name} is a WITHOUT ROWID table")
         roots[root] = kind == "table" and not without_rowid
         if kind == "table":

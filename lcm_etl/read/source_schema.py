@@ -14,25 +14,20 @@ from pathlib import Path
 import orjson
 
 from lcm_etl.errors import BadInput
+from lcm_etl.read.source_tables import BY_NAME, LEFT_OUT, SOURCE_TABLES
 from lcm_etl.read.sources import unreadable
 from lcm_etl.sqlite_runtime import UTF8_JSON
 
 # The one rule for every command (inspect, migrate, reconcile --src, audit): a table every lossless-claw release
 # creates (0.1.0 on, and the peer importer's test shape too) must be there, or the file is not a lossless-claw
 # database; a table a shape lcm-etl reads can lack (the peer's test shape has no message_parts or large_files)
-# is read as empty (normalized_views).
-REQUIRED_TABLES = ("conversations", "messages", "summaries", "summary_messages", "summary_parents")
+# is read as empty (normalized_views). Which is which: lcm_etl/read/source_tables.py.
+REQUIRED_TABLES = tuple(t.name for t in SOURCE_TABLES if t.required)
 
 
-# Every table a lossless-claw release creates that lcm-etl reads or deliberately leaves out (docs/mapping.md, "Other
-# lossless-claw tables"), with SQLite's own; an FTS table's shadow tables are named after it. Any other table is
-# a newer release's, and is listed in the report as not kept (unknown()).
-KNOWN_TABLES = frozenset(REQUIRED_TABLES + (
-    "message_parts", "large_files", "context_items", "messages_fts", "summaries_fts", "summaries_fts_cjk",
-    "conversation_bootstrap_state", "conversation_transcript_epochs", "message_transcript_anchor_trust",
-    "conversation_compaction_telemetry", "conversation_compaction_maintenance", "pending_compaction_batches",
-    "pending_summary_nodes", "pending_summary_node_children", "pending_summary_node_messages", "turn_advancements",
-    "focus_briefs", "focus_brief_sources", "lcm_migration_state", "sqlite_sequence"))
+# Every table a lossless-claw release creates, read or deliberately left out; any other table is a newer
+# release's, and is listed in the report as not kept (unknown()).
+KNOWN_TABLES = frozenset(BY_NAME) | frozenset(LEFT_OUT)
 _FTS_SHADOWS = ("_config", "_content", "_data", "_docsize", "_idx")
 
 
@@ -125,19 +120,9 @@ def detect_schema(db: Path, original: Path) -> SourceSchema:
 # --------------------------------------------------------------------------------------------------
 # Normalised views: one fixed column set per table whatever the generation.
 
-CONVERSATION_COLS = ["conversation_id", "session_id", "session_key", "title", "active", "archived_at",
-                     "archive_cause", "bootstrapped_at", "created_at", "updated_at"]
-MESSAGE_COLS = ["message_id", "conversation_id", "seq", "role", "content", "token_count", "identity_hash",
-                "transcript_entry_id", "openclaw_sender_metadata", "stable_event_key", "large_content",
-                "created_at"]
-SUMMARY_COLS = ["summary_id", "conversation_id", "kind", "depth", "content", "token_count", "earliest_at",
-                "latest_at", "descendant_count", "descendant_token_count", "source_message_token_count",
-                "created_at", "file_ids", "model"]
-LARGE_FILE_COLS = ["file_id", "conversation_id", "file_name", "mime_type", "byte_size", "line_count",
-                   "storage_uri", "exploration_summary", "created_at"]
-_MAPPED_COLUMNS = {"conversations": CONVERSATION_COLS, "messages": MESSAGE_COLS, "summaries": SUMMARY_COLS,
-                   "summary_messages": ["summary_id", "message_id", "ordinal"],
-                   "summary_parents": ["summary_id", "parent_summary_id", "ordinal"], "large_files": LARGE_FILE_COLS}
+# the columns each view maps: lcm_etl/read/source_tables.py (message_parts maps every column, _parts_view)
+MESSAGE_COLS = list(BY_NAME["messages"].columns or ())
+_MAPPED_COLUMNS = {t.name: list(t.columns) for t in SOURCE_TABLES if t.columns is not None}
 # the metadata keys 72_write_messages.sql writes from the mapped columns: a message column of a newer release
 # with one of these names is not put in metadata (it would overwrite the mapped value) but listed as not kept
 _METADATA_KEYS = {"conversation_id", "identity_hash", "source", "source_seq", "title", "session_key",
@@ -177,18 +162,18 @@ def _empty(wanted: list[str]) -> str:
 
 
 def normalized_views(schema: SourceSchema, dialect: str) -> dict[str, str]:
-    """name -> SELECT over the attached `src` schema. dialect is 'duckdb' or 'sqlite'."""
-    views = {
-        "src_conversations": _select(schema, "conversations", CONVERSATION_COLS),
-        "src_messages": _messages_view(schema, dialect),
-    }
-    s = schema
-    views["src_summaries"] = _select(s, "summaries", SUMMARY_COLS)   # REQUIRED_TABLES: detect_schema checked them
-    views["src_summary_messages"] = _select(s, "summary_messages", ["summary_id", "message_id", "ordinal"])
-    views["src_summary_parents"] = _select(s, "summary_parents", ["summary_id", "parent_summary_id", "ordinal"])
-    views["src_parts"] = _parts_view(schema, dialect)
-    views["src_large_files"] = (_select(s, "large_files", LARGE_FILE_COLS) if s.has("large_files")
-                                else _empty(LARGE_FILE_COLS))
+    """name -> SELECT over the attached `src` schema, one per table of source_tables.SOURCE_TABLES. dialect is
+    'duckdb' or 'sqlite'."""
+    views = {}
+    for t in SOURCE_TABLES:
+        if t.name == "messages":
+            views[t.view] = _messages_view(schema, dialect)
+        elif t.columns is None:
+            views[t.view] = _parts_view(schema, dialect)
+        elif t.required or schema.has(t.name):   # REQUIRED_TABLES: detect_schema checked them
+            views[t.view] = _select(schema, t.name, list(t.columns))
+        else:
+            views[t.view] = _empty(list(t.columns))
     return views
 
 

@@ -12,37 +12,20 @@ import sqlite3
 from contextlib import closing
 from pathlib import Path
 
-# source tables the plan reads (source_schema.normalized_views), and which of their rows belong to the scope
-_SOURCE_ROWS = (
-    ("conversations", "conversation_id IN (SELECT conv FROM temp.scope)"),
-    ("messages", "conversation_id IN (SELECT conv FROM temp.scope)"),
-    ("message_parts", "message_id IN (SELECT message_id FROM main.messages)"),
-    ("summaries", "conversation_id IN (SELECT conv FROM temp.scope)"),
-    ("summary_messages", "summary_id IN (SELECT summary_id FROM main.summaries)"),
-    ("summary_parents", "summary_id IN (SELECT summary_id FROM main.summaries) "
-                        "OR parent_summary_id IN (SELECT summary_id FROM main.summaries)"),
-    ("large_files", "conversation_id IN (SELECT conv FROM temp.scope)"),
-)
-
-# target tables 05_target_state.sql reads, and which of their rows belong to the scope
-_TARGET_ROWS = (
-    ("lcm_messages", "session_id IN (SELECT session_id FROM temp.scope)"),
-    ("lcm_message_parts", "message_id IN (SELECT id FROM main.lcm_messages)"),
-    ("lcm_summary_nodes", "session_id IN (SELECT session_id FROM temp.scope)"),
-    ("lcm_compaction_events", "session_id IN (SELECT session_id FROM temp.scope)"),
-)
-
+from lcm_etl.read.source_tables import SOURCE_TABLES
 
 def source_subset(snapshot: Path, out: Path, conversations: list[str]) -> Path:
     """The scope's conversations and every row of theirs the plan reads. Keys arrive as text
     (CAST(conversation_id AS VARCHAR)); integer ids are compared as integers so the index is used."""
     keys = [(int(k),) if k.lstrip("-").isdigit() else (k,) for k in conversations]
-    return _copy(snapshot, out, _SOURCE_ROWS, "CREATE TEMP TABLE scope (conv PRIMARY KEY)", keys)
+    rows = [(t.name, t.scope_rows) for t in SOURCE_TABLES]   # the tables the plan reads, in their order
+    return _copy(snapshot, out, rows, "CREATE TEMP TABLE scope (conv PRIMARY KEY)", keys)
 
 
-def target_subset(target: Path, out: Path, sessions: list[str]) -> Path:
-    """The scope's sessions as the target holds them."""
-    return _copy(target, out, _TARGET_ROWS, "CREATE TEMP TABLE scope (session_id TEXT PRIMARY KEY)",
+def target_subset(target: Path, out: Path, sessions: list[str], tables: list[tuple[str, str]]) -> Path:
+    """The scope's sessions as the target holds them: `tables` (target.REMNIC_TABLES), each with which of its
+    rows belong to the sessions."""
+    return _copy(target, out, tables, "CREATE TEMP TABLE scope (session_id TEXT PRIMARY KEY)",
                  [(s,) for s in sessions])
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from lcm_etl.read.source_tables import SOURCE_TABLES
+
 
 @dataclass(frozen=True)
 class Stage:
@@ -107,16 +109,15 @@ AUDIT_SOURCE = Stage("audit", "duckdb", "the plan database, on private copies of
                      "content hashes computed in SQLite", ("a10_audit_source",))
 
 # what the steps read that no step writes
-SOURCE_VIEWS = {name: "the source snapshot (source_schema.normalized_views)" for name in (
-    "src_conversations", "src_messages", "src_parts", "src_summaries", "src_summary_messages",
-    "src_summary_parents", "src_large_files")}
+SOURCE_VIEWS = {t.view: "the source snapshot (source_schema.normalized_views)" for t in SOURCE_TABLES}
 TARGET_TABLES = {"lcm_*": "Remnic's and lcm-etl's tables of the target (target.apply_schema; DuckDB reads them as "
                           "tgt.* / prov.*)"}
 _SELECTED = {"selected": "the sessions the run covers (plan.py / reconcile_plan.py, from --session-filter)",
              "scope_sessions": "the target sessions a sync re-run reads (08_sync_scope.sql; else plan.py makes it "
                                "empty)"}
 _MIGRATE_INPUTS = {**SOURCE_VIEWS, **TARGET_TABLES, **_SELECTED,
-                   "recorded_marks": "the marks the previous run stored (lcm_etl/planning/delta.py reads lcm_etl_marks)",
+                   **{name: "the marks the previous run stored (delta.recorded_tables, from lcm_etl/store/marks.py)"
+                      for name in ("recorded_source_marks", "recorded_source_global", "recorded_target_marks")},
                    "page_changed_convs": "the conversations owning a changed page (lcm_etl/read/snapcache.py; delta.py "
                                          "makes it, empty when the marks decide)",
                    "superseded_rows": "04_superseded_rows.sql's rows (plan.load_target_state; empty for a new target)",

@@ -23,8 +23,11 @@ from typing import Callable
 import orjson
 
 from lcm_etl import __version__
+from lcm_etl.store import marks as mark_store
 
-SCHEMA_VERSION = 2   # 1: lcm-etl before provenance (no lcm_etl_meta); 2: provenance, run status lifecycle
+# 1: lcm-etl before provenance (no lcm_etl_meta); 2: provenance, run status lifecycle; 3: marks as named columns
+# (lcm_etl/store/marks.py: lcm_etl_marks' colon strings moved into a table per kind of mark)
+SCHEMA_VERSION = 3
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS lcm_etl_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -47,8 +50,6 @@ CREATE TABLE IF NOT EXISTS lcm_etl_conversations (source_path TEXT NOT NULL, con
 CREATE TABLE IF NOT EXISTS lcm_etl_large_files (source_path TEXT NOT NULL, file_id TEXT NOT NULL,
   conversation_id, file_name TEXT, mime_type TEXT, byte_size INTEGER, line_count INTEGER, storage_uri TEXT,
   exploration_summary TEXT, created_at TEXT, PRIMARY KEY (source_path, file_id));
-CREATE TABLE IF NOT EXISTS lcm_etl_marks (source_path TEXT NOT NULL, kind TEXT NOT NULL, key TEXT NOT NULL,
-  mark TEXT NOT NULL, run_id TEXT NOT NULL, PRIMARY KEY (source_path, kind, key));
 CREATE TABLE IF NOT EXISTS lcm_etl_run_ranges (run_id TEXT NOT NULL, tbl TEXT NOT NULL, lo INTEGER NOT NULL,
   hi INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS lcm_etl_run_ranges_run ON lcm_etl_run_ranges(run_id, tbl);
@@ -106,7 +107,9 @@ def ensure(con: sqlite3.Connection) -> None:
                        "this lcm-etl knows (upgrade lcm-etl)")
     if version == 1:
         _script(con, _UPGRADE_1_TO_2)
-    _script(con, SCHEMA)
+    _script(con, SCHEMA + mark_store.SCHEMA)
+    if version < 3:
+        mark_store.upgrade(con)   # version 2's colon strings into named columns, in this same transaction
     if version < SCHEMA_VERSION:
         con.execute("INSERT INTO lcm_etl_meta (key, value) VALUES ('schema_version', ?) "
                     "ON CONFLICT(key) DO UPDATE SET value = excluded.value", (str(SCHEMA_VERSION),))
@@ -239,36 +242,3 @@ def last_run(con: sqlite3.Connection, source_path: str | None = None) -> tuple[s
         return None
     counts = orjson.loads(row[3] or "{}")
     return row[0], row[1], row[2], counts if isinstance(counts, dict) else {}
-
-
-@dataclass
-class Recorded:
-    """The marks the previous run stored, and that run's id."""
-    run_id: str
-    marks: list[tuple[str, str, str]]   # (kind, key, mark)
-
-
-def recorded_marks(target_db: Path | None, source_label: str, opts_key: list) -> Recorded | None:
-    """The marks of the last `migrate` of this source into the target, if they can be trusted: that run
-    completed, planned the whole source with the same options and stored marks."""
-    if target_db is None:
-        return None
-    try:
-        con = sqlite3.connect(f"file:{target_db}?mode=ro", uri=True)
-    except sqlite3.Error:
-        return None
-    try:
-        row = last_run(con, source_label)
-        if not row or row[2] != "complete":
-            return None
-        counts = row[3]
-        marks_run = counts.get("marks_run")
-        if not marks_run or counts.get("options_key") != opts_key:
-            return None
-        marks = con.execute("SELECT kind, key, mark FROM lcm_etl_marks WHERE source_path = ? AND run_id = ?",
-                            (source_label, marks_run)).fetchall()
-        return Recorded(marks_run, marks) if marks else None
-    except (sqlite3.Error, orjson.JSONDecodeError, AttributeError):
-        return None
-    finally:
-        con.close()

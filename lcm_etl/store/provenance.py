@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import sqlite3
 
-RANGED = ("lcm_messages", "lcm_message_parts", "lcm_compaction_events")
+from lcm_etl.store.target import REMNIC_TABLES
+
+RANGED = tuple(t.name for t in REMNIC_TABLES if t.ranged)
 # table -> what the triggers record: inserts (with the before-image of a replaced row) and/or updates
 KEYED = {"lcm_summary_nodes": ("insert", "update"), "lcm_messages": ("update",),
          "lcm_etl_summaries": ("insert", "update"), "lcm_etl_summary_edges": ("insert", "update"),
@@ -104,8 +106,7 @@ def committed(con: sqlite3.Connection, run_id: str) -> dict[str, int]:
     """What the run's committed batches hold in the target now, by kind (the names undo reports): a run that
     did not complete has no counts of its own beyond those it could still write, and a killed one none."""
     out = {}
-    for table, kind in (("lcm_messages", "messages"), ("lcm_message_parts", "parts"),
-                        ("lcm_compaction_events", "boundary_events")):
+    for table, kind in ((t.name, t.rows) for t in REMNIC_TABLES if t.ranged):
         out[kind] = con.execute(f"SELECT coalesce(sum((SELECT count(*) FROM main.{table} t WHERE t.id BETWEEN r.lo AND r.hi)), 0) "
                                 "FROM lcm_etl_run_ranges r WHERE r.run_id = ? AND r.tbl = ?", (run_id, table)).fetchone()[0]
     out["summaries"] = con.execute(

@@ -9,11 +9,35 @@ from __future__ import annotations
 import os
 import sqlite3
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from lcm_etl.store import ledger
 from lcm_etl.errors import BadInput, RunFailed
 from lcm_etl.read.sources import SQLITE_HEADER, Snapshot, take_snapshot
+
+
+
+@dataclass(frozen=True)
+class RemnicTable:
+    """One of Remnic's tables lcm-etl writes (REMNIC_SCHEMA creates them)."""
+    name: str
+    rows: str             # what the reports call its rows (undo, provenance.committed)
+    ranged: bool          # its AUTOINCREMENT id: a run's rows are id ranges (lcm_etl/store/provenance.py)
+    # its rows of a set of sessions (temp.scope), by its own session_id or through its message's, for the
+    # small copy a sync re-run reads (lcm_etl/read/subset.py; lcm_messages is copied first)
+    scope_rows: str
+
+
+_OF_SESSION = "session_id IN (SELECT session_id FROM temp.scope)"
+# the target's tables, named once: every other list of them reads this one
+REMNIC_TABLES = (
+    RemnicTable("lcm_messages", "messages", True, _OF_SESSION),
+    RemnicTable("lcm_message_parts", "parts", True, "message_id IN (SELECT id FROM main.lcm_messages)"),
+    RemnicTable("lcm_summary_nodes", "summaries", False, _OF_SESSION),
+    RemnicTable("lcm_compaction_events", "boundary_events", True, _OF_SESSION),
+)
+REMNIC_TABLE_NAMES = tuple(t.name for t in REMNIC_TABLES)
 
 REMNIC_SCHEMA = """
 CREATE TABLE IF NOT EXISTS lcm_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);

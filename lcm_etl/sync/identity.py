@@ -5,7 +5,7 @@ path, the database it holds: the first conversation lossless-claw wrote there (i
 lossless-claw never changes; a backup restored in place keeps them). Another database put at the same path
 is another source, so its provenance rows do not replace the first one's (conversation ids start at 1 in both).
 Its key, `<real path>#<origin>`, is what lcm_etl_conversations, lcm_etl_skipped, lcm_etl_large_files,
-lcm_etl_marks and lcm_etl_runs hold as `source_path`.
+the marks (lcm_etl/store/marks.py) and lcm_etl_runs hold as `source_path`.
 
 Targets written before this key hold the path as it was typed. `typed_paths` finds those that name the same
 file, so that planning reads their rows as this source's, and the run's last transaction moves them to the key
@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
+
+from lcm_etl.store import marks
 
 # a database with no conversation yet has no origin: its first conversation gives it one, and that run plans
 # the source whole (nothing of it is in the target to re-use)
@@ -68,9 +70,9 @@ def typed_paths(con: sqlite3.Connection, path: str) -> list[str]:
     try:
         rows = con.execute("SELECT source_path, counts FROM lcm_etl_runs WHERE source_path IS NOT NULL "
                            "AND source_path NOT LIKE '%#%' ORDER BY rowid DESC").fetchall()
-        typed = [r[0] for r in con.execute(
-            "SELECT DISTINCT source_path FROM lcm_etl_conversations WHERE source_path NOT LIKE '%#%' "
-            "UNION SELECT DISTINCT source_path FROM lcm_etl_marks WHERE source_path NOT LIKE '%#%'")]
+        typed = sorted({r[0] for r in con.execute("SELECT DISTINCT source_path FROM lcm_etl_conversations")}
+                       | marks.source_paths(con))
+        typed = [s for s in typed if "#" not in s]
     except sqlite3.Error:
         return []   # no lcm-etl tables yet
     resolved: dict[str, str] = {}

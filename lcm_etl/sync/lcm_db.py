@@ -5,7 +5,7 @@ It is made in three steps, each as soon as what it needs has been read:
 1. `before_read` (no source read yet): the no-op shortcut (lcm_etl/sync/shortcut.py), else which run's kept
    snapshot may be continued (the last migrate of this path: lcm_etl/read/snapcache.py compares its pages).
 2. `after_snapshot` (the snapshot taken, whole or page by page): whose marks the target holds for this source
-   (lcm_etl_marks, stored by its last complete migrate over the whole source with the same options), and
+   (lcm_etl/store/marks.py, stored by its last complete migrate over the whole source with the same options), and
    whether the changed pages name the changed conversations (`WAL only`, `pages compared`) or the source's marks
    must be computed and compared (`marks`). Without trusted marks: a `full plan`, saying why.
 3. `narrow` (DuckDB has the marks and the target's provenance): the sessions to re-plan, closed over the ones
@@ -22,6 +22,7 @@ from pathlib import Path
 
 import orjson
 
+from lcm_etl.store.marks import Marks, read as read_marks
 from lcm_etl.sync import shortcut
 from lcm_etl.sync.decision import FULL, MARKS, NO_OP, PAGES, WAL_ONLY, Decision
 from lcm_etl.sync.identity import SourceIdentity, real_path, typed_paths
@@ -31,7 +32,7 @@ from lcm_etl.sync.identity import SourceIdentity, real_path, typed_paths
 class Recorded:
     """The marks the previous run stored, and that run's id."""
     run_id: str
-    marks: list[tuple[str, str, str]]   # (kind, key, mark)
+    marks: Marks
 
 
 @dataclass
@@ -150,19 +151,19 @@ class LcmDbSync:
         rec, d = self.rec, self.decision
         if rec is None:
             return None
-        duck.table_of_strings(con, "recorded_marks", ["kind", "key", "mark"], rec.marks)
-        was = next((m for kind, _, m in rec.marks if kind == "global"), None)
+        delta.recorded_tables(con, rec.marks)
+        was = rec.marks.source
         proved = self.proved_conversations
-        if proved is not None and (was or "").split(":", 1)[0] != delta.schema_signature(schema):
+        if proved is not None and was[0] != delta.schema_signature(schema):
             delta.mark_source(con, schema, snapshot)   # the schema changed: the marks decide, and differ
             proved = None
-        if proved is None and was != duck.one(con, "SELECT mark FROM source_global")[0]:
+        if proved is None and was != duck.one(con, "SELECT * FROM source_global"):
             self.decision = Decision(FULL, "the source's schema or its rows of no conversation changed since run "
                                      f"{rec.run_id}", cache=d.cache)
             self.rec = None
             return None
         if proved is not None:
-            con.execute("CREATE OR REPLACE TABLE source_marks (conversation_id VARCHAR, mark VARCHAR)")
+            con.execute("CREATE OR REPLACE TABLE source_marks AS FROM recorded_source_marks LIMIT 0")
         con.execute("CREATE OR REPLACE TABLE page_changed_convs AS SELECT unnest($keys::VARCHAR[]) AS conv_key",
                     {"keys": sorted(proved or [])})
         run_stage(pipeline.SYNC_SCOPE, con, params)
@@ -227,12 +228,11 @@ def _recorded(con: sqlite3.Connection, spellings: list[str], opts_key: list) -> 
                           "(--session-filter, or an older lcm-etl)")
         if counts.get("options_key") != opts_key:
             return None, f"the last migrate of this source, run {run_id}, had another --key-by"
-        marks = con.execute(f"SELECT kind, key, mark FROM lcm_etl_marks WHERE source_path IN ({marks_sql}) "
-                            "AND run_id = ?", (*spellings, marks_run)).fetchall()
+        marks = read_marks(con, spellings, marks_run)
     except (sqlite3.Error, orjson.JSONDecodeError) as exc:
         return None, f"the target's ledger could not be read ({exc})"
     if not marks:
-        return None, f"the marks of run {marks_run} are no longer in the target"
+        return None, f"the marks of run {marks_run} are no longer in the target, or not readable as marks"
     return Recorded(marks_run, marks), ""
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 import orjson
 
 from lcm_etl.store import ledger
+from lcm_etl.store.target import REMNIC_TABLE_NAMES
 from lcm_etl.sync.identity import real_path
 from lcm_etl.read.pages import wal_frames
 from lcm_etl.read.sources import file_signature
@@ -34,7 +35,7 @@ from lcm_etl.read.sources import file_signature
 # What a full re-plan of an unchanged source reports besides the per-kind totals; the ledger records it
 # (migrate._totals) and a ledger row without it (an older version's) does not take the shortcut.
 REPLAN_FIELDS = ("source_schema", "skipped_summaries", "cross_session_links_in_skipped")
-FINGERPRINT_TABLES = ("lcm_messages", "lcm_message_parts", "lcm_summary_nodes", "lcm_compaction_events")
+FINGERPRINT_TABLES = REMNIC_TABLE_NAMES
 
 
 def source_fingerprint(src: Path) -> list:
