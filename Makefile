@@ -40,6 +40,7 @@ test-faults: $(STAMP)
 SIZES  ?= 200000,2000000
 REPEAT ?= 3
 SYNC_REPEAT ?= 1
+# the 10x session store too (20+ min, docs/benchmarks.md): make bench STORE_SIZES=50000,500000,5000000
 STORE_SIZES ?= 50000,500000
 bench: $(STAMP) bytecode
 	$(BIN)/python bench/run.py --sizes $(SIZES) --repeat $(REPEAT) --sync-repeat $(SYNC_REPEAT) $(if $(SYNC_ONLY),--sync-only) \

@@ -8,8 +8,9 @@ as tests/tools/earlier.py makes it, migrated first, then the real file copied ov
 committed to its -wal by a writer that holds it open, synced by a re-run or by a `migrate --watch` already
 running, timed by its sync's own elapsed_s); `reconcile` of the 5,000-message transcript
 into a new target and into one that already holds it; and `reconcile` of one agent's OpenClaw session store
-(fixtures/generate_store.py; --store-sizes, default 50,000 and 500,000 events) into a new target, again, and
-after 1 % of its events were appended. It prints wall time, peak RSS and the ratio to
+(fixtures/generate_store.py; --store-sizes, default 50,000 and 500,000 events; 5000000 is the 10x store whose
+peak memory must stay that of 500,000: 2.8 GB, 20+ minutes) into a new target, again, and after 1 % of its
+events were appended. It prints wall time, peak RSS and the ratio to
 the yardstick, and writes the figures to bench/out/results.json. Nothing here asserts a time.
 
 The disk and the shared host make single timings vary by ±20-50 %, so `--repeat N` runs the yardstick

@@ -35,21 +35,28 @@ WHERE t.session_id IN (SELECT session_id FROM jsonl_messages)
 );
 
 CREATE OR REPLACE TABLE jsonl_plan AS
-WITH first_copy AS (
-  -- the same entry in two files (a live file and a named archive) is one message
-  SELECT *, row_number() OVER (PARTITION BY session_id, coalesce(entry_id, CAST(message_id AS VARCHAR))
-                               ORDER BY file_order, path_index) = 1 AS first
-  FROM jsonl_messages
-), path_ids AS (
-  SELECT DISTINCT session_id, entry_id FROM jsonl_messages WHERE entry_id IS NOT NULL
+WITH repeated AS (
+  -- the same entry in two files (a live file and a named archive) is one message: its first copy in read order
+  -- (message_id orders as file_order, path_index). An aggregate keeps the repeated entries only, where a window
+  -- over every message sorted them all (a store's 3M messages: tens of seconds of sorting spilled to disk)
+  SELECT session_id, entry_id, min(message_id) AS first_id
+  FROM jsonl_messages WHERE entry_id IS NOT NULL
+  GROUP BY session_id, entry_id HAVING count(*) > 1
+), first_copy AS (
+  SELECT j.*, r.first_id IS NULL OR r.first_id = j.message_id AS first
+  FROM jsonl_messages j LEFT JOIN repeated r ON r.session_id = j.session_id AND r.entry_id = j.entry_id
 ), by_id AS (
-  SELECT j.message_id FROM first_copy j
-  WHERE j.entry_id IS NOT NULL
-    AND EXISTS (SELECT 1 FROM held h WHERE h.session_id = j.session_id AND h.entry_id = j.entry_id)
+  -- held under its entry id; `changed`: with other content (OpenClaw rewrote the entry in place: its doctor's
+  -- label rewrite keeps seq and id). One join and an aggregate: a correlated NOT EXISTS here made DuckDB cache
+  -- every message in a delim join that its memory budget could not spill (out of memory at 3M messages)
+  SELECT j.message_id,
+         NOT bool_or(coalesce(h.identity_hash = j.identity_hash, false) OR h.identity_hash IS NULL) AS changed
+  FROM first_copy j JOIN held h ON h.session_id = j.session_id AND h.entry_id = j.entry_id
+  GROUP BY j.message_id
 ), unclaimed AS (
   SELECT h.* FROM held h
   WHERE h.entry_id IS NULL
-     OR (NOT EXISTS (SELECT 1 FROM path_ids p WHERE p.session_id = h.session_id AND p.entry_id = h.entry_id)
+     OR (NOT EXISTS (SELECT 1 FROM jsonl_messages p WHERE p.session_id = h.session_id AND p.entry_id = h.entry_id)
          AND h.session_id NOT IN (SELECT session_id FROM jsonl_appended))
 ), rewrites AS (
   SELECT j.message_id, min(u.held_id) AS held_id
@@ -63,27 +70,29 @@ WITH first_copy AS (
   FROM unclaimed u
   WHERE u.identity_hash IS NOT NULL AND u.held_id NOT IN (SELECT held_id FROM rewrites)
   GROUP BY u.session_id, u.identity_hash
-), rest AS (
-  SELECT j.message_id, j.session_id, j.identity_hash,
-         row_number() OVER (PARTITION BY j.session_id, j.identity_hash ORDER BY j.file_order, j.path_index) AS occurrence
-  FROM first_copy j
+), by_identity AS (
+  -- the k-th occurrence of an identity on the path is held when at least k unclaimed rows hold it: counted
+  -- only where such rows are (a first run has none)
+  SELECT j.message_id,
+         row_number() OVER (PARTITION BY j.session_id, j.identity_hash ORDER BY j.file_order, j.path_index) <= s.n
+           AS held
+  FROM first_copy j JOIN spare s ON s.session_id = j.session_id AND s.identity_hash = j.identity_hash
   WHERE j.first AND j.message_id NOT IN (SELECT message_id FROM by_id)
     AND j.message_id NOT IN (SELECT message_id FROM rewrites)
 ), matched AS (
   SELECT j.message_id, j.session_id, j.file_order, j.path_index, j.first,
          CASE WHEN NOT j.first THEN 'same entry in an earlier file'
-              WHEN j.message_id IN (SELECT message_id FROM by_id) THEN 'entry id'
-              WHEN j.message_id IN (SELECT message_id FROM rewrites) THEN 'rewrite'
-              WHEN r.occurrence <= coalesce(s.n, 0) THEN 'identity'
+              WHEN b.message_id IS NOT NULL THEN 'entry id'
+              WHEN w.message_id IS NOT NULL THEN 'rewrite'
+              WHEN i.held THEN 'identity'
          END AS matched_by,
-         -- held under its entry id with other content: OpenClaw rewrote the entry in place (its doctor's label
-         -- rewrite keeps seq and id). The held row keeps the text it was imported with; counted, never re-imported.
-         j.first AND j.message_id IN (SELECT message_id FROM by_id)
-           AND NOT EXISTS (SELECT 1 FROM held h WHERE h.session_id = j.session_id AND h.entry_id = j.entry_id
-                           AND (h.identity_hash = j.identity_hash OR h.identity_hash IS NULL)) AS rewritten
+         -- held under its entry id with other content: the held row keeps the text it was imported with,
+         -- counted, never re-imported
+         j.first AND coalesce(b.changed, false) AS rewritten
   FROM first_copy j
-  LEFT JOIN rest r USING (message_id)
-  LEFT JOIN spare s ON s.session_id = r.session_id AND s.identity_hash = r.identity_hash
+  LEFT JOIN by_id b ON b.message_id = j.message_id
+  LEFT JOIN rewrites w ON w.message_id = j.message_id
+  LEFT JOIN by_identity i ON i.message_id = j.message_id
   WHERE j.session_id IN (SELECT session_id FROM selected)
 ), ranked AS (
   SELECT *, matched_by IS NULL AS is_new,

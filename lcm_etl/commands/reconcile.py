@@ -106,7 +106,8 @@ def _reconcile(opts: ReconcileOptions, read: Reading, records: dict) -> RunRepor
                 report.elapsed_s = time.monotonic() - t0
                 return report
             stage_path = Path(work.name) / "stage.sqlite"
-            stage_content(stage_path, transcripts, sessions, _rows(con.execute(IDENTITY_OCCURRENCE)))
+            con.execute(IDENTITY_OCCURRENCE[0])
+            stage_content(stage_path, transcripts, sessions, _rows(con.execute(IDENTITY_OCCURRENCE[1])))
             planned = {r[0] for r in con.execute("SELECT session_id FROM selected").fetchall()}
             _stage_offsets(stage_path, offsets.rows(transcripts, sessions, planned, opts.key_by, held_by(opts)))
             plan.duck.attach_sqlite(con, str(stage_path), "stage", read_only=False)

@@ -31,6 +31,7 @@ MESSAGE_COLUMNS = {"message_id": "int", "file_order": "int", "path_index": "int"
 PART_COLUMNS = {"message_id": "int", "ordinal": "int"}
 ABANDONED_COLUMNS = {"file_order": "int", "session_id": "str", "entry_id": "str", "role": "str", "inner_ts": "str"}
 TABLES = ("jsonl_messages", "jsonl_parts", "jsonl_abandoned")
+SPOOL_ROWS = 50_000   # messages gathered into one row group of the spool (IdentitySpool)
 
 
 @dataclass
@@ -59,25 +60,43 @@ def file_session(t: Transcript, key_by: str, keys_by_folder: dict[Path, dict[str
 
 class IdentitySpool:
     """The plan's rows of released transcripts, written to Parquet files in the run's private folder as each
-    transcript is read (DuckDB reads them back: plan_transcripts). Python holds none of them: a run's memory
-    follows the largest window, not the store (measured: docs/benchmarks.md)."""
+    transcript is read (DuckDB reads them back: plan_transcripts). Python holds at most SPOOL_ROWS of them: a run's
+    memory follows the largest window, not the store (measured: docs/benchmarks.md).
+
+    Windows are gathered into row groups of about SPOOL_ROWS messages: a row group per window kept each one's
+    footer metadata (statistics of every column) in the writer until it closed, about 10 KB a window, 100 MB for a
+    10,000-window store, and DuckDB parsed that footer again to read the spool back."""
 
     def __init__(self, folder: Path):
         self.folder = folder
         self.paths = {name: folder / f"{name}.parquet" for name in TABLES}
         self._writers: dict = {}
+        self._pending: list[tuple] = []
+        self._pending_rows = 0
         self.rows = 0
 
     def add(self, tables) -> None:
+        self._pending.append(tables)
+        self._pending_rows += tables[0].num_rows
+        self.rows += tables[0].num_rows
+        if self._pending_rows >= SPOOL_ROWS:
+            self._flush()
+
+    def _flush(self) -> None:
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
-        for name, table in zip(TABLES, tables):
+        if not self._pending:
+            return
+        for k, name in enumerate(TABLES):
+            table = pa.concat_tables([t[k] for t in self._pending])
             if name not in self._writers:
                 self._writers[name] = pq.ParquetWriter(self.paths[name], table.schema, compression="NONE")
-            self._writers[name].write_table(table)
-        self.rows += tables[0].num_rows
+            self._writers[name].write_table(table, row_group_size=max(table.num_rows, 1))
+        self._pending, self._pending_rows = [], 0
 
     def close(self) -> None:
+        self._flush()
         for w in self._writers.values():
             w.close()
         self._writers.clear()
@@ -183,13 +202,20 @@ def stage_content(path: Path, transcripts: list[Transcript], sessions: list[File
 # Kept in the metadata of a row without an entry id (v1 files): the message is the k-th of its identity on its
 # session's path (files in the order read). lossless-claw's backfill of the same file stores the same messages
 # in the same order, so `migrate` can tell the k-th copy of a repeated message (a delivery mirror repeats the
-# reply it follows, in the same second) from the others (transforms/20_turn_index.sql). Counted in the plan:
-IDENTITY_OCCURRENCE = """
-    SELECT w.message_id, o.occurrence FROM write_messages w JOIN (
-        SELECT message_id, row_number() OVER (PARTITION BY session_id, identity_hash
-                                              ORDER BY file_order, path_index) AS occurrence
-        FROM jsonl_messages) o USING (message_id)
-    ORDER BY w.message_id"""
+# reply it follows, in the same second) from the others (transforms/20_turn_index.sql). Counted in the plan, only
+# where a row without an entry id is (a store's rows all have one), into a table first and sorted after: a join
+# of every message feeding the sort in one query held the join's hash table while the sort needed memory, and
+# ran out of the budget at 3M messages (docs/benchmarks.md).
+IDENTITY_OCCURRENCE = (
+    """CREATE OR REPLACE TEMP TABLE write_occurrence AS
+    SELECT w.message_id, o.occurrence FROM write_messages w LEFT JOIN (
+        SELECT j.message_id, row_number() OVER (PARTITION BY j.session_id, j.identity_hash
+                                                ORDER BY j.file_order, j.path_index) AS occurrence
+        FROM jsonl_messages j
+        JOIN (SELECT DISTINCT session_id, identity_hash FROM jsonl_messages WHERE entry_id IS NULL) k
+          ON k.session_id = j.session_id AND k.identity_hash IS NOT DISTINCT FROM j.identity_hash) o
+      ON o.message_id = w.message_id""",
+    "SELECT message_id, occurrence FROM write_occurrence ORDER BY message_id")
 
 
 def _metadata(t: Transcript, m: TranscriptMessage, session_key: str | None) -> dict:
