@@ -382,11 +382,7 @@ def test_a_source_damaged_in_a_page_of_messages_exits_2_and_creates_nothing(tmp_
     data = bytearray(src.read_bytes())
     data[(page - 1) * size + 8] ^= 0x7F   # the first cell pointer of that leaf page
     src.write_bytes(bytes(data))
-    dest = tmp_path / "out" / "lcm.sqlite"
-    proc = run_cli("migrate", "--src", src, "--dest", dest)
-    assert_one_line_error(proc, 2, "lcm-etl: error: source is damaged: ")
-    assert "the target was not created" in proc.stderr
-    assert not dest.parent.exists()
+    damaged_source_creates_nothing(src, tmp_path)
 
 
 def test_a_source_damaged_where_only_the_content_copy_reads_exits_2_and_creates_nothing(tmp_path):
@@ -395,6 +391,11 @@ def test_a_source_damaged_where_only_the_content_copy_reads_exits_2_and_creates_
     data = bytearray(src.read_bytes())
     data[int(0.8515625 * len(data))] ^= 1
     src.write_bytes(bytes(data))
+    damaged_source_creates_nothing(src, tmp_path)
+
+
+def damaged_source_creates_nothing(src, tmp_path) -> None:
+    """A migrate of the damaged `src`: exit 2, one line, and no target (not even its folder)."""
     dest = tmp_path / "out" / "lcm.sqlite"
     proc = run_cli("migrate", "--src", src, "--dest", dest)
     assert_one_line_error(proc, 2, "lcm-etl: error: source is damaged: ")

@@ -13,7 +13,8 @@ import time
 from conftest import LCM_ETL, ROOT, copy_fixture, open_db, run_cli
 from lcm_etl.store import ledger
 from lcm_etl.store.runlock import target_lock
-from undolib import NATIVE_SESSION, cli_ok, digest, generate_source, native_target, refused, runs, undo
+from undolib import (NATIVE_SESSION, cli_ok, digest, generate_source, kill_after_batches, native_target, refused,
+                     runs, undo)
 
 V1_TARGET = ROOT / "fixtures" / "targets" / "ledger-v1-multiparent.sqlite"
 
@@ -101,22 +102,7 @@ def test_runs_after_a_killed_run_says_killed_and_what_its_committed_batches_hold
     target = native_target(tmp_path / "out" / "lcm.sqlite")
     proc = subprocess.Popen([str(LCM_ETL), "migrate", "--src", str(src), "--dest", str(target), "--batch-rows", "100",
                              "-q"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    deadline = time.monotonic() + 600
-
-    def batches() -> int:
-        con = sqlite3.connect(f"file:{target}?mode=ro", uri=True)
-        try:
-            return con.execute("SELECT count(*) FROM lcm_etl_run_ranges WHERE tbl = 'lcm_messages'").fetchone()[0]
-        except sqlite3.OperationalError:   # the first batch has not created the table yet
-            return 0
-        finally:
-            con.close()
-
-    while batches() < 2 and proc.poll() is None:
-        assert time.monotonic() < deadline, "the run committed no batch"
-        time.sleep(0.01)
-    os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.wait() == -signal.SIGKILL, "the run finished before it could be killed"
+    kill_after_batches(proc, target)
     (killed,) = runs(target)
     would = undo(target, killed["run_id"], "--dry-run")["removed"]
     con = open_db(target)

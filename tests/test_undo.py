@@ -4,18 +4,15 @@ empty, a non-empty and a new target, reconcile, a sync re-run that changed rows 
 It refuses (exit 2, one line, nothing changed) when later rows depend on the run, unless --force."""
 from __future__ import annotations
 
-import os
-import signal
 import sqlite3
 import subprocess
-import time
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from conftest import LCM_ETL, ROOT, copy_fixture, open_db
 from test_sync import earlier
-from undolib import (add_native_messages, cli_ok, digest, generate_source, native_target, refused,
+from undolib import (add_native_messages, cli_ok, digest, generate_source, kill_after_batches, native_target, refused,
                      runs, undo)
 
 FIXTURE_SESSIONS = ROOT / "fixtures" / "sessions"
@@ -134,22 +131,7 @@ def test_undoing_a_killed_run_removes_the_batches_it_committed(tmp_path):
     before = digest(target)
     proc = subprocess.Popen([str(LCM_ETL), "migrate", "--src", str(src), "--dest", str(target), "--batch-rows", "100",
                              "-q"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    deadline = time.monotonic() + 600
-
-    def committed() -> int:   # batches the run has committed: one message range each
-        con = sqlite3.connect(f"file:{target}?mode=ro", uri=True)
-        try:
-            return con.execute("SELECT count(*) FROM lcm_etl_run_ranges WHERE tbl = 'lcm_messages'").fetchone()[0]
-        except sqlite3.OperationalError:   # the first batch has not created the table yet
-            return 0
-        finally:
-            con.close()
-
-    while committed() < 2 and proc.poll() is None:
-        assert time.monotonic() < deadline, "the run committed no batch"
-        time.sleep(0.01)
-    os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.wait() == -signal.SIGKILL, "the run finished before it could be killed"
+    kill_after_batches(proc, target)
     (killed,) = [r for r in runs(target) if r["command"] == "migrate"]
     assert killed["status"] == "killed"   # its row says `running`, but no run holds the target's lock
     report = undo(target, killed["run_id"])

@@ -108,3 +108,28 @@ def refused(target: Path, run_id: str, *extra) -> str:
     lines = proc.stderr.splitlines()
     assert len(lines) == 1, proc.stderr
     return lines[0]
+
+
+def kill_after_batches(proc, target: Path, n: int = 2) -> None:
+    """SIGKILL the run (its own process group) once it has committed `n` batches into `target`: one message
+    range each (lcm_etl_run_ranges)."""
+    import os
+    import signal
+    import time
+
+    deadline = time.monotonic() + 600
+
+    def committed() -> int:
+        con = sqlite3.connect(f"file:{target}?mode=ro", uri=True)
+        try:
+            return con.execute("SELECT count(*) FROM lcm_etl_run_ranges WHERE tbl = 'lcm_messages'").fetchone()[0]
+        except sqlite3.OperationalError:   # the first batch has not created the table yet
+            return 0
+        finally:
+            con.close()
+
+    while committed() < n and proc.poll() is None:
+        assert time.monotonic() < deadline, "the run committed no batch"
+        time.sleep(0.01)
+    os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.wait() == -signal.SIGKILL, "the run finished before it could be killed"
