@@ -68,17 +68,16 @@ def typed_paths(con: sqlite3.Connection, path: str) -> list[str]:
     most recently used first. A typed path is resolved as the run that typed it resolved it (its ledger row's
     source fingerprint), else from here."""
     try:
-        rows = con.execute("SELECT source_path, counts FROM lcm_etl_runs WHERE source_path IS NOT NULL "
-                           "AND source_path NOT LIKE '%#%' ORDER BY rowid DESC").fetchall()
+        # each typed path's latest run (one row per path, not the whole ledger's counts)
+        rows = con.execute("SELECT source_path, counts FROM lcm_etl_runs WHERE rowid IN (SELECT max(rowid) "
+                           "FROM lcm_etl_runs WHERE source_path NOT LIKE '%#%' GROUP BY source_path) "
+                           "ORDER BY rowid DESC").fetchall()
         typed = sorted({r[0] for r in con.execute("SELECT DISTINCT source_path FROM lcm_etl_conversations")}
                        | marks.source_paths(con))
         typed = [s for s in typed if "#" not in s]
     except sqlite3.Error:
         return []   # no lcm-etl tables yet
-    resolved: dict[str, str] = {}
-    for spelled, counts in rows:
-        if spelled not in resolved:
-            resolved[spelled] = _as_resolved(spelled, counts)
+    resolved = {spelled: _as_resolved(spelled, counts) for spelled, counts in rows}   # latest first
     found = [spelled for spelled in resolved if resolved[spelled] == path]
     return found + sorted(s for s in typed if s not in resolved and real_path(s) == path)
 
