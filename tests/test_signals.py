@@ -75,8 +75,10 @@ class Run:
 
 
 def spilling(*folders: Path) -> bool:
-    """DuckDB has spilled (it plans): its spill folder is in the run's private folder, or was in the cache."""
-    return any(True for folder in folders for _ in folder.rglob("duckdb.tmp"))
+    """DuckDB has spilled (it plans): its spill folder is in the run's private folder, or was in the cache.
+    os.walk, not rglob: the run renames its folder as it takes it up (lcm-etl-new-* to lcm-etl-run-*), and a
+    folder that vanishes under the walk is skipped, not an error."""
+    return any("duckdb.tmp" in dirs + names for folder in folders for _, dirs, names in os.walk(folder))
 
 
 def files(folder: Path) -> list[str]:
