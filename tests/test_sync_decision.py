@@ -92,6 +92,36 @@ def test_an_older_targets_typed_paths_are_adopted_without_a_duplicate_row(tmp_pa
     assert audit.returncode == 0, audit.stdout
 
 
+def test_two_typed_spellings_of_one_file_leave_one_row_per_conversation_the_most_recent_spellings(tmp_path):
+    """An older target that holds every conversation twice, under `s.db` and, used later, under the absolute
+    path: the run keeps one row per conversation under the key, the later spelling's, and no typed path."""
+    src = copy_fixture(FIXTURE, tmp_path / "src")
+    target = tmp_path / "out" / "lcm.sqlite"
+    migrate_json(src, target)
+    with sqlite3.connect(target) as con:
+        for table in PROVENANCE:
+            con.execute(f"UPDATE {table} SET source_path = 's.db' WHERE source_path LIKE '%#%'")
+        con.execute("UPDATE lcm_etl_conversations SET title = 'as s.db'")
+        cols = [r[1] for r in con.execute("PRAGMA table_info(lcm_etl_conversations)")]
+        picked = ", ".join({"source_path": f"'{src}'", "title": "'as the absolute path'"}.get(c, c) for c in cols)
+        con.execute(f"INSERT INTO lcm_etl_conversations SELECT {picked} FROM lcm_etl_conversations")
+        cols = [r[1] for r in con.execute("PRAGMA table_info(lcm_etl_runs)")]
+        picked = ", ".join({"source_path": f"'{src}'", "run_id": "run_id || '-later'"}.get(c, c) for c in cols)
+        con.execute(f"INSERT INTO lcm_etl_runs SELECT {picked} FROM lcm_etl_runs")   # a later rowid: used later
+        conversations = con.execute("SELECT count(*) FROM lcm_etl_conversations WHERE source_path = 's.db'").fetchone()
+    con.close()
+    grow(src)
+    migrate_in(src.parent, src.name, target)
+    with sqlite3.connect(target) as con:
+        rows = con.execute("SELECT source_path, title, count(*) FROM lcm_etl_conversations GROUP BY 1, 2").fetchall()
+    con.close()
+    (key,) = {r[0] for r in rows}
+    assert key.startswith(f"{os.path.realpath(src)}#")
+    assert sum(r[2] for r in rows) == conversations[0]
+    # the grown conversation's row is this run's (95 writes it anew); the others were adopted from the later spelling
+    assert {r[1] for r in rows} == {None, "as the absolute path"}
+
+
 def test_another_database_at_the_same_path_keeps_its_own_provenance(tmp_path):
     """A, then B put at A's path, then A back: conversation ids start at 1 in both, and neither's provenance
     rows replace the other's; A back is synced against A's own marks."""

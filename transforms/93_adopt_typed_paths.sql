@@ -14,16 +14,25 @@ CREATE TEMP TABLE IF NOT EXISTS adopted (path TEXT PRIMARY KEY, rank INTEGER NOT
 DELETE FROM temp.adopted;
 INSERT INTO temp.adopted SELECT :source_path, -1 UNION ALL SELECT value, key FROM json_each(:typed_paths);
 
--- per table: a typed path's row goes where a better-ranked spelling holds its key; the others move to the key
-DELETE FROM lcm_etl_conversations AS c WHERE EXISTS (SELECT 1 FROM lcm_etl_conversations d, temp.adopted a, temp.adopted b
-  WHERE a.path = c.source_path AND b.path = d.source_path AND b.rank < a.rank AND d.conversation_id = c.conversation_id);
+-- per table: a typed path's row goes where a better-ranked spelling holds its key; the others move to the key.
+-- Each DELETE starts from the typed paths' rows (none, for a target that never held one) and looks the
+-- better-ranked spelling's row up by its primary key (CROSS JOIN keeps that order: SQLite does not reorder it).
+-- Led by the table instead, it scanned the table for every row of it (7,000 conversations: 1.4 s of a 3.5 s
+-- re-run).
+DELETE FROM lcm_etl_conversations AS c WHERE c.source_path IN (SELECT value FROM json_each(:typed_paths))
+  AND EXISTS (SELECT 1 FROM temp.adopted a CROSS JOIN temp.adopted b CROSS JOIN lcm_etl_conversations d
+    ON d.source_path = b.path AND d.conversation_id = c.conversation_id
+    WHERE a.path = c.source_path AND b.rank < a.rank);
 UPDATE lcm_etl_conversations SET source_path = :source_path WHERE source_path IN (SELECT value FROM json_each(:typed_paths));
-DELETE FROM lcm_etl_large_files AS c WHERE EXISTS (SELECT 1 FROM lcm_etl_large_files d, temp.adopted a, temp.adopted b
-  WHERE a.path = c.source_path AND b.path = d.source_path AND b.rank < a.rank AND d.file_id = c.file_id);
+DELETE FROM lcm_etl_large_files AS c WHERE c.source_path IN (SELECT value FROM json_each(:typed_paths))
+  AND EXISTS (SELECT 1 FROM temp.adopted a CROSS JOIN temp.adopted b CROSS JOIN lcm_etl_large_files d
+    ON d.source_path = b.path AND d.file_id = c.file_id
+    WHERE a.path = c.source_path AND b.rank < a.rank);
 UPDATE lcm_etl_large_files SET source_path = :source_path WHERE source_path IN (SELECT value FROM json_each(:typed_paths));
-DELETE FROM lcm_etl_skipped AS c WHERE EXISTS (SELECT 1 FROM lcm_etl_skipped d, temp.adopted a, temp.adopted b
-  WHERE a.path = c.source_path AND b.path = d.source_path AND b.rank < a.rank AND d.kind = c.kind
-    AND d.source_id = c.source_id);
+DELETE FROM lcm_etl_skipped AS c WHERE c.source_path IN (SELECT value FROM json_each(:typed_paths))
+  AND EXISTS (SELECT 1 FROM temp.adopted a CROSS JOIN temp.adopted b CROSS JOIN lcm_etl_skipped d
+    ON d.source_path = b.path AND d.kind = c.kind AND d.source_id = c.source_id
+    WHERE a.path = c.source_path AND b.rank < a.rank);
 UPDATE lcm_etl_skipped SET source_path = :source_path WHERE source_path IN (SELECT value FROM json_each(:typed_paths));
 
 -- marks: 95 stores this run's under the key when it planned the whole source; the typed spellings' are older
