@@ -1,5 +1,6 @@
 """The sdist is complete: it holds the tests, the fixtures and the SQL steps, a test run from the unpacked
-sdist finds its fixtures, and the wheel built from that sdist carries every transforms/*.sql."""
+sdist finds its fixtures, and the wheel built from that sdist carries every module of the package and every
+transforms/*.sql (the test runs import the checkout through the editable install, so only this sees the wheel)."""
 from __future__ import annotations
 
 import subprocess
@@ -60,3 +61,13 @@ def test_the_wheel_carries_every_sql_step(dist):
         names = set(whl.namelist())
     steps = {f"lcm_etl/transforms/{p.name}" for p in (ROOT / "transforms").glob("*.sql")}
     assert steps and steps - names == set()
+
+
+def test_the_wheel_carries_every_module_of_the_package(dist):
+    """A package folder left out of pyproject's `packages` is missing from the wheel alone: an installed lcm-etl
+    then fails on import while every other test, run against the checkout, passes."""
+    (wheel,) = dist.glob("*.whl")
+    with zipfile.ZipFile(wheel) as whl:
+        names = set(whl.namelist())
+    modules = {str(p.relative_to(ROOT)) for p in (ROOT / "lcm_etl").rglob("*.py") if "__pycache__" not in p.parts}
+    assert len(modules) > 50 and modules - names == set()
