@@ -34,7 +34,7 @@ from lcm_etl.cachedir import cache_bound, cache_root, write_atomically
 from lcm_etl.read import cache_bounds, pages, runfolder, snapcheck, source_tables
 from lcm_etl.errors import RunFailed
 from lcm_etl.read.sources import (DIGEST_CHUNK, CacheUnwritable, KnownDigests, Snapshot, SourceRead, file_signature,
-                                  fold_wal, take_snapshot, unchanged_but_appended, why_failed)
+                                  fold_wal, real_path, take_snapshot, unchanged_but_appended, why_failed)
 
 # more differing pages than this share of the source (or than 1 MB of pages on a small one): not worth
 # proving page by page (their bytes wait in a file until written); the source is copied whole
@@ -89,10 +89,13 @@ class SnapshotCache:
 
     @classmethod
     def for_pair(cls, source: Path, target: Path) -> SnapshotCache | None:
+        """The pair's kept copy, named by the source's and the target's real paths: any spelling of them is the
+        same pair, its seal and its `lcm-etl cache` entry."""
         root = cache_root()
         if root is None:
             return None
-        pair = f"{source.resolve()}\0{target.resolve()}".encode()
+        source, target = Path(real_path(source)), Path(real_path(target))
+        pair = f"{source}\0{target}".encode()
         return cls(root / hashlib.sha256(pair).hexdigest()[:24], source, target)
 
     def sealed_run(self) -> str | None:
@@ -101,7 +104,8 @@ class SnapshotCache:
     def _seal(self) -> dict | None:
         """The seal, when it is of this copy (the file sealed) and this source."""
         seal, self._unsealed_why = cache_bounds.read_seal(self.folder)
-        if seal is None or seal.get("source") == str(self.source):
+        # an older lcm-etl sealed the source as it was typed: the same file by its real path is the same source
+        if seal is None or real_path(str(seal.get("source"))) == str(self.source):
             return seal
         self._unsealed_why = f"it was kept for {seal.get('source')}"
         return None

@@ -14,7 +14,6 @@ file, so that planning reads their rows as this source's, and the run's last tra
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import sqlite3
 from contextlib import closing
@@ -23,6 +22,7 @@ from pathlib import Path
 
 import orjson
 
+from lcm_etl.read.sources import real_path
 from lcm_etl.store import marks
 
 # a database with no conversation yet has no origin: its first conversation gives it one, and that run plans
@@ -44,10 +44,6 @@ def path_of(source_path: str) -> str:
     """The path part of a stored `source_path` (a key, or a path an older lcm-etl stored as typed)."""
     path, _, origin = source_path.rpartition("#")
     return path if path and (origin == EMPTY_ORIGIN or re.fullmatch(r"[0-9a-f]{12}", origin)) else source_path
-
-
-def real_path(path: Path | str) -> str:
-    return os.path.realpath(os.path.expanduser(str(path)))
 
 
 def of_snapshot(original: Path, snapshot: Path) -> SourceIdentity:

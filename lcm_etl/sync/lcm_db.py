@@ -25,7 +25,8 @@ import orjson
 from lcm_etl.store.marks import Marks, read as read_marks
 from lcm_etl.sync import shortcut
 from lcm_etl.sync.decision import FULL, MARKS, NO_OP, PAGES, WAL_ONLY, Decision
-from lcm_etl.sync.identity import SourceIdentity, real_path, typed_paths
+from lcm_etl.sync.identity import SourceIdentity, typed_paths
+from lcm_etl.read.sources import real_path
 
 
 @dataclass

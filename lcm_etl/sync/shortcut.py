@@ -28,9 +28,8 @@ import orjson
 
 from lcm_etl.store import ledger
 from lcm_etl.store.target import REMNIC_TABLE_NAMES
-from lcm_etl.sync.identity import real_path
 from lcm_etl.read.pages import wal_frames
-from lcm_etl.read.sources import file_signature
+from lcm_etl.read.sources import file_signature, real_path
 
 # What a full re-plan of an unchanged source reports besides the per-kind totals; the ledger records it
 # (migrate._totals) and a ledger row without it (an older version's) does not take the shortcut.
