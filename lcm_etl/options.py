@@ -92,8 +92,8 @@ def transcripts_options(f):
                      help="also import archived transcripts (a store's deleted windows, *.jsonl.deleted.*/.reset.* "
                           "files, the doctor's *.jsonl.imported-* originals); they are listed either way")(f)
     return click.option("--sessions", "sessions", multiple=True, metavar="PATH", type=TEXT_PATH,
-                        help="an openclaw-agent.sqlite session store, an agent folder, a state folder, a .jsonl "
-                             "transcript or a sessions folder (repeatable; default: every agent's store and legacy "
+                        help="an openclaw-agent.sqlite session store (or the folder holding it), an agent folder, a "
+                             "state folder, a .jsonl transcript or a sessions folder (repeatable; default: every agent's store and legacy "
                              "JSONL under $OPENCLAW_STATE_DIR, else ~/.openclaw)")(f)
 
 

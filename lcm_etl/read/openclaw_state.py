@@ -7,8 +7,8 @@ OpenClaw's state folder (`$OPENCLAW_STATE_DIR`, default `~/.openclaw`) holds one
     agents/<agentId>/sessions/<id>.jsonl.deleted.<ts>.<generation>.zst    a published archive (and .reset.)
     agents/<agentId>/session-sqlite-import-archive/<key>.<id>.jsonl.imported-<ms>   the doctor's originals
 
-`--sessions` takes any of: a store, an agent folder, a state folder, a sessions folder, a JSONL file (or an
-archive file, which naming imports). Without it, the state folder is read whole. Archives found in a folder are
+`--sessions` takes any of: a store or the folder holding it, an agent folder, a state folder, a sessions
+folder, a JSONL file (or an archive file, which naming imports). Without it, the state folder is read whole. Archives found in a folder are
 listed, and read only with --include-archived; a file named on the command line is always read.
 """
 from __future__ import annotations
@@ -84,6 +84,8 @@ def _folder(p: Path, out: Inputs) -> None:
             _agent(agent, out)
     elif (p / "agent").is_dir() or (p / "sessions").is_dir() or (p / IMPORT_ARCHIVE).is_dir():
         _agent(p, out)                      # an agent folder
+    elif (p / STORE_NAME).is_file():        # the folder that holds a store (an agent's agent/): its store
+        _add(out.stores, p / STORE_NAME)
     else:
         _sessions(p, out)                   # a sessions folder (or any folder of transcripts)
 
