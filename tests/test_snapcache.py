@@ -19,7 +19,7 @@ from lcm_etl import duck
 from conftest import copy_fixture, migrate_json, run_cli
 from undolib import digest
 from lcm_etl.commands import migrate as migrate_module
-from lcm_etl.read import pages, snapcache, sources
+from lcm_etl.read import page_owners, pages, snapcache, sources
 
 FIXTURE = "basic-0.15.3.db"   # three conversations, one session each
 
@@ -295,7 +295,7 @@ def test_syncs_with_a_kept_snapshot_end_where_syncs_without_one_end(tmp_path_fac
 
 def assert_kept_layout_is_the_copys(cache: snapcache.SnapshotCache) -> None:
     """The interior pages kept with the seal are parsed as a fresh walk of the copy parses them."""
-    memo, fresh = cache._sealed_memo(), snapcache._interior_pages(cache.db)
+    memo, fresh = cache._sealed_memo(), page_owners.interior_pages(cache.db)
     assert fresh and memo, "the copy has interior pages and the seal keeps them"
     assert {n: memo.get(n) for n in fresh} == fresh
 

@@ -16,7 +16,7 @@ from lcm_etl import duck
 from lcm_etl.planning import delta
 from lcm_etl.steps import engine as steps, pipeline
 from lcm_etl.planning.plan import open_source
-from lcm_etl.read import snapcache, subset
+from lcm_etl.read import page_owners, subset
 from lcm_etl.read.source_schema import KNOWN_TABLES, REQUIRED_TABLES, detect_schema, normalized_views
 from lcm_etl.read.source_tables import SOURCE_TABLES
 from lcm_etl.store import marks
@@ -79,7 +79,7 @@ def test_the_marks_tables_and_the_step_that_writes_them_name_the_same_tables():
 
 
 def test_every_row_of_every_source_table_is_placed_with_its_conversation_and_copied_with_its_scope(planned, tmp_path):
-    """snapcache places a changed row by the registry's owners; subset copies a scope's rows by its
+    """page_owners places a changed row by the registry's owners; subset copies a scope's rows by its
     scope_rows: over every conversation, both see every row of every table (the fixture has no orphans)."""
     _, src = planned
     lite = sqlite3.connect(f"file:{src}?mode=ro", uri=True)
@@ -87,7 +87,7 @@ def test_every_row_of_every_source_table_is_placed_with_its_conversation_and_cop
     copy = subset.source_subset(src, tmp_path / "scope.sqlite", [str(c) for c in conversations])
     copied = sqlite3.connect(copy)
     for t in SOURCE_TABLES:
-        rows = lite.execute(snapcache._owner_query(t.name, values=False), (-(1 << 63), (1 << 63) - 1)).fetchall()
+        rows = lite.execute(page_owners._owner_query(t.name, values=False), (-(1 << 63), (1 << 63) - 1)).fetchall()
         assert len(rows) == lite.execute(f"SELECT count(*) FROM {t.name}").fetchone()[0]
         assert {owner for row in rows for owner in row[1:3]} <= conversations, t.name
         assert copied.execute(f"SELECT count(*) FROM {t.name}").fetchone()[0] == len(rows), t.name

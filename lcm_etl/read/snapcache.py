@@ -23,7 +23,6 @@ import os
 import shutil
 import sqlite3
 import time
-from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -31,7 +30,7 @@ from typing import Callable
 import orjson
 
 from lcm_etl.cachedir import cache_bound, cache_root, write_atomically
-from lcm_etl.read import cache_bounds, pages, runfolder, snapcheck, source_tables
+from lcm_etl.read import cache_bounds, page_owners, pages, runfolder, snapcheck
 from lcm_etl.errors import RunFailed
 from lcm_etl.read.sources import (DIGEST_CHUNK, CacheUnwritable, KnownDigests, Snapshot, SourceRead, file_signature,
                                   fold_wal, real_path, take_snapshot, unchanged_but_appended, why_failed)
@@ -39,18 +38,6 @@ from lcm_etl.read.sources import (DIGEST_CHUNK, CacheUnwritable, KnownDigests, S
 # more differing pages than this share of the source (or than 1 MB of pages on a small one): not worth
 # proving page by page (their bytes wait in a file until written); the source is copied whole
 MAX_CHANGED_SHARE, MIN_CHANGED_LIMIT = 0.1, 256
-
-
-def _owner_query(name: str, values: bool, by_range: bool = True) -> str:
-    """The rows of a rowid range (lo, hi], or the row of one rowid, with the one or two conversations owning
-    each (source_tables.SourceTable.owners: NULL for a row of no conversation): (rowid, owner, owner[, the
-    row's own columns...]); with their values or without."""
-    t = source_tables.BY_NAME[name]
-    where = f"{t.alias}.rowid > ? AND {t.alias}.rowid <= ?" if by_range else f"{t.alias}.rowid = ?"
-    return f"SELECT {t.alias}.rowid, {t.owners}{f', {t.alias}.*' if values else ''} {t.joins} WHERE {where}"
-
-
-_LOWEST, _HIGHEST = -(1 << 63), (1 << 63) - 1
 
 
 @dataclass
@@ -178,7 +165,7 @@ class SnapshotCache:
         """The run that read the copy has committed: the copy is its snapshot. The run has landed whatever
         happens here: a seal that cannot be written only costs the next run a whole copy."""
         if self._memo is None:   # a whole copy: its interior pages, parsed once for every re-run after it
-            self._memo = _interior_pages(self.db)
+            self._memo = page_owners.interior_pages(self.db)
         signature = file_signature(self.db)[0]
         # a main file written just before it was read proves nothing by its signature: the next run compares it
         read = self.read.as_json() if self.read is not None and self.read.settled() else None
@@ -303,7 +290,7 @@ class SnapshotCache:
             if untouched and digests and not self._checked(digests, self._written):
                 return None
             # interior pages outside `changed` hold the same bytes in the sealed copy, the old one and the new
-            old_owners, old_explained = _owners(self.db, changed, memo=memo)
+            old_owners, old_explained = page_owners.owners(self.db, changed, memo=memo)
         except (pages.NotComparable, sqlite3.Error) as exc:
             self.dropped = f"its changed pages cannot be read: {exc}"
             return None
@@ -319,24 +306,17 @@ class SnapshotCache:
         for n in changed:   # parsed again from the new copy where it still is an interior page
             memo.pop(n, None)
         try:
-            new_owners, new_explained = _owners(self.db, changed, memo=memo, against=old_owners)
+            new_owners, new_explained = page_owners.owners(self.db, changed, memo=memo, against=old_owners)
         except (pages.NotComparable, sqlite3.Error) as exc:
             return Changes(None, len(changed), f"cannot read the changed pages: {exc}", compared=not untouched)
         self._memo = memo
         unexplained = changed - old_explained - new_explained
         if unexplained:   # overflow pages of index entries (rare: an indexed value of over ~1000 bytes)
-            unexplained -= _owners(self.db, changed, index_cells=True, memo=memo)[1]
+            unexplained -= page_owners.owners(self.db, changed, index_cells=True, memo=memo)[1]
         if unexplained:
             return Changes(None, len(changed), f"{len(unexplained)} changed pages are not rows lcm-etl can place",
                            compared=not untouched)
-        # a row on a changed page may be unchanged itself (its neighbour grew): compare the rows
-        owners: set = set()
-        for key in old_owners.keys() | new_owners.keys():
-            was, now = old_owners.get(key), new_owners.get(key)
-            if was != now:
-                for row in (was, now):
-                    if row is not None:
-                        owners.update(row[:2])
+        owners = page_owners.of_changed_rows(old_owners, new_owners)
         if None in owners:
             return Changes(None, len(changed), "rows of no conversation changed", compared=not untouched)
         return Changes({str(c) for c in owners}, len(changed), compared=not untouched)
@@ -372,91 +352,8 @@ def _rmdir_if_empty(folder: Path) -> None:
         pass
 
 
-def _owners(db: Path, changed: set[int], index_cells: bool = False, memo: dict | None = None,
-            against: dict | None = None) -> tuple[dict, set[int]]:
-    """In one copy: the conversations owning rows on the changed pages, and the changed pages accounted
-    for (b-tree pages, free pages, overflow pages of rows on changed table leaves and, with `index_cells`,
-    of index entries on changed index pages, the lock-byte page). `against`: the other copy's rows; a row
-    not among them is changed whatever it holds, so it is not digested (most rows of a grown source)."""
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    try:
-        roots, table_of = _trees(con)
-        with pages.PageFile(db) as pf:
-            lay = pages.layout(pf, roots, changed, memo)
-            explained = {n for n in changed if n in lay.btree or n in lay.free or n > pf.pages}
-            explained.add(pages.LOCK_BYTE_OFFSET // pf.page_size + 1)
-            for n in changed & set(lay.btree):
-                if n in lay.leaves or (index_cells and not roots.get(lay.btree[n], False)):
-                    explained |= pages.overflow_pages(pf, n)
-        ranges: dict[str, list[tuple[int, int]]] = {}
-        for n in changed:
-            leaf = lay.leaves.get(n)
-            name = table_of.get(leaf.tree) if leaf else None
-            if leaf is not None and name in source_tables.BY_NAME:
-                lo = _LOWEST if leaf.lo is None else leaf.lo
-                ranges.setdefault(name, []).append((lo, _HIGHEST if leaf.hi is None else leaf.hi))
-        rows: dict[tuple[str, int], tuple] = {}
-        for name, spans in ranges.items():
-            for lo, hi in _merged(spans):
-                # beside a sealed copy's rows, only the keys: the values of a row the other copy lacks are not
-                # digested, and are most of a grown source's (its new messages' content, its parts' payloads)
-                for row in con.execute(_owner_query(name, values=against is None), (lo, hi)):
-                    rows[(name, row[0])] = (row[1], row[2], None if against is not None else _digest(row[3:]))
-        for name, rowid in rows.keys() & (against or {}).keys():   # rows on both sides: digested, one by one
-            row = con.execute(_owner_query(name, values=True, by_range=False), (rowid,)).fetchone()
-            rows[(name, rowid)] = (row[1], row[2], _digest(row[3:]))
-        return rows, explained & changed
-    finally:
-        con.close()
-
-
 def _target_signature(target: Path) -> list | None:
     """The target file as a committed run leaves it (its WAL checkpointed away), else None: any write since,
     by anyone, changes it. A WAL left empty by a reader's open is no write."""
     main, wal = file_signature(target)
     return main if wal is None or wal[1] == 0 else None
-
-
-def _trees(con: sqlite3.Connection) -> tuple[dict[int, bool], dict[int, str]]:
-    """Every b-tree's root page (-> is it a rowid table), and the tables' names by root page."""
-    objects = con.execute("SELECT type, name, tbl_name, rootpage, coalesce(sql, '') FROM sqlite_master "
-                          "WHERE rootpage > 0").fetchall()
-    roots = {1: True}
-    table_of: dict[int, str] = {}
-    for kind, name, _tbl, root, sql in objects:
-        without_rowid = kind == "table" and "WITHOUT ROWID" in sql.upper().replace("\n", " ")
-        if name in source_tables.BY_NAME and without_rowid:
-            raise pages.NotComparable(f"{name} is a WITHOUT ROWID table")
-        roots[root] = kind == "table" and not without_rowid
-        if kind == "table":
-            table_of[root] = name
-    return roots, table_of
-
-
-def _interior_pages(db: Path) -> dict | None:
-    """pages.layout's memo for a copy: every interior page parsed (None when the copy cannot be walked)."""
-    memo: dict = {}
-    try:
-        with closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as con:
-            roots = _trees(con)[0]
-        with pages.PageFile(db) as pf:
-            pages.layout(pf, roots, set(), memo)
-    except (pages.NotComparable, sqlite3.Error, OSError):
-        return None
-    return memo
-
-
-def _digest(values: tuple) -> bytes:
-    """A row's values, typed: repr() tells 1 from '1' from b'1' from 1.0 (as they differ to the plan) and
-    round-trips floats, in one C call per row."""
-    return hashlib.blake2b(repr(values).encode("utf-8", "surrogatepass"), digest_size=16).digest()
-
-
-def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    out: list[tuple[int, int]] = []
-    for lo, hi in sorted(spans):
-        if out and lo <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], hi))
-        else:
-            out.append((lo, hi))
-    return out
