@@ -17,6 +17,10 @@ from lcm_etl.read.transcript_blocks import extract_content, without_surrogates
 from storelib import (ROLES, StoreWriter, event, expected, js_message_sha256, make_schema_19, octet_length,
                       session_entries, state_copy, store_of)
 
+# messages of a JSONL-era session whose text OpenClaw's doctor rewrote in the store when it imported them (same id,
+# new text: a legacy inbound-context label; fixtures/openclaw-sqlite/README.md)
+DOCTOR_REWROTE = {"channel-telegram": 4}
+
 
 def reconcile(*args, env=None) -> dict:
     proc = run_cli("reconcile", "--json", *args, env=env)
@@ -343,9 +347,19 @@ def test_the_jsonl_files_the_doctor_imported_land_as_the_same_active_paths(tmp_p
     from conftest import ROOT
 
     target = tmp_path / "t.sqlite"
-    reconcile("--sessions", ROOT / "fixtures" / "sessions" / f"{case['name']}.jsonl", "--dest", target)
+    jsonl = ROOT / "fixtures" / "sessions" / f"{case['name']}.jsonl"
+    reconcile("--sessions", jsonl, "--dest", target)
     got = session_entries(target, case["sessionId"])
     assert [(i, r) for i, r, _ in got] == [(m["id"], ROLES.get(m["role"], m["role"])) for m in case["activePath"]]
+    # split on newlines alone: a line may hold U+2028, which str.splitlines would split on
+    lines = {e["id"]: e for e in map(json.loads, jsonl.read_bytes().split(b"\n")[:-1]) if "id" in e}
+    differ = 0
+    for (entry_id, _, content), want in zip(got, case["activePath"]):
+        message = lines[entry_id]["message"]
+        assert content == without_surrogates(extract_content(message["content"], strip_binary=True))
+        differ += js_message_sha256(message) != want["message_sha256"]
+    # the store's text is the doctor's: it rewrote the labels of the `rewritten` session's lines in place
+    assert differ == DOCTOR_REWROTE.get(case["name"], 0)
 
 
 @pytest.mark.parametrize("order", ["migrate-first", "reconcile-first"])
