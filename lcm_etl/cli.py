@@ -15,9 +15,9 @@ import click
 from lcm_etl import __version__
 from lcm_etl.errors import EXIT_CODES, BadInput, error_line
 from lcm_etl.interrupts import interruption, raised_as_interrupted
-from lcm_etl.options import (TEXT_PATH, key_by_option, lock_timeout_option, memory_limit_option, output_options,
-                             run_options, session_filter_option, source_option, target_options, transcripts_options,
-                             watch_options, write_options)
+from lcm_etl.options import (TEXT_PATH, inspected_option, key_by_option, lock_timeout_option, memory_limit_option,
+                             output_options, run_options, session_filter_option, source_option, target_options,
+                             transcripts_options, watch_options, write_options)
 from lcm_etl.steps.pipeline import COMMANDS
 from lcm_etl.report import emit, one_line
 from lcm_etl.read.sources import default_source, expand
@@ -245,13 +245,14 @@ def audit(sessions, include_archived, src, dest, memory_dir, session_filter, key
 
 
 @cli.command(epilog=EPILOG)
-@source_option
+@inspected_option
 @key_by_option
 @output_options
 @memory_limit_option
 @handled
 def inspect(src, key_by, as_json, quiet, debug, memory_limit):
-    """Describe a source: schema generation, sessions with counts and token sums, DAG shape."""
+    """Describe a source: schema generation, sessions with counts and token sums, DAG shape; or a session store:
+    its windows, their active paths, zstd rows, the materialized path's state and the archives."""
     from lcm_etl.commands.inspect import describe
 
     emit(describe(resolve_src(src), key_by, memory_limit), as_json, quiet)

@@ -54,9 +54,17 @@ MEMORY_SIZE = MemorySize()
 TEXT_PATH = TextPath()
 
 
-def source_option(f):
-    return click.option("--src", "src", metavar="PATH", type=TEXT_PATH,
-                        help="lossless-claw database (default $OPENCLAW_STATE_DIR/lcm.db, else ~/.openclaw/lcm.db)")(f)
+SOURCE_HELP = "lossless-claw database (default $OPENCLAW_STATE_DIR/lcm.db, else ~/.openclaw/lcm.db)"
+
+
+def source_option(f, help: str = SOURCE_HELP):
+    return click.option("--src", "src", metavar="PATH", type=TEXT_PATH, help=help)(f)
+
+
+def inspected_option(f):
+    """inspect's --src: a lossless-claw database or one of OpenClaw's session stores (lcm_etl/commands/inspect.py)."""
+    return source_option(f, SOURCE_HELP.replace("lossless-claw database", "lossless-claw database or an OpenClaw "
+                                                "session store (agents/<id>/agent/openclaw-agent.sqlite)"))
 
 
 def target_options(role: str):
