@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -14,7 +15,7 @@ from contextlib import closing
 
 import pytest
 
-from conftest import LCM_ETL, make_native_target, open_db, run_cli, table_counts
+from conftest import LCM_ETL, ROOT, make_native_target, open_db, run_cli, table_counts
 from test_fleet import assert_whole, fleet_of_fixtures, write_manifest
 
 distributed = pytest.importorskip("distributed")
@@ -156,17 +157,24 @@ def test_without_the_dask_extra_scheduler_is_a_one_line_error(tmp_path):
                                                  "installed: pip install 'lcm-etl[dask]'\n")
 
 
-def test_a_discovered_tree_runs_on_the_cluster(tmp_path, cluster):
+def test_a_discovered_tree_runs_on_the_cluster_with_each_installations_session_stores(tmp_path, cluster):
+    """As the local pool does (tests/test_fleet_discover.py): each pair's lcm.db, then its agents' transcripts;
+    carol's installation holds OpenClaw's SQLite session stores (two agents, 109 active-path messages)."""
     from test_fleet_discover import state_tree
 
     agents = state_tree(tmp_path / "tree")
+    carol = agents["host2/team/carol"].parent
+    shutil.rmtree(carol / "agents")
+    shutil.copytree(ROOT / "fixtures" / "openclaw-sqlite" / "native" / "agents", carol / "agents")
     proc = run_cli("migrate", "--discover", tmp_path / "tree", "--dest-root", tmp_path / "mem",
                    "--scheduler", cluster[0], "--json", timeout=600)
     assert (proc.returncode, proc.stderr) == (0, "")   # --json: no lines, and nothing from Dask's logs either
-    assert [p["dest"] for p in json.loads(proc.stdout)["pairs"]] == \
-        [f"{tmp_path}/mem/{rel}/state/lcm.sqlite" for rel in sorted(agents)]
+    pairs = json.loads(proc.stdout)["pairs"]
+    assert [p["dest"] for p in pairs] == [f"{tmp_path}/mem/{rel}/state/lcm.sqlite" for rel in sorted(agents)]
     for rel, src in agents.items():
         assert_whole(src, tmp_path / "mem" / rel / "state" / "lcm.sqlite")
+    stores = next(p for p in pairs if p["src"] == str(agents["host2/team/carol"]))["transcripts"]
+    assert (stores["messages"]["inserted"], len(stores["extra"]["stores"])) == (109, 2)
 
 
 def sqlite_memory_used() -> int:
