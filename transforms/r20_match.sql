@@ -17,9 +17,10 @@
 --      imported again), then by identity: the k-th occurrence of an identity on the path is held
 --      when at least k such rows are. A target row that came from lcm.db is the same message as its
 --      lcm.db row and is counted once. New messages keep path order and append after the session.
---      A session read from recorded offsets (lcm_etl/read/transcript_offsets.py) holds only appended entries here:
+--      A session read from recorded offsets (lcm_etl/read/transcript_decision.py) holds only appended entries here:
 --      its held rows with entry ids belong to the path already read, so none is "unclaimed" (reconcile.py
---      reads a session whole when it has held rows without entry ids, which only the whole path can count).
+--      reads a session whole when it has held rows without entry ids, which only the whole path can count:
+--      transcript_decision.BY_IDENTITY).
 CREATE OR REPLACE TABLE held AS
 SELECT row_number() OVER () AS held_id, * FROM (
 SELECT l.session_id, l.entry_id, l.identity_hash

@@ -4,7 +4,7 @@
 -- produces: lcm_etl_transcript_files (one row per transcript file of the sessions this run planned)
 -- key: path (absolute)
 -- why: cost follows the change: a re-run reads each transcript from where this run stopped, once the recorded prefix still
---      hashes the same (lcm_etl/read/transcript_offsets.py). Written only when the run completes, in the same
+--      hashes the same (lcm_etl/read/transcript_decision.py). Written only when the run completes, in the same
 --      transaction as its ledger row: a dry run, a failed or a killed run records nothing, and a record
 --      names its run, so an undone run's record is not used.
 -- count: transcript_files_recorded

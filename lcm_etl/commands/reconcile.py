@@ -22,13 +22,14 @@ from lcm_etl.store import ledger
 from lcm_etl.planning import plan
 from lcm_etl.planning.reconcile_plan import ReconcileOptions, held_by, plan_transcripts, read_all
 from lcm_etl.read import transcript_offsets as offsets
+from lcm_etl.read import transcript_decision as decide
 from lcm_etl.report import RunReport, now_iso
 from lcm_etl.store.runlock import target_lock
 from lcm_etl.read.sources import take_snapshot
 from lcm_etl.steps import pipeline
 from lcm_etl.steps.engine import run_stage
 from lcm_etl.store.target import check_target, target_view
-from lcm_etl.read.transcript_rows import IDENTITY_OCCURRENCE, FileSession, file_sessions, stage_content
+from lcm_etl.read.transcript_rows import IDENTITY_OCCURRENCE, file_sessions, stage_content
 from lcm_etl.read.openclaw_store import StoreWindow
 from lcm_etl.read.transcripts import Transcript
 from lcm_etl.read.transcript_reading import Reading
@@ -36,33 +37,8 @@ from lcm_etl.load.loader import choose, load
 from lcm_etl.load.write import WriteJob
 
 
-def _appended(t: Transcript) -> bool:
-    return t.mark is not None and t.mark.read_from > 0
-
-
-def _read_whole(reading: Reading, sessions: list[FileSession], whole: set[str]) -> None:
-    """Read again, whole, the transcripts of these sessions that were read from an offset (or a recorded seq)."""
-    for i, (t, s) in enumerate(zip(reading.transcripts, sessions)):
-        if s.session_id in whole and _appended(t):
-            reading.reread(i)
-
-
-def _settle(reading: Reading, sessions: list[FileSession], hints: dict, records: dict) -> set[str]:
-    """A session is read from offsets only when all its files are, each from a record the target still holds
-    as it was read before the lock (`records`: read under it, or from the dry run's private copy) and into the
-    session it was recorded under (sessions.json may have moved it): the plan then matches its appended
-    messages by entry id alone (r20_match.sql). Returns those sessions."""
-    def same(t: Transcript, s: FileSession) -> bool:
-        key = offsets.transcript_key(t)
-        return records.get(key) == hints[key] and hints[key].session_id == s.session_id
-
-    whole = {s.session_id for t, s in zip(reading.transcripts, sessions) if not _appended(t) or not same(t, s)}
-    _read_whole(reading, sessions, whole)
-    return {s.session_id for s in sessions} - whole
-
-
 def reconcile(opts: ReconcileOptions) -> RunReport:
-    records = offsets.recorded(opts.target, hint=True)   # where the last complete run stopped in each file
+    records = decide.recorded(opts.target, hint=True)   # where the last complete run stopped in each transcript
     read = read_all(opts, records)   # transcript problems are reported first, then target problems, then a wait
     try:
         check_target(opts.target, open_it=not opts.dry_run)
@@ -72,7 +48,7 @@ def reconcile(opts: ReconcileOptions) -> RunReport:
         read.close()
 
 
-def _reconcile(opts: ReconcileOptions, read: Reading, records: dict) -> RunReport:
+def _reconcile(opts: ReconcileOptions, read: Reading, hints: decide.Records) -> RunReport:
     started, t0 = now_iso(), time.monotonic()
     report = RunReport(command="reconcile", dry_run=opts.dry_run, source=str(opts.src) if opts.src else None,
                        target=str(opts.target))
@@ -89,14 +65,17 @@ def _reconcile(opts: ReconcileOptions, read: Reading, records: dict) -> RunRepor
             snaps.append(view)
         target_db = view.path if view else opts.target if existed else None
         sessions = file_sessions(transcripts, opts.key_by)
-        appended = _settle(read, sessions, records, offsets.recorded(target_db))
+        # each transcript read from a record the target no longer holds as it was, or into another session, and
+        # the others of its session, are read again whole (transcript_decision.settle)
+        read.read_whole(decide.settle(transcripts, sessions, hints, decide.recorded(target_db)))
+        appended = decide.sessions_from_records(transcripts, sessions)
         con = plan_transcripts(opts, read, target_db, source, Path(work.name), sessions, appended)
         # held rows without an entry id are matched by identity along the whole path: such a session is read whole
         by_identity = {r[0] for r in con.execute("SELECT DISTINCT session_id FROM held WHERE entry_id IS NULL AND "
                                                  "session_id IN (SELECT session_id FROM jsonl_appended)").fetchall()}
         if by_identity:
             con.close()
-            _read_whole(read, sessions, by_identity)
+            read.read_whole(decide.in_sessions(transcripts, sessions, by_identity, decide.BY_IDENTITY))
             appended -= by_identity
             con = plan_transcripts(opts, read, target_db, source, Path(work.name), sessions, appended)
         try:
@@ -180,12 +159,14 @@ def _fill_report(con, report: RunReport, read: Reading) -> None:
         present, new, by_id, by_identity, rewrites = per_file.get(order, (0, 0, 0, 0, 0))
         r = t.report
         mark = t.mark
-        if _appended(t) and mark is not None:   # the messages before the offset: reconciled by the run that recorded it
+        appended = decide.from_record(t)
+        if appended and mark is not None:   # the messages before the offset: reconciled by the run that recorded it
             present += mark.messages - t.count()
             m.already_present += mark.messages - t.count()
         files.append({"file": str(t.path), "session_id": t.header_id, **_origin(t),
                       "messages_on_path": mark.messages if mark else t.count(),
-                      "read": "appended" if _appended(t) else "whole", "read_from_offset": mark.read_from if mark else 0,
+                      "read": "appended" if appended else "whole", "why": None if appended else t.why_whole,
+                      "read_from_offset": mark.read_from if mark else 0,
                       "lines_read": mark.lines_read if mark else r.lines_total,
                       "already_present": present, "imported": new, "matched_by_entry_id": by_id,
                       "matched_by_identity": by_identity, "matched_as_rewrite": rewrites, "abandoned_branch_entries": r.abandoned_entries,

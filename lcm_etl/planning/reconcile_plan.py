@@ -12,7 +12,7 @@ from pathlib import Path
 
 from lcm_etl.errors import BadInput
 from lcm_etl.planning import plan
-from lcm_etl.read import transcript_offsets as offsets
+from lcm_etl.read.transcript_decision import Records, file_key
 from lcm_etl.read.source_schema import detect_schema
 from lcm_etl.read.sources import Snapshot
 from lcm_etl.read.transcript_reading import Reading, ReadOptions, read_all as read_transcripts
@@ -40,7 +40,7 @@ class ReconcileOptions:
     memory_limit: str = "96MB"
 
 
-def read_all(opts: ReconcileOptions, records: dict | None = None) -> Reading:
+def read_all(opts: ReconcileOptions, records: Records | None = None) -> Reading:
     """Every transcript reconcile reads (lcm_etl/read/transcript_reading.py)."""
     return read_transcripts(ReadOptions(
         sessions=opts.sessions, strict=opts.strict, include_archived=opts.include_archived, key_by=opts.key_by,
@@ -48,7 +48,7 @@ def read_all(opts: ReconcileOptions, records: dict | None = None) -> Reading:
 
 
 def held_by(opts: ReconcileOptions) -> str:
-    return offsets.file_key(opts.src) if opts.src else ""
+    return file_key(opts.src) if opts.src else ""
 
 
 def plan_transcripts(opts: ReconcileOptions, reading: Reading, target_db: Path | None, source: Snapshot | None,

@@ -60,7 +60,7 @@ class StoreWindow:
     projection: str                   # 'fresh' / 'stale' / 'absent': OpenClaw's materialized path
 
     def record_key(self) -> str:
-        """Where the last complete run's read of this window is recorded (lcm_etl/read/transcript_offsets.py): the
+        """Where the last complete run's read of this window is recorded (lcm_etl/read/transcript_decision.py): the
         store's real path (a symlink, `~` or a relative spelling of it is the same store) and the window."""
         return f"{self.store.resolve()}#{self.session_id}"
 

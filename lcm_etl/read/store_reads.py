@@ -1,14 +1,10 @@
 """A session store's windows and the transcripts' archives, read into Transcripts (lcm_etl/read/transcripts.py).
 
-A window is read whole, or — on a re-run — only past the seq the last complete run recorded for it
-(`lcm_etl_transcript_files`, the record a JSONL file gets too: lcm_etl/read/transcript_offsets.py), when all of:
-- the record was made under the same --key-by and --src (transcript_offsets.usable);
-- the window's rewrite watermark (`transcript_rewrite_watermarks.generation`, which OpenClaw changes whenever it
-  rewrites rows of the window in place: its doctor's label rewrite, host rewrites) is the one recorded;
-- the window still holds the recorded seq (a window deleted and made again starts over);
-- every row past it extends the active branch from the recorded tip (transcript_offsets._continues): a branch, a
-  `leaf` control, a `reset`, a side entry or an undecodable row reads the window whole.
-Otherwise the window is read whole, which is always correct.
+A window is read whole, or on a re-run only past the seq the last complete run recorded for it (its record in
+`lcm_etl_transcript_files`, the one a JSONL file gets too), as lcm_etl/read/transcript_decision.py decides: the
+record made under this run's options, the window's rewrite watermark the recorded one and the recorded seq still
+in it (`window_start`), and every row past it extending the active branch from the recorded tip (`continue_path`).
+Otherwise the window is read whole, which is always correct. An archive is always read whole.
 """
 from __future__ import annotations
 
@@ -17,7 +13,8 @@ from pathlib import Path
 
 from lcm_etl.read.openclaw_store import OpenStore, StoreArchive, StoreWindow, decompress
 from lcm_etl.read.openclaw_state import archive_kind, archive_session_id
-from lcm_etl.read.transcript_offsets import FileRecord, continue_path
+from lcm_etl.read.transcript_decision import (ARCHIVE, FileRecord, continue_path, window_proof,
+                                              window_start)
 from lcm_etl.read.transcripts import (ReadMark, Transcript, TranscriptError, TranscriptReport, parse_transcript,
                                       transcript_of_bytes)
 
@@ -38,18 +35,17 @@ class ArchiveOrigin:
         return {k: v for k, v in out.items() if v is not None}
 
 
-def window_proof(w: StoreWindow) -> str:
-    """What must not have changed for a re-run to read only the window's new rows (kept in the record's
-    sha256 column, which holds a file's prefix hash)."""
-    return f"watermark:{w.watermark or '-'}"
-
-
-def read_window(store: OpenStore, w: StoreWindow, record: FileRecord | None, strict: bool) -> Transcript:
-    if (record is not None and record.tip is not None and record.sha256 == window_proof(w)
-            and 0 < record.size <= w.max_seq):
-        appended = _read_appended(store, w, record)
-        if appended is not None:
+def read_window(store: OpenStore, w: StoreWindow, start: FileRecord | str, strict: bool) -> Transcript:
+    """The window past its record (`start`, transcript_decision.Records.start) when the record still holds,
+    else whole, with the cause in `why_whole`."""
+    if isinstance(start, FileRecord):
+        held = window_start(start, w)
+        appended = _read_appended(store, w, start) if held is None else held
+        if isinstance(appended, Transcript):
             return appended
+        cause = appended
+    else:
+        cause = start
     bad: list[tuple[int, str]] = []
     size = [0]
 
@@ -70,6 +66,7 @@ def read_window(store: OpenStore, w: StoreWindow, record: FileRecord | None, str
     t.mark = ReadMark(w.max_seq, window_proof(w), w.events, len(t.messages), t.mark.tip if t.mark else None,
                       0, w.events)
     t.report.projection = _projection(store, w, t)
+    t.why_whole = cause
     return t
 
 
@@ -83,12 +80,12 @@ def _projection(store: OpenStore, w: StoreWindow, t: Transcript) -> str:
     return "fresh, agrees" if ids == [m.entry_id for m in t.messages] else "fresh, differs"
 
 
-def _read_appended(store: OpenStore, w: StoreWindow, rec: FileRecord) -> Transcript | None:
+def _read_appended(store: OpenStore, w: StoreWindow, rec: FileRecord) -> Transcript | str:
     report = TranscriptReport()
     rows = [(seq, raw) for seq, raw, _why in store.events(w.session_id, rec.size)]
     appended = continue_path(rows, rec.tip, report)
-    if appended is None:
-        return None
+    if isinstance(appended, str):
+        return appended
     messages, tip = appended
     report.lines_total = w.max_seq
     report.projection = "not compared (read from the recorded seq)"
@@ -103,6 +100,7 @@ def read_store_archive(store: OpenStore, a: StoreArchive, strict: bool) -> Trans
     t.origin = ArchiveOrigin(a.name, a.reason or "archive", a.session_id, a.session_key, store.path, a.agent_id)
     t.header_id = t.header_id if t.header is not None else a.session_id
     t.mark = None   # an archive is read whole whenever it is asked for: nothing to continue from
+    t.why_whole = ARCHIVE
     return t
 
 
@@ -121,6 +119,7 @@ def read_archive_file(path: Path, session_key: str | None, strict: bool) -> Tran
     t.header_id = sid
     t.origin = ArchiveOrigin(path.name, archive_kind(path), sid, session_key)
     t.mark = None
+    t.why_whole = ARCHIVE
     return t
 
 

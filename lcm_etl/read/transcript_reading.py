@@ -2,7 +2,8 @@
 the archives asked for, before the target is looked at (docs/design.md, "OpenClaw's session store").
 
 What `--sessions` names is sorted by lcm_etl/read/openclaw_state.py; a store's windows are read by store_reads.py
-from its snapshot (openclaw_store.py), a file by transcript_offsets.py. A transcript that cannot be read is bad
+from its snapshot (openclaw_store.py), a file by transcript_offsets.py, each from its record or whole as
+transcript_decision.py decides. A transcript that cannot be read is bad
 input (exit 2), and nothing is written.
 """
 from __future__ import annotations
@@ -15,6 +16,7 @@ from lcm_etl import duck
 from lcm_etl.read import runfolder
 from lcm_etl.errors import BadInput
 from lcm_etl.read import transcript_offsets as offsets
+from lcm_etl.read.transcript_decision import FileRecord, Records, file_key
 from lcm_etl.read.openclaw_state import Inputs, archive_kind, archive_session_id, find_inputs, state_folder
 from lcm_etl.read.openclaw_store import OpenStore, StoreWindow
 from lcm_etl.read.sources import expand
@@ -45,7 +47,7 @@ HOLD_BYTES = 16 << 20
 class Reading:
     """Everything read from the transcripts' sources, before the target is looked at. It keeps each session
     store's snapshot open until closed: a window read past its recorded seq may have to be read whole again
-    (reread), from the same snapshot."""
+    (read_whole), from the same snapshot."""
     transcripts: list[Transcript]
     strict: bool = False
     skipped: list[tuple[Path, str]] = field(default_factory=list)
@@ -60,26 +62,28 @@ class Reading:
     spool: IdentitySpool | None = None   # released windows' plan rows (transcript_rows.IdentitySpool)
     held_bytes: int = 0                  # lines of the store windows read so far
 
-    def add_window(self, store: OpenStore, w: StoreWindow, record) -> None:
-        self.transcripts.append(self._window(store, w, record, len(self.transcripts), self.spool))
+    def add_window(self, store: OpenStore, w: StoreWindow, start: FileRecord | str) -> None:
+        self.transcripts.append(self._window(store, w, start, len(self.transcripts), self.spool))
 
-    def reread(self, i: int) -> None:
-        """Read transcript i again, whole."""
-        t = self.transcripts[i]
-        if isinstance(t.origin, StoreWindow):
-            self.transcripts[i] = self._window(self.open_stores[t.origin.store], t.origin, None, i, None)
-        else:
-            self.transcripts[i] = _guarded(offsets.read, t.path, None, self.strict)
+    def read_whole(self, again: dict[int, str]) -> None:
+        """Read these transcripts again, whole, each for its cause (transcript_decision.settle, in_sessions)."""
+        for i, why in sorted(again.items()):
+            t = self.transcripts[i]
+            if isinstance(t.origin, StoreWindow):
+                self.transcripts[i] = self._window(self.open_stores[t.origin.store], t.origin, why, i, None)
+            else:
+                self.transcripts[i] = _guarded(offsets.read, t.path, why, self.strict)
 
-    def _window(self, store: OpenStore, w: StoreWindow, record, order: int, spool: IdentitySpool | None) -> Transcript:
+    def _window(self, store: OpenStore, w: StoreWindow, start: FileRecord | str, order: int,
+                spool: IdentitySpool | None) -> Transcript:
         """A window read (past its record, or whole). Once the windows held in memory hold HOLD_BYTES of lines,
         each further one is released as soon as it is read (transcript_rows.release) and its content reloaded
         from the same snapshot when staged: a large store's run holds its plan rows on disk and one window in
         memory (memory follows the largest window, not the store), a small one reads each window once."""
-        t = _guarded(read_window, store, w, record, self.strict)
+        t = _guarded(read_window, store, w, start, self.strict)
         self.held_bytes += t.report.bytes_read
         if self.held_bytes > HOLD_BYTES:
-            t.reload = functools.partial(_guarded, read_window, store, w, record, self.strict)
+            t.reload = functools.partial(_guarded, read_window, store, w, start, self.strict)
             release(t, order, file_session(t, self.key_by, self.keys_by_folder), self.fallback_time, spool)
         return t
 
@@ -94,9 +98,10 @@ class Reading:
             self.work = None
 
 
-def read_all(opts: ReadOptions, records: dict | None = None) -> Reading:
+def read_all(opts: ReadOptions, records: Records | None = None) -> Reading:
     """Every transcript: each session store's windows (whole, or past the seq its record proves: a re-run,
-    docs/design.md), each live JSONL file (whole, or from its recorded offset), and the archives asked for. Store
+    docs/design.md), each live JSONL file (whole, or from its recorded offset), and the archives asked for; without
+    `records` (audit), each whole. Store
     windows come first, then live files, then archives: where two hold the same entry, the first is read."""
     given = [expand(p) for p in opts.sessions]
     for p in given:
@@ -107,23 +112,23 @@ def read_all(opts: ReadOptions, records: dict | None = None) -> Reading:
         raise BadInput(f"no transcripts: nothing under {state_folder()}/agents/ (set OPENCLAW_STATE_DIR, or pass "
                        "--sessions with an openclaw-agent.sqlite, an agent or state folder, or a .jsonl file)")
     inputs = find_inputs(given)
-    records = records or {}
+    known = records if records is not None else Records()
 
-    def record(key: str):
-        return offsets.usable(records.get(key), opts.key_by, opts.held_by)
+    def start(key: str) -> FileRecord | str:
+        return known.start(key, opts.key_by, opts.held_by)
 
     work = runfolder.Held()
     reading = Reading([], opts.strict, list(inputs.skipped), work=work, key_by=opts.key_by,
                       spool=IdentitySpool(Path(work.name)))
     try:
-        _read_into(reading, inputs, opts, record)
+        _read_into(reading, inputs, opts, start)
     except BaseException:
         reading.close()
         raise
     return reading
 
 
-def _read_into(reading: Reading, inputs: Inputs, opts: ReadOptions, record) -> None:
+def _read_into(reading: Reading, inputs: Inputs, opts: ReadOptions, start) -> None:
     assert reading.work is not None
     for path in inputs.stores:
         store = reading.open_stores[path] = OpenStore(path, Path(reading.work.name), opts.memory_limit,
@@ -133,14 +138,14 @@ def _read_into(reading: Reading, inputs: Inputs, opts: ReadOptions, record) -> N
                                "windows": len(c.windows), "archives": len(c.archives),
                                "compressed_rows": c.compressed})
         for w in c.windows:
-            reading.add_window(store, w, record(w.record_key()))
+            reading.add_window(store, w, start(w.record_key()))
         held = {w.session_id for w in c.windows}
         for a in c.archives:
             if opts.include_archived:
                 reading.transcripts.append(_guarded(read_store_archive, store, a, opts.strict))
             origin = ArchiveOrigin(a.name, a.reason, a.session_id, a.session_key, path, a.agent_id)
             reading.archives.append(archive_listing(origin, str(path), opts.include_archived, a.session_id in held))
-    reading.transcripts += [_guarded(offsets.read, f, record(offsets.file_key(f)), opts.strict) for f in inputs.files]
+    reading.transcripts += [_guarded(offsets.read, f, start(file_key(f)), opts.strict) for f in inputs.files]
     live = {t.header_id for t in reading.transcripts if not isinstance(t.origin, ArchiveOrigin)}
     for f in inputs.archive_files:
         wanted = opts.include_archived or f.resolve() in inputs.named

@@ -113,6 +113,9 @@ class Transcript:
     identities: Any = None          # (messages, parts, abandoned) Arrow tables
     read_count: int | None = None   # how many messages were read
     reload: Any = None              # () -> the same transcript read again, with its messages
+    # why it was read whole, not from its record: one of lcm_etl/read/transcript_decision.py's CAUSES (set by
+    # whoever read it; None when read from its record)
+    why_whole: str | None = None
 
     def count(self) -> int:
         """Messages read (on the path, or appended past the recorded offset), released or not."""

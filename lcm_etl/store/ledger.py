@@ -60,7 +60,7 @@ CREATE TABLE IF NOT EXISTS lcm_etl_transcript_files (path TEXT PRIMARY KEY, size
   sha256 TEXT NOT NULL, lines INTEGER NOT NULL, messages INTEGER NOT NULL, tip TEXT, header_id TEXT NOT NULL,
   version INTEGER, session_id TEXT NOT NULL, key_by TEXT NOT NULL, held_by TEXT NOT NULL, run_id TEXT NOT NULL);
 """
-# lcm_etl_transcript_files (where a reconcile re-run continues each transcript, lcm_etl/read/transcript_offsets.py)
+# lcm_etl_transcript_files (where a reconcile re-run continues each transcript, lcm_etl/read/transcript_decision.py)
 # came within version 2: a table that is only added needs no data upgrade — `ensure` creates it on any target,
 # in the run's write transaction — and its rows prove themselves (a prefix hash, the recording run's status),
 # so an older lcm-etl that neither reads nor writes it can never make a later run wrong, and keeps working.

@@ -6,12 +6,16 @@ The ways, cheapest first (lcm_etl/sync/__init__.py says when each is taken):
 - `pages compared`: ... from the pages that differ between the source and the kept snapshot;
 - `marks`: the source was copied whole and its marks compared with those the previous run stored;
 - `full plan`: everything was planned, for the reason given;
-- `offsets` (reconcile): transcripts read from where the last run stopped, or whole where they changed.
+- `offsets` (reconcile): transcripts read from where the last run stopped, or whole, each for a cause
+  (lcm_etl/read/transcript_decision.py decides it per transcript; the line counts the causes).
 Every way but `no-op` and `full plan` then re-plans only the sessions it found changed.
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import asdict, dataclass
+
+from lcm_etl.read.transcript_decision import CAUSES
 
 NO_OP, WAL_ONLY, PAGES, MARKS, FULL, OFFSETS = "no-op", "WAL only", "pages compared", "marks", "full plan", "offsets"
 WAYS = (NO_OP, WAL_ONLY, PAGES, MARKS, FULL, OFFSETS)
@@ -27,6 +31,7 @@ class Decision:
     sessions_total: int | None = None
     conversations_changed: int | None = None
     cache: str | None = None          # what became of the kept snapshot, when not the usual (dropped, off...)
+    read_whole: dict[str, int] | None = None   # offsets: transcripts read whole, by cause (transcript_decision)
 
     def replanned(self, sessions: int, total: int, conversations: int) -> None:
         self.sessions_replanned, self.sessions_total, self.conversations_changed = sessions, total, conversations
@@ -48,9 +53,12 @@ class Decision:
 
 
 def of_transcripts(files: list[dict]) -> Decision:
-    """reconcile's decision, file by file (lcm_etl/read/transcript_offsets.py for a JSONL file, store_reads.py
-    for a window of OpenClaw's session store): each read from where the last complete run stopped when what
-    it read then is unchanged and everything after it continues the path, else whole."""
+    """reconcile's decision: how many of the transcripts (the report's `files`) were read from where the last
+    complete run stopped, and how many were read whole for each cause (lcm_etl/read/transcript_decision.py)."""
     appended = sum(f["read"] == "appended" for f in files)
-    return Decision(OFFSETS, f"{appended} of {len(files)} transcripts read from where the last run stopped, "
-                             f"{len(files) - appended} read whole (new, rewritten or not a plain append)")
+    causes = Counter(f["why"] for f in files if f["read"] != "appended")
+    whole = {cause: causes[cause] for cause in CAUSES if causes[cause]}
+    why = f"{appended} of {len(files)} transcripts read from where the last run stopped"
+    if whole:
+        why += f"; {len(files) - appended} read whole: " + ", ".join(f"{n} {cause}" for cause, n in whole.items())
+    return Decision(OFFSETS, why, read_whole=whole)

@@ -1,0 +1,242 @@
+"""reconcile's re-run decision, per transcript (a JSONL file or a session store window): read it from where the last
+complete run stopped, or whole, and why. Nothing else decides it: transcript_offsets.py and store_reads.py read
+what it says, lcm_etl/sync/decision.py counts its causes into the report's `sync:` line (docs/design.md, "The
+re-run decision").
+
+A complete reconcile records each transcript it planned in the target (`lcm_etl_transcript_files`, written by
+r95_record_offsets.sql): a file's bytes read and their SHA-256, a window's last seq read and rewrite watermark, the
+lines and path messages, the entry an append must continue from (the tip), the session it landed in, the run's
+--key-by and --src. The next run reads a transcript from its record when each of these holds, checked in this order;
+the first that does not is the cause it is read whole:
+
+- the target holds a record of it (`recorded`, `Records.start`) ............................ NEW / RECORDS_UNREAD
+- the run that made it completed and no undo ran after it (it may have removed what it imported) ........ UNDONE
+- it was made under this run's --key-by and --src (what counted as held then counts now) ......... OTHER_OPTIONS
+- it names a tip: the last entry, with an id, on the active path (a v1 file has none) ................... NO_TIP
+- what was read then is unchanged: a file's first `size` bytes hash to the recorded SHA-256, the whole prefix,
+  never assumed (OpenClaw rewrites files in place, at the same size too: `prefix_proved`) ......... PREFIX_CHANGED
+  a window's rewrite watermark is the recorded one (OpenClaw moves it when it rewrites rows in place) . REWRITTEN
+  and the window still reaches the recorded seq (one deleted and made again starts over: `window_start`) STARTED_OVER
+- every later line or row extends the active branch from the tip: a canonical entry with a new id whose parent is
+  the one before (`continue_path`); a branch, a `leaf` control, a reset, a side entry, an id-less, unknown or
+  unreadable entry, a second header is not .................................................... NOT_APPEND
+
+Then, under the run lock, per session (`settle`): the plan matches a session's appended messages by entry id alone,
+so a session is read from records only when every transcript of it is, each from the record the target still
+holds (RECORD_CHANGED) and into the session it was recorded under (OTHER_SESSION, sessions.json moved it); the
+others of a session with one read whole are read again whole (SESSION_WHOLE), and so is a session whose held rows
+lack entry ids, which only a whole path can count (BY_IDENTITY: the plan finds them, lcm_etl/commands/reconcile.py).
+An archive has no record and is always read whole (ARCHIVE).
+"""
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from contextlib import closing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from lcm_etl.read.openclaw_store import StoreWindow
+from lcm_etl.read.transcript_rows import FileSession
+from lcm_etl.read.transcripts import (_BLANK, CANONICAL_TYPES, Transcript, TranscriptReport, _Node, _parse_line,
+                                      message_of)
+
+# why a transcript was read whole: the report's fixed vocabulary (per file `why`, the `sync:` line's counts), in
+# the order the line lists them
+NEW = "new"
+RECORDS_UNREAD = "the target's records unread before the lock (a -wal beside it, or unreadable)"
+UNDONE = "its last run was undone or did not complete"
+OTHER_OPTIONS = "recorded under another --key-by or --src"
+NO_TIP = "nothing to continue from (no entry ids, or the leaf not the last entry)"
+PREFIX_CHANGED = "the recorded prefix changed"
+REWRITTEN = "rewritten in place (watermark changed)"
+STARTED_OVER = "the window started over"
+NOT_APPEND = "not a plain append"
+RECORD_CHANGED = "re-read: the record changed under the lock"
+OTHER_SESSION = "re-read: recorded under another session"
+SESSION_WHOLE = "re-read: another transcript of its session read whole"
+BY_IDENTITY = "re-read: its session holds rows without entry ids"
+ARCHIVE = "an archive"
+CAUSES = (NEW, RECORDS_UNREAD, UNDONE, OTHER_OPTIONS, NO_TIP, PREFIX_CHANGED, REWRITTEN, STARTED_OVER, NOT_APPEND,
+          RECORD_CHANGED, OTHER_SESSION, SESSION_WHOLE, BY_IDENTITY, ARCHIVE)
+
+_RECORDED = """
+SELECT f.path, f.size, f.sha256, f.lines, f.messages, f.tip, f.header_id, f.version, f.session_id, f.key_by, f.held_by,
+       coalesce(r.status = 'complete'
+                AND NOT EXISTS (SELECT 1 FROM lcm_etl_runs u WHERE u.command = 'undo' AND u.rowid > r.rowid), 0)
+FROM lcm_etl_transcript_files f LEFT JOIN lcm_etl_runs r ON r.run_id = f.run_id"""
+
+
+@dataclass(frozen=True)
+class FileRecord:
+    """What the last reconcile that planned a transcript read of it."""
+    path: str
+    size: int          # a file: bytes read; a window: the last seq read
+    sha256: str        # a file: of those bytes; a window: window_proof
+    lines: int
+    messages: int
+    tip: str | None
+    header_id: str
+    version: int | None
+    session_id: str
+    key_by: str
+    held_by: str
+    trusted: int       # 1: its run completed and no undo ran after it
+
+
+@dataclass(frozen=True)
+class Records:
+    """A target's records, by transcript key; `absent`: the cause for a transcript without one."""
+    by_key: dict[str, FileRecord] = field(default_factory=dict)
+    absent: str = NEW
+
+    def get(self, key: str) -> FileRecord | None:
+        return self.by_key.get(key)
+
+    def start(self, key: str, key_by: str, held_by: str) -> FileRecord | str:
+        """The record a transcript is read from, or why it is read whole."""
+        rec = self.by_key.get(key)
+        if rec is None:
+            return self.absent
+        if not rec.trusted:
+            return UNDONE
+        if (rec.key_by, rec.held_by) != (key_by, held_by):
+            return OTHER_OPTIONS
+        if rec.tip is None:
+            return NO_TIP
+        return rec
+
+
+def recorded(target: Path | None, hint: bool = False) -> Records:
+    """A target's records (none when there is no target or no such table).
+
+    `hint`: read before the run lock, touching no file (a dry run creates none): the main file alone, as immutable,
+    when no -wal exists beside it — a -wal may hold newer commits, and then there is no hint. A hint only says which
+    transcripts to try from a record; `settle` checks each one used against the records read under the lock."""
+    if target is None or not target.exists():
+        return Records()
+    if hint and Path(f"{target}-wal").exists():
+        return Records(absent=RECORDS_UNREAD)
+    try:
+        with closing(sqlite3.connect(f"{target.absolute().as_uri()}?{'immutable=1' if hint else 'mode=ro'}",
+                                     uri=True)) as con:
+            names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if not {"lcm_etl_transcript_files", "lcm_etl_runs"} <= names:
+                return Records()
+            return Records({r[0]: FileRecord(*r) for r in con.execute(_RECORDED)})
+    except sqlite3.Error:   # not readable now: the run reads every transcript whole, and check_target says why
+        return Records(absent=RECORDS_UNREAD)
+
+
+def file_key(path: Path) -> str:
+    return str(path.absolute())
+
+
+def transcript_key(t: Transcript) -> str:
+    """A transcript's record key: a file's absolute path; a store window's `<store's absolute path>#<session id>`."""
+    record_key = getattr(t.origin, "record_key", None)
+    return record_key() if record_key is not None else file_key(t.path)
+
+
+def prefix_proved(f: BinaryIO, rec: FileRecord) -> Any:
+    """The SHA-256 of the file's first `rec.size` bytes, read from `f`, when it is the recorded one (the caller reads
+    on from there), else None: shorter, or changed."""
+    digest = hashlib.sha256()
+    left = rec.size
+    while left:
+        chunk = f.read(min(left, 1 << 20))
+        if not chunk:
+            return None
+        digest.update(chunk)
+        left -= len(chunk)
+    return digest if digest.hexdigest() == rec.sha256 else None
+
+
+def window_proof(w: StoreWindow) -> str:
+    """What must not have changed for a re-run to read only a window's new rows (kept in the record's sha256
+    column, which holds a file's prefix hash)."""
+    return f"watermark:{w.watermark or '-'}"
+
+
+def window_start(rec: FileRecord, w: StoreWindow) -> str | None:
+    """Why a window cannot be read past its record, or None when it can."""
+    if rec.sha256 != window_proof(w):
+        return REWRITTEN
+    if not 0 < rec.size <= w.max_seq:
+        return STARTED_OVER
+    return None
+
+
+def continue_path(lines, tip: str | None, report: TranscriptReport) -> tuple[list, str | None] | str:
+    """The messages of numbered lines (a file's tail, a window's new rows) that extend the active branch from
+    `tip`, each line by one entry, and the new tip; NOT_APPEND when any line does not."""
+    messages = []
+    seen = {tip}
+    for no, raw in lines:
+        report.lines_total = no
+        if raw is None:
+            return NOT_APPEND
+        raw = raw[:-1] if raw.endswith(b"\r") else raw
+        raw = raw[3:] if raw.startswith(b"\xef\xbb\xbf") else raw
+        if _BLANK.match(raw):
+            continue
+        e, reason = _parse_line(raw)
+        if reason is not None or not isinstance(e, dict) or not _continues(e, tip, seen):
+            return NOT_APPEND
+        key = e["id"].strip()
+        node = _Node(key, tip, tip, no, e, True)
+        seen.add(key)
+        tip = key
+        try:
+            message = message_of(node, report)
+        except RecursionError:   # read whole, where the line is reported
+            return NOT_APPEND
+        if message is not None:
+            messages.append(message)
+    return messages, tip
+
+
+def _continues(e: dict, tip: str | None, seen: set) -> bool:
+    """An entry that extends the active branch by one: canonical, with a new id, whose parent is the tip."""
+    eid, parent = e.get("id"), e.get("parentId")
+    return (e.get("type") in CANONICAL_TYPES and e.get("appendMode") != "side"
+            and isinstance(eid, str) and bool(eid.strip()) and eid.strip() not in seen
+            and isinstance(parent, str) and parent.strip() == tip)
+
+
+def from_record(t: Transcript) -> bool:
+    """Read from its record (past a recorded offset or seq), not whole."""
+    return t.mark is not None and t.mark.read_from > 0
+
+
+def settle(transcripts: list[Transcript], sessions: list[FileSession], hints: Records,
+           records: Records) -> dict[int, str]:
+    """The transcripts read from a record (`hints`, read before the lock) that must be read again whole, by index,
+    with the cause: a record the target no longer holds as it was (`records`: read under the lock, or from the dry
+    run's private copy), a transcript that lands in another session than it was recorded under, and the others of
+    a session with one read whole. `sessions`: where each transcript lands."""
+    changed = {}
+    for i, t in enumerate(transcripts):
+        if from_record(t):
+            key = transcript_key(t)
+            hint = hints.get(key)
+            if records.get(key) != hint:
+                changed[i] = RECORD_CHANGED
+            elif hint is not None and hint.session_id != sessions[i].session_id:
+                changed[i] = OTHER_SESSION
+    whole = {s.session_id for i, (t, s) in enumerate(zip(transcripts, sessions)) if not from_record(t) or i in changed}
+    return {**in_sessions(transcripts, sessions, whole, SESSION_WHOLE), **changed}
+
+
+def in_sessions(transcripts: list[Transcript], sessions: list[FileSession], whole: set[str],
+                why: str) -> dict[int, str]:
+    """The transcripts of these sessions read from a record, each with `why` it must be read again whole."""
+    return {i: why for i, (t, s) in enumerate(zip(transcripts, sessions)) if s.session_id in whole and from_record(t)}
+
+
+def sessions_from_records(transcripts: list[Transcript], sessions: list[FileSession]) -> set[str]:
+    """The sessions every transcript of which was read from its record: the plan matches their appended messages by
+    entry id alone (r20_match.sql, `jsonl_appended`)."""
+    return {s.session_id for s in sessions} - {s.session_id for t, s in zip(transcripts, sessions)
+                                               if not from_record(t)}

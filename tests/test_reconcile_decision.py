@@ -1,0 +1,284 @@
+"""reconcile's re-run decision (lcm_etl/read/transcript_decision.py): each transcript read whole on a re-run says
+why, in one of a fixed set of words; the report's `sync:` line counts them, and --json carries the counts
+(`sync_decision.read_whole`) and each transcript's cause (`why`)."""
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import sqlite3
+import subprocess
+import time
+from pathlib import Path
+
+from conftest import LCM_ETL, ROOT, run_cli
+from lcm_etl.read import transcript_decision as decide
+from storelib import StoreWriter, session_entries, state_copy, store_of
+from test_reconcile import build_pair
+from test_reconcile_offsets import lines_of, write
+
+SCHEMAS = ROOT / "docs" / "schemas"
+PLAIN, GROUP = "0198a1b2-0001-7c3d-8e4f-a1b2c3d4e501", "0198a1b2-0008-7c3d-8e4f-a1b2c3d4e508"   # native store windows
+
+
+def reconcile(*args) -> dict:
+    proc = run_cli("reconcile", "--json", *args)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def decided(*args) -> dict:
+    """A run's report, after a dry run of the same arguments whose text report prints, as its `sync:` line,
+    the line the run's --json carries."""
+    dry = run_cli("reconcile", "--dry-run", *args)
+    assert dry.returncode == 0, dry.stderr
+    report = reconcile(*args)
+    assert [line for line in dry.stdout.splitlines() if line.startswith("  sync:")] == [
+        f"  sync:    {report['sync_decision']['line']}"]
+    return report
+
+
+def whys(report: dict) -> dict[str, str | None]:
+    """Each transcript's cause (None: read from its record), by file name, or a store window's session id."""
+    return {f.get("window") or Path(f["file"]).name: f["why"] for f in report["extra"]["files"]}
+
+
+def line(report: dict) -> str:
+    return report["sync_decision"]["line"]
+
+
+def test_a_new_file_beside_an_appended_one_is_read_whole_as_new(tmp_path):
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    lines = lines_of("tool-heavy")
+    write(folder / "a.jsonl", lines[:20])
+    target = tmp_path / "t.sqlite"
+    first = reconcile("--sessions", folder, "--dest", target)
+    assert line(first) == "offsets: 0 of 1 transcripts read from where the last run stopped; 1 read whole: 1 new"
+    write(folder / "a.jsonl", lines)
+    write(folder / "b.jsonl", lines_of("plain-chat"))
+    report = decided("--sessions", folder, "--dest", target)
+    assert whys(report) == {"a.jsonl": None, "b.jsonl": "new"}
+    assert report["sync_decision"]["read_whole"] == {"new": 1}
+    assert line(report) == "offsets: 1 of 2 transcripts read from where the last run stopped; 1 read whole: 1 new"
+
+
+def test_an_appended_file_is_read_from_its_record_and_the_line_names_no_cause(tmp_path):
+    lines = lines_of("tool-heavy")
+    jsonl = write(tmp_path / "s.jsonl", lines[:20])
+    target = tmp_path / "t.sqlite"
+    reconcile("--sessions", jsonl, "--dest", target)
+    write(jsonl, lines)
+    report = decided("--sessions", jsonl, "--dest", target)
+    assert whys(report) == {"s.jsonl": None} and report["sync_decision"]["read_whole"] == {}
+    assert line(report) == "offsets: 1 of 1 transcripts read from where the last run stopped"
+
+
+def test_a_file_rewritten_to_the_same_size_is_read_whole_because_the_recorded_prefix_changed(tmp_path):
+    lines = lines_of("plain-chat")
+    jsonl = write(tmp_path / "s.jsonl", lines)
+    target = tmp_path / "t.sqlite"
+    reconcile("--sessions", jsonl, "--dest", target)
+    at = lines[7].index(b'"text":"') + len(b'"text":"')
+    lines[7] = lines[7][:at] + (b"Z" if lines[7][at:at + 1] != b"Z" else b"Y") + lines[7][at + 1:]
+    write(jsonl, lines)
+    report = decided("--sessions", jsonl, "--dest", target)
+    assert whys(report) == {"s.jsonl": "the recorded prefix changed"}
+    assert line(report) == ("offsets: 0 of 1 transcripts read from where the last run stopped; "
+                            "1 read whole: 1 the recorded prefix changed")
+
+
+def test_a_branch_appended_is_read_whole_as_not_a_plain_append(tmp_path):
+    lines = lines_of("branched")
+    jsonl = write(tmp_path / "s.jsonl", lines[:10])
+    target = tmp_path / "t.sqlite"
+    reconcile("--sessions", jsonl, "--dest", target)
+    write(jsonl, lines)
+    report = decided("--sessions", jsonl, "--dest", target)
+    assert whys(report) == {"s.jsonl": "not a plain append"}
+    assert report["sync_decision"]["read_whole"] == {"not a plain append": 1}
+    assert line(report).endswith("; 1 read whole: 1 not a plain append")
+
+
+def test_a_v1_file_has_nothing_to_continue_from(tmp_path):
+    v1 = [b'{"type":"session","id":"old","timestamp":"2025-01-01T00:00:00Z","cwd":"/"}\n'] + [
+        json.dumps({"type": "message", "timestamp": "2025-01-01T00:00:0%dZ" % i,
+                    "message": {"role": "user", "content": f"t{i}", "timestamp": 1735689600000 + i}}).encode() + b"\n"
+        for i in range(3)]
+    jsonl = write(tmp_path / "old.jsonl", v1)
+    target = tmp_path / "t.sqlite"
+    reconcile("--sessions", jsonl, "--dest", target)
+    report = decided("--sessions", jsonl, "--dest", target)
+    assert whys(report) == {"old.jsonl": decide.NO_TIP}
+    assert line(report).endswith(f"; 1 read whole: 1 {decide.NO_TIP}")
+
+
+def test_a_run_under_another_key_by_reads_whole_what_was_recorded_under_the_first(tmp_path):
+    jsonl = write(tmp_path / "s.jsonl", lines_of("tool-heavy"))
+    target = tmp_path / "t.sqlite"
+    reconcile("--sessions", jsonl, "--dest", target)
+    report = decided("--sessions", jsonl, "--dest", target, "--key-by", "session-key")
+    assert whys(report) == {"s.jsonl": "recorded under another --key-by or --src"}
+    assert line(report).endswith("; 1 read whole: 1 recorded under another --key-by or --src")
+
+
+def test_after_an_undo_of_the_recording_run_the_cause_is_the_undo(tmp_path):
+    jsonl = write(tmp_path / "s.jsonl", lines_of("tool-heavy"))
+    target = tmp_path / "t.sqlite"
+    reconcile("--sessions", jsonl, "--dest", target)
+    second = reconcile("--sessions", jsonl, "--dest", target)
+    assert run_cli("undo", second["run_id"], "--dest", target, "-q").returncode == 0
+    report = decided("--sessions", jsonl, "--dest", target)
+    assert whys(report) == {"s.jsonl": "its last run was undone or did not complete"}
+    assert report["sync_decision"]["read_whole"] == {"its last run was undone or did not complete": 1}
+
+
+def test_a_file_moved_to_another_session_by_sessions_json_is_read_again_whole(tmp_path):
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    jsonl = write(folder / "s.jsonl", lines_of("plain-chat"))
+    sid = "48d65de3-91ba-42bc-8a50-1266ada06a6f"
+    target = tmp_path / "t.sqlite"
+    (folder / "sessions.json").write_text(json.dumps({"agent:main:one": {"sessionId": sid}}))
+    reconcile("--sessions", jsonl, "--dest", target, "--key-by", "session-key")
+    (folder / "sessions.json").write_text(json.dumps({"agent:main:two": {"sessionId": sid}}))
+    report = decided("--sessions", jsonl, "--dest", target, "--key-by", "session-key")
+    assert whys(report) == {"s.jsonl": "re-read: recorded under another session"}
+    assert line(report).endswith("; 1 read whole: 1 re-read: recorded under another session")
+
+
+def test_the_other_transcript_of_a_session_with_one_read_whole_is_read_again_whole(tmp_path):
+    """Two copies of one transcript (one header id: one session); one is rewritten in place."""
+    lines = lines_of("plain-chat")
+    one, two = write(tmp_path / "one.jsonl", lines), write(tmp_path / "two.jsonl", lines)
+    target = tmp_path / "t.sqlite"
+    reconcile("--sessions", one, "--sessions", two, "--dest", target)
+    at = lines[7].index(b'"text":"') + len(b'"text":"')
+    write(two, lines[:7] + [lines[7][:at] + b"~" + lines[7][at + 1:]] + lines[8:])
+    report = decided("--sessions", one, "--sessions", two, "--dest", target)
+    assert whys(report) == {"one.jsonl": "re-read: another transcript of its session read whole",
+                            "two.jsonl": "the recorded prefix changed"}
+    assert line(report) == ("offsets: 0 of 2 transcripts read from where the last run stopped; 2 read whole: "
+                            "1 the recorded prefix changed, 1 re-read: another transcript of its session read whole")
+
+
+def test_a_session_whose_held_rows_lack_entry_ids_is_read_again_whole(tmp_path):
+    """lcm.db rows an older lossless-claw wrote (no transcript_entry_id) count as held only by identity."""
+    pair = build_pair("tool-heavy", tmp_path / "state")
+    lcm_db = tmp_path / "state" / "lcm.db"
+    con = sqlite3.connect(lcm_db)
+    with con:
+        con.execute("UPDATE messages SET transcript_entry_id = NULL")
+    con.close()
+    transcript = Path(pair["transcript"])
+    lines = transcript.read_bytes().splitlines(keepends=True)
+    write(transcript, lines[:-3])
+    target = tmp_path / "t.sqlite"
+    reconcile("--sessions", transcript, "--src", lcm_db, "--dest", target)
+    write(transcript, lines)   # appended: its new messages are matched against the session's held rows
+    report = decided("--sessions", transcript, "--src", lcm_db, "--dest", target)
+    assert list(whys(report).values()) == ["re-read: its session holds rows without entry ids"]
+    assert line(report).endswith("; 1 read whole: 1 re-read: its session holds rows without entry ids")
+
+
+def test_a_record_changed_while_the_run_waited_for_the_lock_is_read_again_whole(tmp_path):
+    jsonl = write(tmp_path / "s.jsonl", lines_of("tool-heavy"))
+    target = tmp_path / "t.sqlite"
+    reconcile("--sessions", jsonl, "--dest", target)
+    lock = os.open(target.with_name(f".{target.name}.lcm-etl-lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(lock, fcntl.LOCK_EX)   # another lcm-etl run, as far as the run lock goes
+    try:
+        run = subprocess.Popen([str(LCM_ETL), "reconcile", "--json", "--sessions", str(jsonl), "--dest", str(target),
+                                "--lock-timeout", "600"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        waiting = lambda: any(os.readlink(f"/proc/{run.pid}/fd/{fd}").endswith(".lcm-etl-lock")  # noqa: E731
+                              for fd in os.listdir(f"/proc/{run.pid}/fd"))
+        deadline = time.monotonic() + 120
+        while not waiting():
+            assert run.poll() is None and time.monotonic() < deadline, run.communicate()
+            time.sleep(0.05)
+        con = sqlite3.connect(target)   # the record, as a run with another --src would have left it
+        with con:
+            con.execute("UPDATE lcm_etl_transcript_files SET held_by = '/elsewhere/lcm.db'")
+        con.close()
+    finally:
+        os.close(lock)
+    out, err = run.communicate(timeout=120)
+    assert run.returncode == 0, err
+    report = json.loads(out)
+    assert whys(report) == {"s.jsonl": "re-read: the record changed under the lock"}
+    assert line(report).endswith("; 1 read whole: 1 re-read: the record changed under the lock")
+
+
+def test_with_a_wal_beside_the_target_before_the_run_no_record_is_read_and_the_line_says_so(tmp_path):
+    jsonl = write(tmp_path / "s.jsonl", lines_of("tool-heavy"))
+    target = tmp_path / "t.sqlite"
+    reconcile("--sessions", jsonl, "--dest", target)
+    live = sqlite3.connect(target)   # a live Remnic: WAL mode, its connection open, its commit in the -wal
+    try:
+        live.execute("PRAGMA journal_mode=WAL")
+        live.execute("PRAGMA wal_autocheckpoint=0")
+        with live:
+            live.execute("CREATE TABLE remnic_live (x)")
+        assert Path(f"{target}-wal").exists()
+        report = reconcile("--sessions", jsonl, "--dest", target)
+    finally:
+        live.close()
+    assert whys(report) == {"s.jsonl": decide.RECORDS_UNREAD}
+    assert report["sync_decision"]["read_whole"] == {decide.RECORDS_UNREAD: 1}
+
+
+def test_a_store_window_rewritten_in_place_and_one_appended_say_how_each_was_read(tmp_path):
+    state = state_copy("native", tmp_path / "state")
+    store = store_of(state, "main")
+    target = tmp_path / "t.sqlite"
+    reconcile("--sessions", store, "--dest", target)
+    writer = StoreWriter(store)
+    try:
+        writer.append(PLAIN, ["one more question", "one more answer"])
+        first_user = session_entries(target, GROUP)[0]
+        writer.rewrite(GROUP, first_user[0], "Conversation info (untrusted metadata):", "Conversation info: ⟦x⟧")
+        report = decided("--sessions", store, "--dest", target)
+    finally:
+        writer.close()
+    causes = whys(report)
+    assert (causes[PLAIN], causes[GROUP]) == (None, "rewritten in place (watermark changed)")
+    assert len(causes) == 9 and list(causes.values()).count(None) == 8
+    assert report["sync_decision"]["read_whole"] == {"rewritten in place (watermark changed)": 1}
+    assert line(report) == ("offsets: 8 of 9 transcripts read from where the last run stopped; "
+                            "1 read whole: 1 rewritten in place (watermark changed)")
+
+
+def test_a_store_window_that_no_longer_reaches_its_recorded_seq_started_over(tmp_path):
+    state = state_copy("native", tmp_path / "state")
+    store = store_of(state, "main")
+    target = tmp_path / "t.sqlite"
+    reconcile("--sessions", store, "--dest", target)
+    con = sqlite3.connect(store)   # the window made again, shorter (its last events gone)
+    with con:
+        top = con.execute("SELECT max(seq) FROM transcript_events WHERE session_id = ?", (PLAIN,)).fetchone()[0]
+        con.execute("DELETE FROM transcript_events WHERE session_id = ? AND seq > ?", (PLAIN, top - 2))
+    con.close()
+    report = decided("--sessions", store, "--dest", target)
+    assert whys(report)[PLAIN] == "the window started over"
+    assert report["sync_decision"]["read_whole"] == {"the window started over": 1}
+
+
+def test_an_archive_is_always_read_whole_and_says_so(tmp_path):
+    state = state_copy("native", tmp_path / "state")
+    target = tmp_path / "t.sqlite"
+    reconcile("--sessions", state, "--dest", target, "--include-archived")
+    report = reconcile("--sessions", state, "--dest", target, "--include-archived")
+    archives = [f for f in report["extra"]["files"] if f["kind"] == "archive"]
+    assert archives and {f["why"] for f in archives} == {"an archive"}
+    assert report["sync_decision"]["read_whole"] == {"an archive": len(archives)}
+
+
+def test_the_schemas_list_exactly_the_causes_the_decision_names():
+    report = json.loads((SCHEMAS / "run-report.schema.json").read_text())
+    per_file = json.loads((SCHEMAS / "reconcile.schema.json").read_text())
+    counts = report["properties"]["sync_decision"]["oneOf"][1]["properties"]["read_whole"]["oneOf"][1]
+    assert counts["propertyNames"]["enum"] == list(decide.CAUSES)
+    assert per_file["properties"]["extra"]["properties"]["files"]["items"]["properties"]["why"]["enum"] == [
+        None, *decide.CAUSES]
+    assert len(set(decide.CAUSES)) == len(decide.CAUSES)
+
