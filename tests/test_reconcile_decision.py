@@ -209,22 +209,30 @@ def test_a_record_changed_while_the_run_waited_for_the_lock_is_read_again_whole(
     assert line(report).endswith("; 1 read whole: 1 re-read: the record changed under the lock")
 
 
-def test_with_a_wal_beside_the_target_before_the_run_no_record_is_read_and_the_line_says_so(tmp_path):
-    jsonl = write(tmp_path / "s.jsonl", lines_of("tool-heavy"))
+def test_beside_a_live_remnic_a_run_reads_from_its_records_and_a_dry_run_says_it_read_none(tmp_path):
+    """Remnic holds its store open in WAL mode: a -wal and a -shm beside the target all the time. A run reads the
+    records through them, as any reader; a dry run touches none of the target's files, so it has no records."""
+    lines = lines_of("tool-heavy")
+    jsonl = write(tmp_path / "s.jsonl", lines[:-2])
     target = tmp_path / "t.sqlite"
     reconcile("--sessions", jsonl, "--dest", target)
+    write(jsonl, lines)   # two more lines appended
     live = sqlite3.connect(target)   # a live Remnic: WAL mode, its connection open, its commit in the -wal
     try:
         live.execute("PRAGMA journal_mode=WAL")
         live.execute("PRAGMA wal_autocheckpoint=0")
         with live:
             live.execute("CREATE TABLE remnic_live (x)")
-        assert Path(f"{target}-wal").exists()
+        assert Path(f"{target}-wal").exists() and Path(f"{target}-shm").exists()
+        dry = reconcile("--sessions", jsonl, "--dest", target, "--dry-run")
         report = reconcile("--sessions", jsonl, "--dest", target)
     finally:
         live.close()
-    assert whys(report) == {"s.jsonl": decide.RECORDS_UNREAD}
-    assert report["sync_decision"]["read_whole"] == {decide.RECORDS_UNREAD: 1}
+    assert whys(dry) == {"s.jsonl": decide.RECORDS_UNREAD}
+    assert dry["sync_decision"]["read_whole"] == {decide.RECORDS_UNREAD: 1}
+    assert whys(report) == {"s.jsonl": None}
+    assert report["sync_decision"]["read_whole"] == {}
+    assert dry["messages"]["inserted"] == report["messages"]["inserted"] > 0
 
 
 def test_a_store_window_rewritten_in_place_and_one_appended_say_how_each_was_read(tmp_path):

@@ -38,7 +38,8 @@ from lcm_etl.load.write import WriteJob
 
 
 def reconcile(opts: ReconcileOptions) -> RunReport:
-    records = decide.recorded(opts.target, hint=True)   # where the last complete run stopped in each transcript
+    # where the last complete run stopped in each transcript
+    records = decide.recorded(opts.target, hint=True, dry_run=opts.dry_run)
     read = read_all(opts, records)   # transcript problems are reported first, then target problems, then a wait
     try:
         check_target(opts.target, open_it=not opts.dry_run)

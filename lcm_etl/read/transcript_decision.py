@@ -45,7 +45,7 @@ from lcm_etl.read.transcripts import (_BLANK, CANONICAL_TYPES, Transcript, Trans
 # why a transcript was read whole: the report's fixed vocabulary (per file `why`, the `sync:` line's counts), in
 # the order the line lists them
 NEW = "new"
-RECORDS_UNREAD = "the target's records unread before the lock (a -wal beside it, or unreadable)"
+RECORDS_UNREAD = "the target's records unread before the lock (a dry run beside its -wal, or unreadable)"
 UNDONE = "its last run was undone or did not complete"
 OTHER_OPTIONS = "recorded under another --key-by or --src"
 NO_TIP = "nothing to continue from (no entry ids, or the leaf not the last entry)"
@@ -108,19 +108,23 @@ class Records:
         return rec
 
 
-def recorded(target: Path | None, hint: bool = False) -> Records:
+def recorded(target: Path | None, hint: bool = False, dry_run: bool = False) -> Records:
     """A target's records (none when there is no target or no such table).
 
-    `hint`: read before the run lock, touching no file (a dry run creates none): the main file alone, as immutable,
-    when no -wal exists beside it — a -wal may hold newer commits, and then there is no hint. A hint only says which
-    transcripts to try from a record; `settle` checks each one used against the records read under the lock."""
+    `hint`: read before the run lock. A hint only says which transcripts to try from a record; `settle` checks each
+    one used against the records read under the lock. Without a -wal beside the target: the main file alone, as
+    immutable (touching no file). With one (Remnic holds its store open, in WAL mode): as any reader of it, through
+    its -wal and -shm, so that a run beside a live Remnic still reads only what was appended; but not in a dry run,
+    which touches none of the target's files (a reader's -shm read marks), nor without the -shm (a reader would
+    make one): then there is no hint, and every transcript is read whole."""
     if target is None or not target.exists():
         return Records()
-    if hint and Path(f"{target}-wal").exists():
+    wal = Path(f"{target}-wal").exists()
+    if hint and wal and (dry_run or not Path(f"{target}-shm").exists()):
         return Records(absent=RECORDS_UNREAD)
+    how = "immutable=1" if hint and not wal else "mode=ro"
     try:
-        with closing(sqlite3.connect(f"{target.absolute().as_uri()}?{'immutable=1' if hint else 'mode=ro'}",
-                                     uri=True)) as con:
+        with closing(sqlite3.connect(f"{target.absolute().as_uri()}?{how}", uri=True)) as con:
             names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
             if not {"lcm_etl_transcript_files", "lcm_etl_runs"} <= names:
                 return Records()
