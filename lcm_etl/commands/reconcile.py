@@ -105,7 +105,8 @@ def _reconcile(opts: ReconcileOptions, read: Reading, records: dict) -> RunRepor
             if opts.dry_run:
                 report.elapsed_s = time.monotonic() - t0
                 return report
-            stage_path = Path(work.name) / "stage.sqlite"
+            # the stage file holds the store windows' content already (spooled as read: content_spool.py)
+            stage_path = read.content.finish() if read.content is not None else Path(work.name) / "stage.sqlite"
             con.execute(IDENTITY_OCCURRENCE[0])
             stage_content(stage_path, transcripts, sessions, _rows(con.execute(IDENTITY_OCCURRENCE[1])))
             planned = {r[0] for r in con.execute("SELECT session_id FROM selected").fetchall()}

@@ -9,17 +9,12 @@ message_id = file_order << 32 | path_index: the position of a message among the 
 """
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 from typing import Iterable
 from pathlib import Path
 
-import orjson
-
-from lcm_etl.sqlite_runtime import private_file
-from lcm_etl.read.transcript_blocks import js_stringify
+from lcm_etl.read.content_spool import add_occurrences, open_stage, write_message
 from lcm_etl.read.openclaw_state import legacy_session_keys
-from lcm_etl.read.openclaw_store import StoreWindow
 from lcm_etl.read.transcript_files import load_session_keys
 from lcm_etl.read.transcripts import Transcript, TranscriptMessage
 
@@ -110,9 +105,10 @@ class IdentitySpool:
 
 def release(t: Transcript, order: int, session: FileSession, fallback_time: str, spool: IdentitySpool | None) -> None:
     """Keep of a transcript only what the plan needs (its identity rows: in the spool, else as Arrow tables on
-    the transcript) and drop its content, metadata and parts: stage_content reloads them (t.reload) for the
-    messages the plan writes. A store window is released as soon as it is read (a file may change between two
-    reads, so a file keeps its content instead)."""
+    the transcript) and drop its content, metadata and parts: they are in the stage file already (t.staged,
+    content_spool.ContentSpool), or stage_content reloads them (t.reload) for the messages the plan writes. A
+    store window is released as soon as it is read (a file may change between two reads, so a file keeps its
+    content instead)."""
     tables = _tables([t], [session], fallback_time, first_order=order)
     if spool is not None:
         spool.add(tables)
@@ -165,35 +161,29 @@ def _tables(transcripts: list[Transcript], sessions: list[FileSession], fallback
 
 def stage_content(path: Path, transcripts: list[Transcript], sessions: list[FileSession],
                   to_write: Iterable[tuple[int, int]]) -> None:
-    """Create the stage file with the content, metadata and parts of the given messages (the stage's
-    plan_parts and jsonl_content tables, read by r80 and r72). `to_write`: (message_id, k) where the message is
-    the k-th of its identity on its session's path (a row without an entry id keeps k: IDENTITY_OCCURRENCE), in
-    message id order. A released transcript is reloaded, one at a time, for its messages."""
-    con = sqlite3.connect(path, isolation_level=None)
+    """Stage the content, metadata and parts of the given messages (the stage's plan_parts and jsonl_content
+    tables, read by r80 and r72) into the stage file, which may already hold a store's windows' (spooled as they
+    were read: content_spool.ContentSpool). `to_write`: (message_id, k) where the message is the k-th of its
+    identity on its session's path (a row without an entry id keeps k: IDENTITY_OCCURRENCE), in message id
+    order. A released transcript whose content was not spooled is reloaded, one at a time, for its messages."""
+    con = open_stage(path)
     try:
-        private_file(con, cache_kib=2048)
-        con.execute("CREATE TABLE jsonl_content (message_id INTEGER PRIMARY KEY, content TEXT NOT NULL, metadata TEXT)")
-        con.execute("CREATE TABLE plan_parts (message_id INTEGER, ordinal INTEGER, kind TEXT, payload TEXT, "
-                    "tool_name TEXT, file_path TEXT, created_at TEXT)")
-        con.execute("BEGIN")
         loaded: tuple[int, list[TranscriptMessage]] | None = None
         for mid, occurrence in to_write:
             order, index = mid >> 32, mid & 0xFFFFFFFF
             t = transcripts[order]
+            if t.staged:
+                # every row without an entry id has an occurrence (it is counted with its own identity)
+                if occurrence is not None:
+                    add_occurrences(con, [(mid, occurrence)])
+                continue
             if t.identities is None:
                 messages = t.messages
             else:
                 if loaded is None or loaded[0] != order:
                     loaded = (order, t.reload().messages)
                 messages = loaded[1]
-            m = messages[index]
-            meta = _metadata(t, m, sessions[order].session_key)
-            if m.entry_id is None:
-                meta["identity_occurrence"] = occurrence
-            con.execute("INSERT INTO jsonl_content VALUES (?, ?, ?)", (mid, m.content, _dumps(meta)))
-            con.executemany("INSERT INTO plan_parts VALUES (?, ?, ?, ?, ?, ?, ?)",
-                            [(mid, p["ordinal"], p["kind"], _dumps(p["payload"]), p["tool_name"], p["file_path"],
-                              p["created_at"]) for p in m.parts])
+            write_message(con, t, messages[index], mid, sessions[order].session_key, True, occurrence)
         con.execute("COMMIT")
     finally:
         con.close()
@@ -216,27 +206,6 @@ IDENTITY_OCCURRENCE = (
           ON k.session_id = j.session_id AND k.identity_hash IS NOT DISTINCT FROM j.identity_hash) o
       ON o.message_id = w.message_id""",
     "SELECT message_id, occurrence FROM write_occurrence ORDER BY message_id")
-
-
-def _metadata(t: Transcript, m: TranscriptMessage, session_key: str | None) -> dict:
-    # a store window's row: its seq and the window's facts (lineage, title, channel) instead of a file and line
-    where = ({"seq": m.line_no, **t.origin.metadata()} if isinstance(t.origin, StoreWindow)
-             else {"file": str(t.path), "line": m.line_no, **(t.origin.metadata() if t.origin is not None else {})})
-    meta = {"source": "openclaw-jsonl", **where, "header_id": t.header_id,
-            "transcript_entry_id": m.entry_id, "parent_entry_id": m.parent_id,
-            "identity_hash": m.identity_hash, "session_key": session_key,
-            "source_created_at": m.created_at_lc, "inner_timestamp": m.inner_timestamp,
-            "sender_metadata": m.sender_metadata, **m.metadata}
-    return {k: v for k, v in meta.items() if v is not None}
-
-
-def _dumps(value) -> str:
-    """orjson when it can (fast); the JS-compatible writer for what orjson refuses (lone surrogates,
-    integers beyond 64 bits), which it writes as JSON.stringify would."""
-    try:
-        return orjson.dumps(value).decode()
-    except TypeError:   # orjson.JSONEncodeError is a TypeError
-        return js_stringify(value)
 
 
 def _ts_text(value) -> str | None:

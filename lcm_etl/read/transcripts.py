@@ -107,12 +107,13 @@ class Transcript:
     abandoned: list[tuple[str, str | None, Any]] = field(default_factory=list)   # (entry id, role, inner ts)
     mark: ReadMark | None = None
     # where it was read from besides a file: a session store window (openclaw_store.StoreWindow) or an archive
-    # (store_reads.ArchiveOrigin); their facts go into each message's metadata (transcript_rows._metadata)
+    # (store_reads.ArchiveOrigin); their facts go into each message's metadata (content_spool._metadata)
     origin: Any = None
     # a released transcript (transcript_rows.release): its messages dropped once the plan's rows were taken
     identities: Any = None          # (messages, parts, abandoned) Arrow tables
     read_count: int | None = None   # how many messages were read
     reload: Any = None              # () -> the same transcript read again, with its messages
+    staged: bool = False            # its messages' content rows are in the stage file already (content_spool)
 
     def count(self) -> int:
         """Messages read (on the path, or appended past the recorded offset), released or not."""
