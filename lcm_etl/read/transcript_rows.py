@@ -29,6 +29,17 @@ TABLES = ("jsonl_messages", "jsonl_parts", "jsonl_abandoned")
 SPOOL_ROWS = 50_000   # messages gathered into one row group of the spool (IdentitySpool)
 
 
+def _arrow():
+    """pyarrow (imported here, not at the top: `audit` imports this module and rarely reads transcripts, 28 MB)
+    and the memory pool the plan rows are built in: the C library's allocator, not Arrow's default (mimalloc).
+    A store's windows make a few small tables each, gathered and freed every SPOOL_ROWS messages; mimalloc kept
+    about 5 KB more per window read (a run's memory at the end of reading grew by 17 MB from 500 to 4,000
+    windows, by 47 MB at 10,000), the system allocator none (docs/benchmarks.md, 2026-11-26)."""
+    import pyarrow as pa
+
+    return pa, pa.system_memory_pool()
+
+
 @dataclass
 class FileSession:
     session_id: str            # where the file's messages land
@@ -78,15 +89,16 @@ class IdentitySpool:
             self._flush()
 
     def _flush(self) -> None:
-        import pyarrow as pa
         import pyarrow.parquet as pq
 
         if not self._pending:
             return
+        pa, pool = _arrow()
         for k, name in enumerate(TABLES):
-            table = pa.concat_tables([t[k] for t in self._pending])
+            table = pa.concat_tables([t[k] for t in self._pending], memory_pool=pool)
             if name not in self._writers:
-                self._writers[name] = pq.ParquetWriter(self.paths[name], table.schema, compression="NONE")
+                self._writers[name] = pq.ParquetWriter(self.paths[name], table.schema, compression="NONE",
+                                                       memory_pool=pool)
             self._writers[name].write_table(table, row_group_size=max(table.num_rows, 1))
         self._pending, self._pending_rows = [], 0
 
@@ -123,18 +135,16 @@ def arrow_tables(transcripts: list[Transcript], sessions: list[FileSession], fal
     """(messages, parts, abandoned) as Arrow tables: one row per active-path message, per part, per
     message off the path. A released transcript brings the rows it was released with; a spooled one none (its
     rows are in the spool)."""
-    import pyarrow as pa   # here, not at the top: `audit` imports this module and rarely reads transcripts (28 MB)
-
+    pa, pool = _arrow()
     held = [t.identities for t in transcripts if isinstance(t.identities, tuple)]
     fresh = [(order, t, s) for order, (t, s) in enumerate(zip(transcripts, sessions)) if t.identities is None]
     own = _tables([t for _, t, _ in fresh], [s for _, _, s in fresh], fallback_time, orders=[o for o, _, _ in fresh])
-    return tuple(pa.concat_tables([own[k], *(h[k] for h in held)]) for k in range(3))
+    return tuple(pa.concat_tables([own[k], *(h[k] for h in held)], memory_pool=pool) for k in range(3))
 
 
 def _tables(transcripts: list[Transcript], sessions: list[FileSession], fallback_time: str, first_order: int = 0,
             orders: list[int] | None = None):
-    import pyarrow as pa
-
+    pa, pool = _arrow()
     m_cols: dict[str, list] = {k: [] for k in MESSAGE_COLUMNS}
     p_cols: dict[str, list] = {k: [] for k in PART_COLUMNS}
     a_cols: dict[str, list] = {k: [] for k in ABANDONED_COLUMNS}
@@ -154,9 +164,11 @@ def _tables(transcripts: list[Transcript], sessions: list[FileSession], fallback
             for k, v in (("file_order", order), ("session_id", s.session_id), ("entry_id", entry_id), ("role", role),
                          ("inner_ts", _ts_text(inner))):
                 a_cols[k].append(v)
-    return tuple(pa.table(cols, schema=pa.schema([(n, pa.int64() if kind == "int" else pa.string())
-                                                  for n, kind in spec.items()]))
-                 for cols, spec in ((m_cols, MESSAGE_COLUMNS), (p_cols, PART_COLUMNS), (a_cols, ABANDONED_COLUMNS)))
+    def table(cols: dict[str, list], spec: dict[str, str]):
+        types = {n: pa.int64() if kind == "int" else pa.string() for n, kind in spec.items()}
+        return pa.Table.from_arrays([pa.array(cols[n], type=types[n], memory_pool=pool) for n in spec],
+                                    schema=pa.schema(list(types.items())))
+    return table(m_cols, MESSAGE_COLUMNS), table(p_cols, PART_COLUMNS), table(a_cols, ABANDONED_COLUMNS)
 
 
 def stage_content(path: Path, transcripts: list[Transcript], sessions: list[FileSession],
