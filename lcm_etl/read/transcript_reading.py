@@ -79,7 +79,8 @@ class Reading:
         session = file_session(t, self.key_by, self.keys_by_folder)
         if self.content is not None and (not self.session_filter or session.session_id in self.session_filter):
             self.content.add(t, order, session.session_key)
-        t.reload = functools.partial(_guarded, read_window, store, w, record, self.strict)
+        if not t.staged:   # kept only where it may be needed: 10,000 windows' partials are about 2 MB
+            t.reload = functools.partial(_guarded, read_window, store, w, record, self.strict)
         release(t, order, session, self.fallback_time, spool)
         return t
 

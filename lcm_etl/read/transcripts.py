@@ -68,7 +68,7 @@ class TranscriptMessage:
     sender_metadata: dict[str, str] | None = None
 
 
-@dataclass
+@dataclass(slots=True)   # one per transcript, kept for the whole run: no __dict__ each
 class TranscriptReport:
     lines_total: int = 0
     skipped_lines: list[tuple[int, str]] = field(default_factory=list)
@@ -83,7 +83,7 @@ class TranscriptReport:
     bytes_read: int = 0    # a store window read whole: the bytes of its lines
 
 
-@dataclass
+@dataclass(slots=True)   # one per transcript, kept for the whole run: no __dict__ each
 class ReadMark:
     """How far a read of the file went, for the next run to continue from (lcm_etl/read/transcript_offsets.py)."""
     size: int              # bytes read: up to the end of the last complete line
@@ -96,7 +96,7 @@ class ReadMark:
     lines_read: int = 0
 
 
-@dataclass
+@dataclass(slots=True)   # one per transcript, kept for the whole run: no __dict__ each
 class Transcript:
     path: Path
     header_id: str
