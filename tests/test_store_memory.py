@@ -86,3 +86,30 @@ def test_a_re_run_releases_each_windows_appended_messages_and_writes_what_one_ru
             return con.execute("SELECT session_id, turn_index, role, content, token_count, metadata FROM lcm_messages "
                                "ORDER BY 1, 2").fetchall()
     assert rows(target) == rows(once)
+
+
+def test_the_spool_holds_a_bounded_number_of_windows_however_few_rows_each_brings(tmp_path):
+    """A re-run's windows bring a few appended messages each; their small tables cost about 20 KB a window held
+    whatever their rows, so the spool writes a row group every SPOOL_WINDOWS windows too, not only every SPOOL_ROWS
+    messages (10,000 windows of five messages held about 200 MB before)."""
+    import duckdb
+
+    from lcm_etl.read.transcript_rows import SPOOL_WINDOWS, FileSession, IdentitySpool, _tables
+    from lcm_etl.read.transcripts import Transcript, TranscriptMessage, TranscriptReport
+
+    def message(eid: str) -> TranscriptMessage:
+        return TranscriptMessage(eid, None, 1, "user", "hi", "hi", 1, "h" * 64, None, None, None, {},
+                                 [{"ordinal": 0}])
+
+    spool = IdentitySpool(tmp_path)
+    most = 0
+    for order in range(10 * SPOOL_WINDOWS):
+        t = Transcript(tmp_path / "s.sqlite", f"w{order}", None, None, [message(f"e{order}-{i}") for i in range(3)],
+                       TranscriptReport())
+        spool.add(_tables([t], [FileSession(f"w{order}", None)], "2026-11-26T00:00:00.000Z", first_order=order))
+        most = max(most, len(spool._pending))
+    assert most < SPOOL_WINDOWS
+    sql = spool.sql("jsonl_messages")
+    assert sql is not None
+    assert duckdb.sql(f"SELECT count(*), count(DISTINCT file_order) FROM ({sql})").fetchone() == (30 * SPOOL_WINDOWS,
+                                                                                                   10 * SPOOL_WINDOWS)

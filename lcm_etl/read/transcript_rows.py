@@ -9,6 +9,7 @@ message_id = file_order << 32 | path_index: the position of a message among the 
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Iterable
 from pathlib import Path
@@ -27,6 +28,9 @@ PART_COLUMNS = {"message_id": "int", "ordinal": "int"}
 ABANDONED_COLUMNS = {"file_order": "int", "session_id": "str", "entry_id": "str", "role": "str", "inner_ts": "str"}
 TABLES = ("jsonl_messages", "jsonl_parts", "jsonl_abandoned")
 SPOOL_ROWS = 50_000   # messages gathered into one row group of the spool (IdentitySpool)
+# and at most this many windows: a window's three small Arrow tables cost about 20 KB held whatever their rows (a
+# re-run's window brings a few appended messages: 10,000 of them held 200 MB before SPOOL_ROWS was reached)
+SPOOL_WINDOWS = 128
 
 
 def _arrow():
@@ -69,9 +73,9 @@ class IdentitySpool:
     transcript is read (DuckDB reads them back: plan_transcripts). Python holds at most SPOOL_ROWS of them: a run's
     memory follows the largest window, not the store (measured: docs/benchmarks.md).
 
-    Windows are gathered into row groups of about SPOOL_ROWS messages: a row group per window kept each one's
-    footer metadata (statistics of every column) in the writer until it closed, about 10 KB a window, 100 MB for a
-    10,000-window store, and DuckDB parsed that footer again to read the spool back."""
+    Windows are gathered into row groups of about SPOOL_ROWS messages (or SPOOL_WINDOWS windows): a row group per
+    window kept each one's footer metadata (statistics of every column) in the writer until it closed, about 10 KB
+    a window, 100 MB for a 10,000-window store, and DuckDB parsed that footer again to read the spool back."""
 
     def __init__(self, folder: Path):
         self.folder = folder
@@ -85,7 +89,7 @@ class IdentitySpool:
         self._pending.append(tables)
         self._pending_rows += tables[0].num_rows
         self.rows += tables[0].num_rows
-        if self._pending_rows >= SPOOL_ROWS:
+        if self._pending_rows >= SPOOL_ROWS or len(self._pending) >= SPOOL_WINDOWS:
             self._flush()
 
     def _flush(self) -> None:
@@ -166,11 +170,19 @@ def _tables(transcripts: list[Transcript], sessions: list[FileSession], fallback
             for k, v in (("file_order", order), ("session_id", s.session_id), ("entry_id", entry_id), ("role", role),
                          ("inner_ts", _ts_text(inner))):
                 a_cols[k].append(v)
-    def table(cols: dict[str, list], spec: dict[str, str]):
-        types = {n: pa.int64() if kind == "int" else pa.string() for n, kind in spec.items()}
-        return pa.Table.from_arrays([pa.array(cols[n], type=types[n], memory_pool=pool) for n in spec],
-                                    schema=pa.schema(list(types.items())))
-    return table(m_cols, MESSAGE_COLUMNS), table(p_cols, PART_COLUMNS), table(a_cols, ABANDONED_COLUMNS)
+    def table(cols: dict[str, list], schema):
+        return pa.Table.from_arrays([pa.array(cols[f.name], type=f.type, memory_pool=pool) for f in schema],
+                                    schema=schema)
+    m_schema, p_schema, a_schema = _schemas()
+    return table(m_cols, m_schema), table(p_cols, p_schema), table(a_cols, a_schema)
+
+
+@functools.cache
+def _schemas():
+    """The three tables' Arrow schemas, made once: one each per window cost 4 KB a window held."""
+    pa, _ = _arrow()
+    return tuple(pa.schema([(n, pa.int64() if kind == "int" else pa.string()) for n, kind in spec.items()])
+                 for spec in (MESSAGE_COLUMNS, PART_COLUMNS, ABANDONED_COLUMNS))
 
 
 def stage_content(path: Path, transcripts: list[Transcript], sessions: list[FileSession],
