@@ -90,6 +90,8 @@ def _reconcile(opts: ReconcileOptions, read: Reading, records: dict) -> RunRepor
         target_db = view.path if view else opts.target if existed else None
         sessions = file_sessions(transcripts, opts.key_by)
         appended = _settle(read, sessions, records, offsets.recorded(target_db))
+        # both sets of records are settled: not held through the plan (a FileRecord a window, 8 MB at 10,000)
+        records.clear()
         con = plan_transcripts(opts, read, target_db, source, Path(work.name), sessions, appended)
         # held rows without an entry id are matched by identity along the whole path: such a session is read whole
         by_identity = {r[0] for r in con.execute("SELECT DISTINCT session_id FROM held WHERE entry_id IS NULL AND "
