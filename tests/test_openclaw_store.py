@@ -317,16 +317,18 @@ def test_reconcile_watch_follows_a_gateway_writing_the_store_and_ends_equal_to_o
         assert [i for i, _, _ in session_entries(target, sid)] == [i for i, _, _ in session_entries(once, sid)]
 
 
-def test_windows_released_as_read_and_reloaded_when_staged_write_the_same_target(tmp_path, monkeypatch):
-    """A large store's windows are released once read (their plan rows spooled to Parquet, their content
-    reloaded from the snapshot when staged): the target is the same as when every window is held."""
+def test_windows_staged_as_read_and_reloaded_when_staged_write_the_same_target(tmp_path, monkeypatch):
+    """Every window is released once read: its plan rows spooled to Parquet, its content rows written to the stage
+    file then (content_spool.ContentSpool). A window whose content was not spooled is read again when staged; the
+    two ways write the same target."""
     from lcm_etl.commands import reconcile as command
-    from lcm_etl.read import transcript_reading
+    from lcm_etl.read import content_spool
 
     state = state_copy("imported", tmp_path / "state")
-    held, released = tmp_path / "held.sqlite", tmp_path / "released.sqlite"
-    for target, budget in ((held, 1 << 30), (released, 0)):
-        monkeypatch.setattr(transcript_reading, "HOLD_BYTES", budget)
+    staged, reloaded = tmp_path / "staged.sqlite", tmp_path / "reloaded.sqlite"
+    for target in (staged, reloaded):
+        if target == reloaded:
+            monkeypatch.setattr(content_spool.ContentSpool, "add", lambda self, t, order, key: None)
         report = command.reconcile(command.ReconcileOptions(sessions=[str(state)], target=target, include_archived=True))
         assert report.messages.inserted == 85 and report.messages.already_present == 85   # originals: same entries
 
@@ -337,8 +339,8 @@ def test_windows_released_as_read_and_reloaded_when_staged_write_the_same_target
                                "json_remove(metadata, '$.file') FROM lcm_messages ORDER BY 1, 2").fetchall()
         finally:
             con.close()
-    assert rows(released) == rows(held)
-    assert len(rows(held)) == 85
+    assert rows(reloaded) == rows(staged)
+    assert len(rows(staged)) == 85
 
 
 @pytest.mark.parametrize("case", expected("imported"), ids=lambda e: e["name"])
@@ -477,17 +479,15 @@ def test_a_store_locked_mid_transaction_in_rollback_journal_mode_is_exit_2_and_n
     assert reconcile("--sessions", store, "--dest", tmp_path / "after.sqlite")["messages"]["inserted"] == 10
 
 
-def test_released_windows_are_spooled_in_row_groups_of_many_windows_not_one_each(tmp_path, monkeypatch):
+def test_released_windows_are_spooled_in_row_groups_of_many_windows_not_one_each(tmp_path):
     """The spool's Parquet writer kept each row group's footer metadata (every column's statistics) until it
     closed: one row group per window grew a 10,000-window store's run by about 100 MB (docs/benchmarks.md).
     Windows are gathered into row groups of SPOOL_ROWS messages."""
     import pyarrow.parquet as pq
 
-    from lcm_etl.read import transcript_reading
     from lcm_etl.read.transcript_reading import ReadOptions, read_all
 
     state = state_copy("native", tmp_path / "state")
-    monkeypatch.setattr(transcript_reading, "HOLD_BYTES", 0)
     reading = read_all(ReadOptions(sessions=[str(state)]))
     try:
         assert reading.spool is not None

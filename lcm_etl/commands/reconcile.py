@@ -70,6 +70,8 @@ def _reconcile(opts: ReconcileOptions, read: Reading, hints: decide.Records) -> 
         # the others of its session, are read again whole (transcript_decision.settle)
         read.read_whole(decide.settle(transcripts, sessions, hints, decide.recorded(target_db)))
         appended = decide.sessions_from_records(transcripts, sessions)
+        # both sets of records are settled: not held through the plan (a FileRecord a window, 8 MB at 10,000)
+        hints.by_key.clear()
         con = plan_transcripts(opts, read, target_db, source, Path(work.name), sessions, appended)
         # held rows without an entry id are matched by identity along the whole path: such a session is read whole
         by_identity = {r[0] for r in con.execute("SELECT DISTINCT session_id FROM held WHERE entry_id IS NULL AND "
@@ -85,7 +87,8 @@ def _reconcile(opts: ReconcileOptions, read: Reading, hints: decide.Records) -> 
             if opts.dry_run:
                 report.elapsed_s = time.monotonic() - t0
                 return report
-            stage_path = Path(work.name) / "stage.sqlite"
+            # the stage file holds the store windows' content already (spooled as read: content_spool.py)
+            stage_path = read.content.finish() if read.content is not None else Path(work.name) / "stage.sqlite"
             con.execute(IDENTITY_OCCURRENCE[0])
             stage_content(stage_path, transcripts, sessions, _rows(con.execute(IDENTITY_OCCURRENCE[1])))
             planned = {r[0] for r in con.execute("SELECT session_id FROM selected").fetchall()}

@@ -44,7 +44,8 @@ def read_all(opts: ReconcileOptions, records: Records | None = None) -> Reading:
     """Every transcript reconcile reads (lcm_etl/read/transcript_reading.py)."""
     return read_transcripts(ReadOptions(
         sessions=opts.sessions, strict=opts.strict, include_archived=opts.include_archived, key_by=opts.key_by,
-        memory_limit=opts.memory_limit, dry_run=opts.dry_run, held_by=held_by(opts)), records)
+        memory_limit=opts.memory_limit, dry_run=opts.dry_run, held_by=held_by(opts),
+        session_filter=tuple(opts.session_filter)), records)
 
 
 def held_by(opts: ReconcileOptions) -> str:

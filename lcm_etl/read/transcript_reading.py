@@ -16,6 +16,7 @@ from lcm_etl import duck
 from lcm_etl.read import runfolder
 from lcm_etl.errors import BadInput
 from lcm_etl.read import transcript_offsets as offsets
+from lcm_etl.read.content_spool import ContentSpool
 from lcm_etl.read.transcript_decision import FileRecord, Records, file_key
 from lcm_etl.read.openclaw_state import Inputs, archive_kind, archive_session_id, find_inputs, state_folder
 from lcm_etl.read.openclaw_store import OpenStore, StoreWindow
@@ -36,11 +37,7 @@ class ReadOptions:
     memory_limit: str = duck.DEFAULT_MEMORY_LIMIT
     dry_run: bool = False   # read-only: the store reader's DuckDB keeps no record (duck.connect)
     held_by: str = ""       # the --src whose rows count as held (a record made with another is not used)
-
-
-# Store windows whose lines add up to this much are held in memory whole (parsed: several times these bytes);
-# past it, windows are released as read, and reloaded when staged (a second parse of what is written)
-HOLD_BYTES = 16 << 20
+    session_filter: tuple[str, ...] = ()   # the sessions the run may write (none: every one)
 
 
 @dataclass
@@ -60,7 +57,8 @@ class Reading:
     fallback_time: str = field(default_factory=now_iso)
     keys_by_folder: dict = field(default_factory=dict)
     spool: IdentitySpool | None = None   # released windows' plan rows (transcript_rows.IdentitySpool)
-    held_bytes: int = 0                  # lines of the store windows read so far
+    content: ContentSpool | None = None  # their content rows, in the stage file (None: a run that stages nothing)
+    session_filter: frozenset[str] = frozenset()   # only these sessions' content is spooled (none: every one)
 
     def add_window(self, store: OpenStore, w: StoreWindow, start: FileRecord | str) -> None:
         self.transcripts.append(self._window(store, w, start, len(self.transcripts), self.spool))
@@ -76,20 +74,25 @@ class Reading:
 
     def _window(self, store: OpenStore, w: StoreWindow, start: FileRecord | str, order: int,
                 spool: IdentitySpool | None) -> Transcript:
-        """A window read (past its record, or whole). Once the windows held in memory hold HOLD_BYTES of lines,
-        each further one is released as soon as it is read (transcript_rows.release) and its content reloaded
-        from the same snapshot when staged: a large store's run holds its plan rows on disk and one window in
-        memory (memory follows the largest window, not the store), a small one reads each window once."""
+        """A window read (past its record, or whole), and released as soon as it is read: its plan rows to the
+        spool (transcript_rows.release), its content rows to the stage file (content_spool.ContentSpool) when
+        the run stages, its parse dropped. What Python holds while reading is one window's parse, whatever the
+        store's size and however much of it is new (docs/benchmarks.md, 2026-11-26). A window whose content was
+        not spooled (a session the run leaves out) is read again if it is ever staged (t.reload)."""
         t = _guarded(read_window, store, w, start, self.strict)
-        self.held_bytes += t.report.bytes_read
-        if self.held_bytes > HOLD_BYTES:
+        session = file_session(t, self.key_by, self.keys_by_folder)
+        if self.content is not None and (not self.session_filter or session.session_id in self.session_filter):
+            self.content.add(t, order, session.session_key)
+        if not t.staged:   # kept only where it may be needed: 10,000 windows' partials are about 2 MB
             t.reload = functools.partial(_guarded, read_window, store, w, start, self.strict)
-            release(t, order, file_session(t, self.key_by, self.keys_by_folder), self.fallback_time, spool)
+        release(t, order, session, self.fallback_time, spool)
         return t
 
     def close(self) -> None:
         if self.spool is not None:
             self.spool.close()
+        if self.content is not None:
+            self.content.close()
         for store in self.open_stores.values():
             store.close()
         self.open_stores.clear()
@@ -119,8 +122,10 @@ def read_all(opts: ReadOptions, records: Records | None = None) -> Reading:
 
     work = runfolder.Held()
     reading = Reading([], opts.strict, list(inputs.skipped), work=work, key_by=opts.key_by,
-                      spool=IdentitySpool(Path(work.name)))
+                      spool=IdentitySpool(Path(work.name)), session_filter=frozenset(opts.session_filter))
     try:
+        if not opts.dry_run:   # a run that writes stages the windows' content as they are read
+            reading.content = ContentSpool(Path(work.name) / "stage.sqlite")
         _read_into(reading, inputs, opts, start)
     except BaseException:
         reading.close()

@@ -9,17 +9,13 @@ message_id = file_order << 32 | path_index: the position of a message among the 
 """
 from __future__ import annotations
 
-import sqlite3
+import functools
 from dataclasses import dataclass
 from typing import Iterable
 from pathlib import Path
 
-import orjson
-
-from lcm_etl.sqlite_runtime import private_file
-from lcm_etl.read.transcript_blocks import js_stringify
+from lcm_etl.read.content_spool import add_occurrences, open_stage, write_message
 from lcm_etl.read.openclaw_state import legacy_session_keys
-from lcm_etl.read.openclaw_store import StoreWindow
 from lcm_etl.read.transcript_files import load_session_keys
 from lcm_etl.read.transcripts import Transcript, TranscriptMessage
 
@@ -32,6 +28,20 @@ PART_COLUMNS = {"message_id": "int", "ordinal": "int"}
 ABANDONED_COLUMNS = {"file_order": "int", "session_id": "str", "entry_id": "str", "role": "str", "inner_ts": "str"}
 TABLES = ("jsonl_messages", "jsonl_parts", "jsonl_abandoned")
 SPOOL_ROWS = 50_000   # messages gathered into one row group of the spool (IdentitySpool)
+# and at most this many windows: a window's three small Arrow tables cost about 20 KB held whatever their rows (a
+# re-run's window brings a few appended messages: 10,000 of them held 200 MB before SPOOL_ROWS was reached)
+SPOOL_WINDOWS = 128
+
+
+def _arrow():
+    """pyarrow (imported here, not at the top: `audit` imports this module and rarely reads transcripts, 28 MB)
+    and the memory pool the plan rows are built in: the C library's allocator, not Arrow's default (mimalloc).
+    A store's windows make a few small tables each, gathered and freed every SPOOL_ROWS messages; mimalloc kept
+    about 5 KB more per window read (a run's memory at the end of reading grew by 17 MB from 500 to 4,000
+    windows, by 47 MB at 10,000), the system allocator none (docs/benchmarks.md, 2026-11-26)."""
+    import pyarrow as pa
+
+    return pa, pa.system_memory_pool()
 
 
 @dataclass
@@ -63,9 +73,9 @@ class IdentitySpool:
     transcript is read (DuckDB reads them back: plan_transcripts). Python holds at most SPOOL_ROWS of them: a run's
     memory follows the largest window, not the store (measured: docs/benchmarks.md).
 
-    Windows are gathered into row groups of about SPOOL_ROWS messages: a row group per window kept each one's
-    footer metadata (statistics of every column) in the writer until it closed, about 10 KB a window, 100 MB for a
-    10,000-window store, and DuckDB parsed that footer again to read the spool back."""
+    Windows are gathered into row groups of about SPOOL_ROWS messages (or SPOOL_WINDOWS windows): a row group per
+    window kept each one's footer metadata (statistics of every column) in the writer until it closed, about 10 KB
+    a window, 100 MB for a 10,000-window store, and DuckDB parsed that footer again to read the spool back."""
 
     def __init__(self, folder: Path):
         self.folder = folder
@@ -79,19 +89,20 @@ class IdentitySpool:
         self._pending.append(tables)
         self._pending_rows += tables[0].num_rows
         self.rows += tables[0].num_rows
-        if self._pending_rows >= SPOOL_ROWS:
+        if self._pending_rows >= SPOOL_ROWS or len(self._pending) >= SPOOL_WINDOWS:
             self._flush()
 
     def _flush(self) -> None:
-        import pyarrow as pa
         import pyarrow.parquet as pq
 
         if not self._pending:
             return
+        pa, pool = _arrow()
         for k, name in enumerate(TABLES):
-            table = pa.concat_tables([t[k] for t in self._pending])
+            table = pa.concat_tables([t[k] for t in self._pending], memory_pool=pool)
             if name not in self._writers:
-                self._writers[name] = pq.ParquetWriter(self.paths[name], table.schema, compression="NONE")
+                self._writers[name] = pq.ParquetWriter(self.paths[name], table.schema, compression="NONE",
+                                                       memory_pool=pool)
             self._writers[name].write_table(table, row_group_size=max(table.num_rows, 1))
         self._pending, self._pending_rows = [], 0
 
@@ -110,9 +121,10 @@ class IdentitySpool:
 
 def release(t: Transcript, order: int, session: FileSession, fallback_time: str, spool: IdentitySpool | None) -> None:
     """Keep of a transcript only what the plan needs (its identity rows: in the spool, else as Arrow tables on
-    the transcript) and drop its content, metadata and parts: stage_content reloads them (t.reload) for the
-    messages the plan writes. A store window is released as soon as it is read (a file may change between two
-    reads, so a file keeps its content instead)."""
+    the transcript) and drop its content, metadata and parts: they are in the stage file already (t.staged,
+    content_spool.ContentSpool), or stage_content reloads them (t.reload) for the messages the plan writes. A
+    store window is released as soon as it is read (a file may change between two reads, so a file keeps its
+    content instead)."""
     tables = _tables([t], [session], fallback_time, first_order=order)
     if spool is not None:
         spool.add(tables)
@@ -120,25 +132,25 @@ def release(t: Transcript, order: int, session: FileSession, fallback_time: str,
     else:
         t.identities = tables
     t.read_count = len(t.messages)
-    t.messages, t.abandoned = [], []
+    # a store window's header line is not read again (its id is the window's session id): 10,000 windows kept
+    # theirs parsed, about 6 MB
+    t.messages, t.abandoned, t.header = [], [], None
 
 
 def arrow_tables(transcripts: list[Transcript], sessions: list[FileSession], fallback_time: str):
     """(messages, parts, abandoned) as Arrow tables: one row per active-path message, per part, per
     message off the path. A released transcript brings the rows it was released with; a spooled one none (its
     rows are in the spool)."""
-    import pyarrow as pa   # here, not at the top: `audit` imports this module and rarely reads transcripts (28 MB)
-
+    pa, pool = _arrow()
     held = [t.identities for t in transcripts if isinstance(t.identities, tuple)]
     fresh = [(order, t, s) for order, (t, s) in enumerate(zip(transcripts, sessions)) if t.identities is None]
     own = _tables([t for _, t, _ in fresh], [s for _, _, s in fresh], fallback_time, orders=[o for o, _, _ in fresh])
-    return tuple(pa.concat_tables([own[k], *(h[k] for h in held)]) for k in range(3))
+    return tuple(pa.concat_tables([own[k], *(h[k] for h in held)], memory_pool=pool) for k in range(3))
 
 
 def _tables(transcripts: list[Transcript], sessions: list[FileSession], fallback_time: str, first_order: int = 0,
             orders: list[int] | None = None):
-    import pyarrow as pa
-
+    pa, pool = _arrow()
     m_cols: dict[str, list] = {k: [] for k in MESSAGE_COLUMNS}
     p_cols: dict[str, list] = {k: [] for k in PART_COLUMNS}
     a_cols: dict[str, list] = {k: [] for k in ABANDONED_COLUMNS}
@@ -158,42 +170,46 @@ def _tables(transcripts: list[Transcript], sessions: list[FileSession], fallback
             for k, v in (("file_order", order), ("session_id", s.session_id), ("entry_id", entry_id), ("role", role),
                          ("inner_ts", _ts_text(inner))):
                 a_cols[k].append(v)
-    return tuple(pa.table(cols, schema=pa.schema([(n, pa.int64() if kind == "int" else pa.string())
-                                                  for n, kind in spec.items()]))
-                 for cols, spec in ((m_cols, MESSAGE_COLUMNS), (p_cols, PART_COLUMNS), (a_cols, ABANDONED_COLUMNS)))
+    def table(cols: dict[str, list], schema):
+        return pa.Table.from_arrays([pa.array(cols[f.name], type=f.type, memory_pool=pool) for f in schema],
+                                    schema=schema)
+    m_schema, p_schema, a_schema = _schemas()
+    return table(m_cols, m_schema), table(p_cols, p_schema), table(a_cols, a_schema)
+
+
+@functools.cache
+def _schemas():
+    """The three tables' Arrow schemas, made once: one each per window cost 4 KB a window held."""
+    pa, _ = _arrow()
+    return tuple(pa.schema([(n, pa.int64() if kind == "int" else pa.string()) for n, kind in spec.items()])
+                 for spec in (MESSAGE_COLUMNS, PART_COLUMNS, ABANDONED_COLUMNS))
 
 
 def stage_content(path: Path, transcripts: list[Transcript], sessions: list[FileSession],
                   to_write: Iterable[tuple[int, int]]) -> None:
-    """Create the stage file with the content, metadata and parts of the given messages (the stage's
-    plan_parts and jsonl_content tables, read by r80 and r72). `to_write`: (message_id, k) where the message is
-    the k-th of its identity on its session's path (a row without an entry id keeps k: IDENTITY_OCCURRENCE), in
-    message id order. A released transcript is reloaded, one at a time, for its messages."""
-    con = sqlite3.connect(path, isolation_level=None)
+    """Stage the content, metadata and parts of the given messages (the stage's plan_parts and jsonl_content
+    tables, read by r80 and r72) into the stage file, which may already hold a store's windows' (spooled as they
+    were read: content_spool.ContentSpool). `to_write`: (message_id, k) where the message is the k-th of its
+    identity on its session's path (a row without an entry id keeps k: IDENTITY_OCCURRENCE), in message id
+    order. A released transcript whose content was not spooled is reloaded, one at a time, for its messages."""
+    con = open_stage(path)
     try:
-        private_file(con, cache_kib=2048)
-        con.execute("CREATE TABLE jsonl_content (message_id INTEGER PRIMARY KEY, content TEXT NOT NULL, metadata TEXT)")
-        con.execute("CREATE TABLE plan_parts (message_id INTEGER, ordinal INTEGER, kind TEXT, payload TEXT, "
-                    "tool_name TEXT, file_path TEXT, created_at TEXT)")
-        con.execute("BEGIN")
         loaded: tuple[int, list[TranscriptMessage]] | None = None
         for mid, occurrence in to_write:
             order, index = mid >> 32, mid & 0xFFFFFFFF
             t = transcripts[order]
+            if t.staged:
+                # every row without an entry id has an occurrence (it is counted with its own identity)
+                if occurrence is not None:
+                    add_occurrences(con, [(mid, occurrence)])
+                continue
             if t.identities is None:
                 messages = t.messages
             else:
                 if loaded is None or loaded[0] != order:
                     loaded = (order, t.reload().messages)
                 messages = loaded[1]
-            m = messages[index]
-            meta = _metadata(t, m, sessions[order].session_key)
-            if m.entry_id is None:
-                meta["identity_occurrence"] = occurrence
-            con.execute("INSERT INTO jsonl_content VALUES (?, ?, ?)", (mid, m.content, _dumps(meta)))
-            con.executemany("INSERT INTO plan_parts VALUES (?, ?, ?, ?, ?, ?, ?)",
-                            [(mid, p["ordinal"], p["kind"], _dumps(p["payload"]), p["tool_name"], p["file_path"],
-                              p["created_at"]) for p in m.parts])
+            write_message(con, t, messages[index], mid, sessions[order].session_key, True, occurrence)
         con.execute("COMMIT")
     finally:
         con.close()
@@ -216,27 +232,6 @@ IDENTITY_OCCURRENCE = (
           ON k.session_id = j.session_id AND k.identity_hash IS NOT DISTINCT FROM j.identity_hash) o
       ON o.message_id = w.message_id""",
     "SELECT message_id, occurrence FROM write_occurrence ORDER BY message_id")
-
-
-def _metadata(t: Transcript, m: TranscriptMessage, session_key: str | None) -> dict:
-    # a store window's row: its seq and the window's facts (lineage, title, channel) instead of a file and line
-    where = ({"seq": m.line_no, **t.origin.metadata()} if isinstance(t.origin, StoreWindow)
-             else {"file": str(t.path), "line": m.line_no, **(t.origin.metadata() if t.origin is not None else {})})
-    meta = {"source": "openclaw-jsonl", **where, "header_id": t.header_id,
-            "transcript_entry_id": m.entry_id, "parent_entry_id": m.parent_id,
-            "identity_hash": m.identity_hash, "session_key": session_key,
-            "source_created_at": m.created_at_lc, "inner_timestamp": m.inner_timestamp,
-            "sender_metadata": m.sender_metadata, **m.metadata}
-    return {k: v for k, v in meta.items() if v is not None}
-
-
-def _dumps(value) -> str:
-    """orjson when it can (fast); the JS-compatible writer for what orjson refuses (lone surrogates,
-    integers beyond 64 bits), which it writes as JSON.stringify would."""
-    try:
-        return orjson.dumps(value).decode()
-    except TypeError:   # orjson.JSONEncodeError is a TypeError
-        return js_stringify(value)
 
 
 def _ts_text(value) -> str | None:

@@ -68,7 +68,7 @@ class TranscriptMessage:
     sender_metadata: dict[str, str] | None = None
 
 
-@dataclass
+@dataclass(slots=True)   # one per transcript, kept for the whole run: no __dict__ each
 class TranscriptReport:
     lines_total: int = 0
     skipped_lines: list[tuple[int, str]] = field(default_factory=list)
@@ -83,7 +83,7 @@ class TranscriptReport:
     bytes_read: int = 0    # a store window read whole: the bytes of its lines
 
 
-@dataclass
+@dataclass(slots=True)   # one per transcript, kept for the whole run: no __dict__ each
 class ReadMark:
     """How far a read of the file went, for the next run to continue from (lcm_etl/read/transcript_offsets.py)."""
     size: int              # bytes read: up to the end of the last complete line
@@ -96,7 +96,7 @@ class ReadMark:
     lines_read: int = 0
 
 
-@dataclass
+@dataclass(slots=True)   # one per transcript, kept for the whole run: no __dict__ each
 class Transcript:
     path: Path
     header_id: str
@@ -107,7 +107,7 @@ class Transcript:
     abandoned: list[tuple[str, str | None, Any]] = field(default_factory=list)   # (entry id, role, inner ts)
     mark: ReadMark | None = None
     # where it was read from besides a file: a session store window (openclaw_store.StoreWindow) or an archive
-    # (store_reads.ArchiveOrigin); their facts go into each message's metadata (transcript_rows._metadata)
+    # (store_reads.ArchiveOrigin); their facts go into each message's metadata (content_spool._metadata)
     origin: Any = None
     # a released transcript (transcript_rows.release): its messages dropped once the plan's rows were taken
     identities: Any = None          # (messages, parts, abandoned) Arrow tables
@@ -116,6 +116,7 @@ class Transcript:
     # why it was read whole, not from its record: one of lcm_etl/read/transcript_decision.py's CAUSES (set by
     # whoever read it; None when read from its record)
     why_whole: str | None = None
+    staged: bool = False            # its messages' content rows are in the stage file already (content_spool)
 
     def count(self) -> int:
         """Messages read (on the path, or appended past the recorded offset), released or not."""
