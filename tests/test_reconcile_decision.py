@@ -19,6 +19,8 @@ from test_reconcile_offsets import lines_of, write
 
 SCHEMAS = ROOT / "docs" / "schemas"
 PLAIN, GROUP = "0198a1b2-0001-7c3d-8e4f-a1b2c3d4e501", "0198a1b2-0008-7c3d-8e4f-a1b2c3d4e508"   # native store windows
+# a rewind's two windows of one session key in the native store: the one it left, and the one it made
+BEFORE_REWIND, REWOUND = "0198a1b2-0006-7c3d-8e4f-a1b2c3d4e506", "11de10f3-a008-4482-b1c4-33892a873186"
 
 
 def reconcile(*args) -> dict:
@@ -290,3 +292,33 @@ def test_the_schemas_list_exactly_the_causes_the_decision_names():
         None, *decide.CAUSES]
     assert len(set(decide.CAUSES)) == len(decide.CAUSES)
 
+
+
+def test_a_window_read_from_its_record_then_whole_for_its_sessions_sake_lands_each_message_once(tmp_path):
+    """--key-by session-key: a rewind's two windows are one session. One window is rewritten in place (read whole),
+    the other appended to: read past its record first, then whole again for its session (its content staged twice,
+    the second replacing the first). The target then holds what one run of the final store holds, each entry once."""
+    state = state_copy("native", tmp_path / "state")
+    store = store_of(state, "main")
+    target = tmp_path / "t.sqlite"
+    reconcile("--sessions", store, "--dest", target, "--key-by", "session-key")
+    writer = StoreWriter(store)
+    try:
+        writer.append(REWOUND, ["one more question", "one more answer"])
+        _, some_entry = writer.tip(BEFORE_REWIND)
+        writer.rewrite(BEFORE_REWIND, some_entry, "-", "-")   # the watermark moves, the text stays
+    finally:
+        writer.close()
+    report = reconcile("--sessions", store, "--dest", target, "--key-by", "session-key")
+    causes = whys(report)
+    assert (causes[BEFORE_REWIND], causes[REWOUND]) == (decide.REWRITTEN, decide.SESSION_WHOLE)
+    assert report["messages"]["inserted"] == 2
+    once = tmp_path / "once.sqlite"
+    reconcile("--sessions", store, "--dest", once, "--key-by", "session-key")
+
+    def entries(path: Path) -> list[tuple]:
+        with sqlite3.connect(path) as con:
+            return sorted(con.execute("SELECT session_id, json_extract(metadata, '$.transcript_entry_id'), role, "
+                                      "content FROM lcm_messages").fetchall())
+    assert entries(target) == entries(once)
+    assert len({r[:2] for r in entries(target)}) == len(entries(target))
