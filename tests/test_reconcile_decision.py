@@ -15,7 +15,7 @@ from conftest import LCM_ETL, ROOT, run_cli
 from lcm_etl.read import transcript_decision as decide
 from storelib import StoreWriter, session_entries, state_copy, store_of
 from test_reconcile import build_pair
-from test_reconcile_offsets import lines_of, write
+from test_reconcile_offsets import lines_of, v1_lines, write
 
 SCHEMAS = ROOT / "docs" / "schemas"
 PLAIN, GROUP = "0198a1b2-0001-7c3d-8e4f-a1b2c3d4e501", "0198a1b2-0008-7c3d-8e4f-a1b2c3d4e508"   # native store windows
@@ -103,11 +103,7 @@ def test_a_branch_appended_is_read_whole_as_not_a_plain_append(tmp_path):
 
 
 def test_a_v1_file_has_nothing_to_continue_from(tmp_path):
-    v1 = [b'{"type":"session","id":"old","timestamp":"2025-01-01T00:00:00Z","cwd":"/"}\n'] + [
-        json.dumps({"type": "message", "timestamp": "2025-01-01T00:00:0%dZ" % i,
-                    "message": {"role": "user", "content": f"t{i}", "timestamp": 1735689600000 + i}}).encode() + b"\n"
-        for i in range(3)]
-    jsonl = write(tmp_path / "old.jsonl", v1)
+    jsonl = write(tmp_path / "old.jsonl", v1_lines())
     target = tmp_path / "t.sqlite"
     reconcile("--sessions", jsonl, "--dest", target)
     report = decided("--sessions", jsonl, "--dest", target)

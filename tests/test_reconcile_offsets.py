@@ -16,6 +16,14 @@ def lines_of(name: str) -> list[bytes]:
     return (SESSIONS / f"{name}.jsonl").read_bytes().splitlines(keepends=True)
 
 
+def v1_lines() -> list[bytes]:
+    """A v1 transcript: a header and three messages, none with an entry id."""
+    return [b'{"type":"session","id":"old","timestamp":"2025-01-01T00:00:00Z","cwd":"/"}\n'] + [
+        json.dumps({"type": "message", "timestamp": "2025-01-01T00:00:0%dZ" % i,
+                    "message": {"role": "user", "content": f"t{i}", "timestamp": 1735689600000 + i}}).encode() + b"\n"
+        for i in range(3)]
+
+
 def write(path: Path, lines: list[bytes]) -> Path:
     path.write_bytes(b"".join(lines))
     return path
@@ -124,11 +132,7 @@ def test_a_dry_run_reads_from_the_offset_but_records_nothing(tmp_path):
 
 
 def test_a_v1_file_without_entry_ids_is_always_read_whole(tmp_path):
-    v1 = [b'{"type":"session","id":"old","timestamp":"2025-01-01T00:00:00Z","cwd":"/"}\n'] + [
-        json.dumps({"type": "message", "timestamp": "2025-01-01T00:00:0%dZ" % i,
-                    "message": {"role": "user", "content": f"t{i}", "timestamp": 1735689600000 + i}}).encode() + b"\n"
-        for i in range(3)]
-    jsonl = write(tmp_path / "old.jsonl", v1)
+    jsonl = write(tmp_path / "old.jsonl", v1_lines())
     target = tmp_path / "t.sqlite"
     reconcile("--sessions", jsonl, "--dest", target)
     f = the_file(reconcile("--sessions", jsonl, "--dest", target))
