@@ -113,3 +113,37 @@ def test_the_spool_holds_a_bounded_number_of_windows_however_few_rows_each_bring
     assert sql is not None
     assert duckdb.sql(f"SELECT count(*), count(DISTINCT file_order) FROM ({sql})").fetchone() == (30 * SPOOL_WINDOWS,
                                                                                                    10 * SPOOL_WINDOWS)
+
+
+def test_the_plans_tables_are_compressed_and_dropped_after_their_last_use(tmp_path, monkeypatch):
+    """The plan's tables live in a compressed in-memory database, checkpointed after each step: DuckDB's own
+    in-memory database keeps rows uncompressed, and a re-run's tables grew with the new rows (1 % appended to a
+    5,000,000-event store: 41 MB of tables against 10 MB at 500,000). The transcripts' rows are views of the
+    spool and the Arrow tables, not copied in; what only the plan's steps read is dropped once it has run."""
+    from lcm_etl.commands import reconcile as command
+    from lcm_etl.planning import reconcile_plan
+
+    seen: dict = {}
+
+    def plan_transcripts(*args, **kwargs):
+        con = reconcile_plan.plan_transcripts(*args, **kwargs)
+        seen["tables"] = {r[0] for r in con.execute(
+            "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database()").fetchall()}
+        seen["views"] = {r[0] for r in con.execute(
+            "SELECT view_name FROM duckdb_views() WHERE database_name = current_database()").fetchall()}
+        seen["compression"] = {r[0] for r in con.execute(
+            "SELECT DISTINCT compression FROM pragma_storage_info('jsonl_plan') WHERE segment_type = 'VARCHAR'"
+        ).fetchall()}
+        return con
+
+    monkeypatch.setattr(command, "plan_transcripts", plan_transcripts)
+    store = _store(tmp_path / "s" / "agent" / "openclaw-agent.sqlite", 4000)
+    target = tmp_path / "t.sqlite"
+    command.reconcile(command.ReconcileOptions(sessions=[str(store)], target=target))
+    _append(store, 10)
+    report = command.reconcile(command.ReconcileOptions(sessions=[str(store)], target=target))
+    assert report.messages.inserted > 0
+    assert {"jsonl_plan", "write_messages", "session_work", "held"} <= seen["tables"]
+    assert not seen["tables"] & {"jsonl_abandoned", "held_lcm", "batch_input"}, seen["tables"]
+    assert seen["compression"] and seen["compression"] != {"Uncompressed"}, seen["compression"]
+    assert seen["views"] == {"jsonl_messages", "jsonl_parts"}, seen["views"]
