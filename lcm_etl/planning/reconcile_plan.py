@@ -5,6 +5,7 @@ DuckDB, and the steps r20/r60 run on them (the RECONCILE pipeline, lcm_etl/steps
 """
 from __future__ import annotations
 
+import functools
 import sqlite3
 from contextlib import closing
 from dataclasses import dataclass, field
@@ -71,7 +72,7 @@ def plan_transcripts(opts: ReconcileOptions, reading: Reading, target_db: Path |
     # the plan's tables in a compressed in-memory database, compressed at each checkpoint below: uncompressed, a
     # re-run's tables grew with the new rows (1 % appended to a 5,000,000-event store: 41 MB against 10 at 500,000)
     con = plan.duck.connect(workdir, opts.memory_limit, keeps_records=not opts.dry_run, compressed=True)
-    checkpoint = lambda: plan.duck.checkpoint(con)  # noqa: E731
+    checkpoint = functools.partial(plan.duck.checkpoint, con)
     try:
         # a spooled transcript read again (whole) brings its rows with it: its spooled ones are left out
         stale = ", ".join(str(i) for i, t in enumerate(transcripts) if isinstance(t.identities, tuple)) or "-1"
