@@ -55,7 +55,7 @@ def test_what_reading_holds_does_not_grow_with_the_windows_read(tmp_path):
     held_small, small_read = _held_after_reading(small)
     held_large, large_read = _held_after_reading(large)
     assert len(small_read) == 4 and len(large_read) == 40
-    assert all(t.messages == [] and t.staged for t in small_read + large_read)
+    assert all(not t.messages and t.staged for t in small_read + large_read)
     per_window = (held_large - held_small) / 36
     assert per_window < 8_000, f"{per_window:.0f} bytes held per window read"
 
@@ -74,7 +74,7 @@ def test_a_re_run_releases_each_windows_appended_messages_and_writes_what_one_ru
     _, transcripts = _held_after_reading(store, target)
     assert len(transcripts) == 40
     assert all(t.mark is not None and t.mark.read_from > 0 for t in transcripts)   # read past the record
-    assert all(t.messages == [] and t.staged and t.read_count for t in transcripts)
+    assert all(not t.messages and t.staged and t.read_count for t in transcripts)
     report = command.reconcile(command.ReconcileOptions(sessions=[str(store)], target=target))
     assert report.extra["files_read_from_offset"] == 40 and report.messages.inserted > 0
 

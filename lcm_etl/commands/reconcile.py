@@ -68,7 +68,7 @@ def _reconcile(opts: ReconcileOptions, read: Reading, hints: decide.Records) -> 
         sessions = file_sessions(transcripts, opts.key_by)
         # each transcript read from a record the target no longer holds as it was, or into another session, and
         # the others of its session, are read again whole (transcript_decision.settle)
-        read.read_whole(decide.settle(transcripts, sessions, hints, decide.recorded(target_db)))
+        read.read_whole(decide.settle(transcripts, sessions, hints, decide.still_held(target_db, hints)))
         appended = decide.sessions_from_records(transcripts, sessions)
         # both sets of records are settled: not held through the plan (a FileRecord a window, 8 MB at 10,000)
         hints.by_key.clear()
@@ -159,6 +159,7 @@ def _fill_report(con, report: RunReport, read: Reading) -> None:
                count(*) FILTER (WHERE matched_by = 'rewrite')
         FROM jsonl_plan GROUP BY 1""").fetchall()}
     files = []
+    names: dict[Path, str] = {}   # a store's windows share its name: one string, not one an entry
     for order, t in enumerate(transcripts):
         present, new, by_id, by_identity, rewrites = per_file.get(order, (0, 0, 0, 0, 0))
         r = t.report
@@ -167,15 +168,16 @@ def _fill_report(con, report: RunReport, read: Reading) -> None:
         if appended and mark is not None:   # the messages before the offset: reconciled by the run that recorded it
             present += mark.messages - t.count()
             m.already_present += mark.messages - t.count()
-        files.append({"file": str(t.path), "session_id": t.header_id, **_origin(t),
+        files.append({"file": names.setdefault(t.path, str(t.path)), "session_id": t.header_id, **_origin(t),
                       "messages_on_path": mark.messages if mark else t.count(),
                       "read": "appended" if appended else "whole", "why": None if appended else t.why_whole,
                       "read_from_offset": mark.read_from if mark else 0,
                       "lines_read": mark.lines_read if mark else r.lines_total,
                       "already_present": present, "imported": new, "matched_by_entry_id": by_id,
                       "matched_by_identity": by_identity, "matched_as_rewrite": rewrites, "abandoned_branch_entries": r.abandoned_entries,
-                      "skipped_lines": [{"line": n, "reason": why} for n, why in r.skipped_lines],
-                      "parent_gaps": list(r.gaps), "replays": list(r.replays), "extra_headers": list(r.extra_headers),
+                      "skipped_lines": [{"line": n, "reason": why} for n, why in r.skipped_lines] or (),
+                      "parent_gaps": list(r.gaps) or (), "replays": list(r.replays) or (),
+                      "extra_headers": list(r.extra_headers) or (),
                       "unknown_entry_types": r.unknown_types})
         for n, why in r.skipped_lines:
             report.warnings.append(f"{t.path}:{n}: skipped line ({why})")

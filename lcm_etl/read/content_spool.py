@@ -15,6 +15,7 @@ the messages to write (`_new`) with these tables by message id, so the others ar
 from __future__ import annotations
 
 import json
+from array import array
 import sqlite3
 from pathlib import Path
 from typing import Iterable
@@ -76,7 +77,9 @@ class ContentSpool:
     def __init__(self, path: Path):
         self.path = path
         self._con: sqlite3.Connection | None = open_stage(path)
-        self._parts_rows: dict[int, tuple[int, int]] = {}   # file order -> its plan_parts rowids (first, last)
+        # file order -> its plan_parts rowids (first, last; 0 when none): two machine integers a window, not a dict
+        # entry and a tuple (about 120 bytes a window held through the run)
+        self._first, self._last = array("q"), array("q")
 
     def add(self, t: Transcript, order: int, session_key: str | None) -> None:
         """The transcript's messages, as message ids order << 32 | index (transcript_rows); a transcript read
@@ -88,16 +91,20 @@ class ContentSpool:
             write_message(self._con, t, m, (order << 32) | i, session_key)
         after = self._con.execute("SELECT max(rowid) FROM plan_parts").fetchone()[0] or 0
         if after > before:
-            self._parts_rows[order] = (before + 1, after)
+            grow = order + 1 - len(self._first)
+            if grow > 0:
+                self._first.extend([0] * grow)
+                self._last.extend([0] * grow)
+            self._first[order], self._last[order] = before + 1, after
         t.staged = True
 
     def drop(self, order: int) -> None:
         assert self._con is not None
         self._con.execute("DELETE FROM jsonl_content WHERE message_id BETWEEN ? AND ?",
                           (order << 32, (order << 32) | 0xFFFFFFFF))
-        first_last = self._parts_rows.pop(order, None)
-        if first_last is not None:
-            self._con.execute("DELETE FROM plan_parts WHERE rowid BETWEEN ? AND ?", first_last)
+        if order < len(self._first) and self._first[order]:
+            self._con.execute("DELETE FROM plan_parts WHERE rowid BETWEEN ? AND ?", (self._first[order], self._last[order]))
+            self._first[order] = self._last[order] = 0
 
     def finish(self) -> Path:
         """Commit and close; the stage file's path (reconcile stages the other transcripts into it)."""

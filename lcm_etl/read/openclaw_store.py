@@ -16,6 +16,7 @@ it says it is fresh, the path read here is compared with it, and a difference is
 """
 from __future__ import annotations
 
+import functools
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,7 +40,7 @@ _ARCHIVE_COLUMNS = ("session_id", "generation", "session_key", "reason", "encodi
 FETCH_ROWS = 2048   # rows fetched from DuckDB at a time: a window of any length streams through bounded memory
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)   # one per window, held for the whole run: no __dict__ each
 class StoreWindow:
     """One transcript of a store: a session window."""
     store: Path                       # the store as named (the original, not the snapshot)
@@ -95,6 +96,11 @@ class StoreContents:
     windows: list[StoreWindow] = field(default_factory=list)
     archives: list[StoreArchive] = field(default_factory=list)
     compressed: bool = False          # the store can hold zstd rows (event_zstd exists)
+
+
+def _shared(seen: dict, value):
+    """`value`, or the equal one seen before."""
+    return seen.setdefault(value, value)
 
 
 def decompress(blob: bytes, size: int | None = None) -> bytes:
@@ -246,6 +252,10 @@ class OpenStore:
             {"LEFT JOIN st.session_transcript_index_state x ON x.session_id = ev.session_id" if index else ""}
             ORDER BY w_created_at NULLS LAST, ev.session_id"""
         out = []
+        # the columns most windows share a value of (reason, scope, chat type, channel, projection, watermark) are
+        # one string each, not one per window: 10,000 windows are held through the run (docs/benchmarks.md)
+        shared: dict = {}
+        one = functools.partial(_shared, shared)
         for r in self.con.execute(sql).fetchall():
             sid, max_seq, events = r[0], r[1], r[2]
             w = dict(zip(_WINDOW_COLUMNS, r[3:3 + len(_WINDOW_COLUMNS)]))
@@ -253,11 +263,11 @@ class OpenStore:
             watermark, projection = r[-2], r[-1]
             out.append(StoreWindow(
                 store=self.path, agent_id=agent, session_id=sid, session_key=w["session_key"],
-                previous_session_id=w["previous_session_id"], reason=w["reason"], session_scope=w["session_scope"],
-                chat_type=w["chat_type"], channel=w["channel"],
+                previous_session_id=w["previous_session_id"], reason=one(w["reason"]),
+                session_scope=one(w["session_scope"]), chat_type=one(w["chat_type"]), channel=one(w["channel"]),
                 title=n["display_name"] or n["label"] or w["display_name"],
-                current=n["current_session_id"] == sid, created_at=w["created_at"], watermark=watermark,
-                max_seq=int(max_seq), events=int(events), projection=projection))
+                current=n["current_session_id"] == sid, created_at=w["created_at"], watermark=one(watermark),
+                max_seq=int(max_seq), events=int(events), projection=one(projection)))
         return out
 
     def _archives(self, agent: str | None) -> list[StoreArchive]:

@@ -35,7 +35,7 @@ import sqlite3
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Iterator
 
 from lcm_etl.read.openclaw_store import StoreWindow
 from lcm_etl.read.transcript_rows import FileSession
@@ -68,7 +68,7 @@ SELECT f.path, f.size, f.sha256, f.lines, f.messages, f.tip, f.header_id, f.vers
 FROM lcm_etl_transcript_files f LEFT JOIN lcm_etl_runs r ON r.run_id = f.run_id"""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)   # one per transcript, held while the transcripts are read
 class FileRecord:
     """What the last reconcile that planned a transcript read of it."""
     path: str
@@ -122,15 +122,37 @@ def recorded(target: Path | None, hint: bool = False, dry_run: bool = False) -> 
     wal = Path(f"{target}-wal").exists()
     if hint and wal and (dry_run or not Path(f"{target}-shm").exists()):
         return Records(absent=RECORDS_UNREAD)
-    how = "immutable=1" if hint and not wal else "mode=ro"
     try:
-        with closing(sqlite3.connect(f"{target.absolute().as_uri()}?{how}", uri=True)) as con:
-            names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            if not {"lcm_etl_transcript_files", "lcm_etl_runs"} <= names:
-                return Records()
-            return Records({r[0]: FileRecord(*r) for r in con.execute(_RECORDED)})
+        return Records({rec.path: rec for rec in _records(target, "immutable=1" if hint and not wal else "mode=ro")})
     except sqlite3.Error:   # not readable now: the run reads every transcript whole, and check_target says why
         return Records(absent=RECORDS_UNREAD)
+
+
+def _records(target: Path, how: str) -> Iterator[FileRecord]:
+    """The target's records, one at a time (none without the tables). The values most records share (the run's
+    options, a window's watermark proof) are one string each: a 10,000-window store's records are held while its
+    windows are read (docs/benchmarks.md)."""
+    shared: dict = {}
+    with closing(sqlite3.connect(f"{target.absolute().as_uri()}?{how}", uri=True)) as con:
+        names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if not {"lcm_etl_transcript_files", "lcm_etl_runs"} <= names:
+            return
+        for r in con.execute(_RECORDED):
+            yield FileRecord(r[0], r[1], shared.setdefault(r[2], r[2]), r[3], r[4], r[5], r[6], r[7],
+                             r[6] if r[8] == r[6] else r[8], shared.setdefault(r[9], r[9]),
+                             shared.setdefault(r[10], r[10]), r[11])
+
+
+def still_held(target: Path | None, hints: Records) -> set[str]:
+    """The keys of the hints the target still holds as they were (read under the lock, or from the dry run's
+    private copy): the records are compared one at a time, not read into a second set of them all."""
+    if target is None or not target.exists():
+        return set()
+    try:
+        return {hint.path for rec in _records(target, "mode=ro")
+                if (hint := hints.by_key.get(rec.path)) is not None and hint == rec}
+    except sqlite3.Error:   # not readable now: every transcript read from a record is read again whole
+        return set()
 
 
 def file_key(path: Path) -> str:
@@ -215,19 +237,19 @@ def from_record(t: Transcript) -> bool:
 
 
 def settle(transcripts: list[Transcript], sessions: list[FileSession], hints: Records,
-           records: Records) -> dict[int, str]:
+           held: set[str]) -> dict[int, str]:
     """The transcripts read from a record (`hints`, read before the lock) that must be read again whole, by index,
-    with the cause: a record the target no longer holds as it was (`records`: read under the lock, or from the dry
-    run's private copy), a transcript that lands in another session than it was recorded under, and the others of
-    a session with one read whole. `sessions`: where each transcript lands."""
+    with the cause: a record the target no longer holds as it was (`held`: the keys it still holds alike,
+    `still_held`), a transcript that lands in another session than it was recorded under, and the others of a
+    session with one read whole. `sessions`: where each transcript lands."""
     changed = {}
     for i, t in enumerate(transcripts):
         if from_record(t):
             key = transcript_key(t)
             hint = hints.get(key)
-            if records.get(key) != hint:
+            if hint is None or key not in held:
                 changed[i] = RECORD_CHANGED
-            elif hint is not None and hint.session_id != sessions[i].session_id:
+            elif hint.session_id != sessions[i].session_id:
                 changed[i] = OTHER_SESSION
     whole = {s.session_id for i, (t, s) in enumerate(zip(transcripts, sessions)) if not from_record(t) or i in changed}
     return {**in_sessions(transcripts, sessions, whole, SESSION_WHOLE), **changed}

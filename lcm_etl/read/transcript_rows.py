@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, cast
 from pathlib import Path
 
 from lcm_etl.read.content_spool import add_occurrences, open_stage, write_message
@@ -31,6 +31,10 @@ SPOOL_ROWS = 50_000   # messages gathered into one row group of the spool (Ident
 # and at most this many windows: a window's three small Arrow tables cost about 20 KB held whatever their rows (a
 # re-run's window brings a few appended messages: 10,000 of them held 200 MB before SPOOL_ROWS was reached)
 SPOOL_WINDOWS = 128
+# a released transcript's emptied lists: one shared empty tuple (an append to it fails loudly, never shares a row);
+# 10,000 windows' empty lists and their reports' were about 5 MB (docs/benchmarks.md, 2026-11-27)
+NOTHING = cast(list, ())
+_REPORT_LISTS = ("skipped_lines", "gaps", "replays", "extra_headers", "cycles", "non_persistable")
 
 
 def _arrow():
@@ -44,7 +48,7 @@ def _arrow():
     return pa, pa.system_memory_pool()
 
 
-@dataclass
+@dataclass(slots=True)   # one per transcript, held for the whole run
 class FileSession:
     session_id: str            # where the file's messages land
     session_key: str | None    # from the folder's sessions.json, kept in metadata
@@ -134,7 +138,11 @@ def release(t: Transcript, order: int, session: FileSession, fallback_time: str,
     t.read_count = len(t.messages)
     # a store window's header line is not read again (its id is the window's session id): 10,000 windows kept
     # theirs parsed, about 6 MB
-    t.messages, t.abandoned, t.header = [], [], None
+    t.messages, t.abandoned, t.header = NOTHING, NOTHING, None
+    r = t.report
+    for name in _REPORT_LISTS:   # what a window's read found nothing of: one shared empty value, not a list each
+        if not getattr(r, name):
+            setattr(r, name, ())
 
 
 def arrow_tables(transcripts: list[Transcript], sessions: list[FileSession], fallback_time: str):
