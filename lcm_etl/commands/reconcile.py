@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from array import array
 from contextlib import closing
 from pathlib import Path
+from typing import Iterable
 
 import duckdb
 
@@ -39,17 +41,17 @@ from lcm_etl.load.write import WriteJob
 
 def reconcile(opts: ReconcileOptions) -> RunReport:
     # where the last complete run stopped in each transcript
-    records = decide.recorded(opts.target, hint=True, dry_run=opts.dry_run)
-    read = read_all(opts, records)   # transcript problems are reported first, then target problems, then a wait
+    with decide.recorded(opts.target, hint=True, dry_run=opts.dry_run) as records:
+        read = read_all(opts, records)   # transcript problems are reported first, then target problems, then a wait
     try:
         check_target(opts.target, open_it=not opts.dry_run)
         with target_lock(opts.target, opts.lock_timeout, opts.dry_run):   # one run per target (lcm_etl/store/runlock.py)
-            return _reconcile(opts, read, records)
+            return _reconcile(opts, read)
     finally:
         read.close()
 
 
-def _reconcile(opts: ReconcileOptions, read: Reading, hints: decide.Records) -> RunReport:
+def _reconcile(opts: ReconcileOptions, read: Reading) -> RunReport:
     started, t0 = now_iso(), time.monotonic()
     report = RunReport(command="reconcile", dry_run=opts.dry_run, source=str(opts.src) if opts.src else None,
                        target=str(opts.target))
@@ -68,10 +70,9 @@ def _reconcile(opts: ReconcileOptions, read: Reading, hints: decide.Records) -> 
         sessions = file_sessions(transcripts, opts.key_by)
         # each transcript read from a record the target no longer holds as it was, or into another session, and
         # the others of its session, are read again whole (transcript_decision.settle)
-        read.read_whole(decide.settle(transcripts, sessions, hints, decide.still_held(target_db, hints)))
+        with decide.recorded(target_db) as records:
+            read.read_whole(decide.settle(transcripts, sessions, records))
         appended = decide.sessions_from_records(transcripts, sessions)
-        # both sets of records are settled: not held through the plan (a FileRecord a window, 8 MB at 10,000)
-        hints.by_key.clear()
         con = plan_transcripts(opts, read, target_db, source, Path(work.name), sessions, appended)
         # held rows without an entry id are matched by identity along the whole path: such a session is read whole
         by_identity = {r[0] for r in con.execute("SELECT DISTINCT session_id FROM held WHERE entry_id IS NULL AND "
@@ -82,9 +83,10 @@ def _reconcile(opts: ReconcileOptions, read: Reading, hints: decide.Records) -> 
             appended -= by_identity
             con = plan_transcripts(opts, read, target_db, source, Path(work.name), sessions, appended)
         try:
-            _fill_report(con, report, read)
+            per_file = _plan_counts(con, report, read)
             batches = plan.all_batches(con)
             if opts.dry_run:
+                _fill_files(report, read, per_file)
                 report.elapsed_s = time.monotonic() - t0
                 return report
             # the stage file holds the store windows' content already (spooled as read: content_spool.py)
@@ -98,8 +100,8 @@ def _reconcile(opts: ReconcileOptions, read: Reading, hints: decide.Records) -> 
             con.execute("DETACH stage")
         finally:
             con.close()
-        files = sorted({str(t.path) for t in transcripts})
-        transcripts.clear()   # the stage holds what is written now: free the parsed content before writing
+        files = sorted(str(p) for p in transcripts.paths())
+        transcripts.drop_content()   # the stage holds what is written now: free the parsed content before writing
         record = ledger.RunRecord.new(
             "reconcile", started, {"sessions": files, "session_filter": opts.session_filter, "key_by": opts.key_by},
             source_path=str(opts.src) if opts.src else None, source_size=snaps[0].size if opts.src else None,
@@ -110,6 +112,9 @@ def _reconcile(opts: ReconcileOptions, read: Reading, hints: decide.Records) -> 
         strategy = choose(opts.target, existed, (pipeline.RECONCILE_WRITE,), opts.lock_timeout)
         counts = load(job, strategy, now_iso)
         report.take_written(counts)
+        # the report's entry per transcript is made once the run is written: 10,000 windows' entries (about 1 KB
+        # each) are not held through the write (docs/benchmarks.md, 2026-11-27)
+        _fill_files(report, read, per_file)
         report.run_id = record.run_id
         report.elapsed_s = time.monotonic() - t0
         return report
@@ -121,19 +126,24 @@ def _reconcile(opts: ReconcileOptions, read: Reading, hints: decide.Records) -> 
         work.cleanup()
 
 
+PER_FILE = 5   # the plan's counts kept per transcript (_plan_counts)
+
+
 def _rows(cur):
     """A DuckDB result's rows, a batch at a time (a first run writes every message: no list of them all)."""
     while batch := cur.fetchmany(10_000):
         yield from batch
 
 
-def _stage_offsets(stage: Path, rows: list[tuple]) -> None:
+def _stage_offsets(stage: Path, rows: Iterable[tuple]) -> None:
     """How far this run read each file, for r95_record_offsets.sql to record in the run's last transaction."""
     with closing(sqlite3.connect(stage, isolation_level=None)) as con:
         con.execute("CREATE TABLE transcript_files (path TEXT PRIMARY KEY, size INTEGER, sha256 TEXT, lines INTEGER, "
                     "messages INTEGER, tip TEXT, header_id TEXT, version INTEGER, session_id TEXT, key_by TEXT, "
                     "held_by TEXT)")
+        con.execute("BEGIN")   # one transaction: a row each committed on its own cost 10,000 windows seconds
         con.executemany("INSERT INTO transcript_files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        con.execute("COMMIT")
 
 
 def _origin(t: Transcript) -> dict:
@@ -144,8 +154,9 @@ def _origin(t: Transcript) -> dict:
     return {"kind": "archive" if t.origin is not None else "file"}
 
 
-def _fill_report(con, report: RunReport, read: Reading) -> None:
-    transcripts = read.transcripts
+def _plan_counts(con, report: RunReport, read: Reading) -> array:
+    """The plan's counts into the report, and per transcript (by read order, five to a transcript): its messages
+    already held, new, matched by entry id, by identity, as a rewrite."""
     m = report.messages
     m.inserted = con.execute("SELECT count(*) FROM write_messages").fetchone()[0]
     m.already_present = con.execute("SELECT count(*) FROM jsonl_plan WHERE NOT is_new").fetchone()[0]
@@ -153,15 +164,26 @@ def _fill_report(con, report: RunReport, read: Reading) -> None:
         "SELECT count(*) FROM jsonl_parts WHERE message_id IN (SELECT message_id FROM write_messages)").fetchone()[0]
     report.sessions_touched = [r[0] for r in con.execute("SELECT session_id FROM session_work ORDER BY 1").fetchall()]
     report.boundary_events = len(report.sessions_touched)
-    per_file = {r[0]: r[1:] for r in con.execute("""
+    report.extra["rewritten_in_place"] = con.execute("SELECT count(*) FROM jsonl_plan WHERE rewritten").fetchone()[0]
+    per_file = array("q", bytes(8 * PER_FILE * len(read.transcripts)))
+    cur = con.execute("""
         SELECT file_order, count(*) FILTER (WHERE NOT is_new), count(*) FILTER (WHERE is_new),
                count(*) FILTER (WHERE matched_by = 'entry id'), count(*) FILTER (WHERE matched_by = 'identity'),
                count(*) FILTER (WHERE matched_by = 'rewrite')
-        FROM jsonl_plan GROUP BY 1""").fetchall()}
+        FROM jsonl_plan GROUP BY 1""")
+    for r in _rows(cur):
+        per_file[PER_FILE * r[0]:PER_FILE * (r[0] + 1)] = array("q", r[1:])
+    return per_file
+
+
+def _fill_files(report: RunReport, read: Reading, per_file: array) -> None:
+    """The report's entry per transcript read, and what they add up to."""
+    transcripts = read.transcripts
+    m = report.messages
     files = []
     names: dict[Path, str] = {}   # a store's windows share its name: one string, not one an entry
     for order, t in enumerate(transcripts):
-        present, new, by_id, by_identity, rewrites = per_file.get(order, (0, 0, 0, 0, 0))
+        present, new, by_id, by_identity, rewrites = per_file[PER_FILE * order:PER_FILE * (order + 1)]
         r = t.report
         mark = t.mark
         appended = decide.from_record(t)
@@ -188,7 +210,6 @@ def _fill_report(con, report: RunReport, read: Reading) -> None:
     report.extra["files_skipped"] = [{"file": str(p), "reason": why} for p, why in read.skipped]
     report.extra["stores"] = read.stores
     report.extra["archives"] = read.archives
-    report.extra["rewritten_in_place"] = con.execute("SELECT count(*) FROM jsonl_plan WHERE rewritten").fetchone()[0]
     report.extra["transcripts_read"] = len(transcripts)
     report.extra["lines_read"] = sum(f["lines_read"] for f in files)
     report.extra["files_read_from_offset"] = sum(f["read"] == "appended" for f in files)

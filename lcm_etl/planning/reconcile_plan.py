@@ -10,6 +10,7 @@ import sqlite3
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 from lcm_etl.errors import BadInput
 from lcm_etl.planning import plan
@@ -56,7 +57,7 @@ def held_by(opts: ReconcileOptions) -> str:
 
 
 def plan_transcripts(opts: ReconcileOptions, reading: Reading, target_db: Path | None, source: Snapshot | None,
-                     workdir: Path, sessions: list[FileSession] | None = None,
+                     workdir: Path, sessions: Sequence[FileSession] | None = None,
                      appended: frozenset[str] | set[str] = frozenset()):
     """Load the transcripts' identities and the held rows into a fresh DuckDB connection and run the plan
     steps r20/r60.
@@ -68,14 +69,14 @@ def plan_transcripts(opts: ReconcileOptions, reading: Reading, target_db: Path |
     transcripts, spool = reading.transcripts, reading.spool
     if sessions is None:
         sessions = file_sessions(transcripts, opts.key_by)
-    messages, parts, abandoned = arrow_tables(transcripts, sessions, reading.fallback_time)
+    messages, parts, abandoned = arrow_tables(transcripts.in_memory(), sessions, reading.fallback_time)
     # the plan's tables in a compressed in-memory database, compressed at each checkpoint below: uncompressed, a
     # re-run's tables grew with the new rows (1 % appended to a 5,000,000-event store: 41 MB against 10 at 500,000)
     con = plan.duck.connect(workdir, opts.memory_limit, keeps_records=not opts.dry_run, compressed=True)
     checkpoint = functools.partial(plan.duck.checkpoint, con)
     try:
         # a spooled transcript read again (whole) brings its rows with it: its spooled ones are left out
-        stale = ", ".join(str(i) for i, t in enumerate(transcripts) if isinstance(t.identities, tuple)) or "-1"
+        stale = ", ".join(str(i) for i, t in transcripts.in_memory() if isinstance(t.identities, tuple)) or "-1"
         # views, not tables: the spooled rows are read from the spool's Parquet file (in the run folder) by each
         # step that scans them, never copied into DuckDB's memory (a re-run of a 5,000,000-event store after 1 %
         # appended: 18 MB of jsonl_messages before its checkpoint compressed it); the Arrow tables of the

@@ -42,6 +42,7 @@ def read_window(store: OpenStore, w: StoreWindow, start: FileRecord | str, stric
         held = window_start(start, w)
         appended = _read_appended(store, w, start) if held is None else held
         if isinstance(appended, Transcript):
+            appended.record = start
             return appended
         cause = appended
     else:

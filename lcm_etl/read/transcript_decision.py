@@ -32,10 +32,9 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
-from contextlib import closing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, Iterator
+from typing import Any, BinaryIO, Sequence
 
 from lcm_etl.read.openclaw_store import StoreWindow
 from lcm_etl.read.transcript_rows import FileSession
@@ -85,18 +84,49 @@ class FileRecord:
     trusted: int       # 1: its run completed and no undo ran after it
 
 
-@dataclass(frozen=True)
 class Records:
-    """A target's records, by transcript key; `absent`: the cause for a transcript without one."""
-    by_key: dict[str, FileRecord] = field(default_factory=dict)
-    absent: str = NEW
+    """A target's records, looked up one transcript key at a time (the table's primary key): a 10,000-window
+    store's records are never all held (docs/benchmarks.md, 2026-11-27). `absent`: the cause for a transcript
+    without one. A record that cannot be read now (the target changed under a hint's immutable read) is absent,
+    with RECORDS_UNREAD: the transcript is read whole, which is always correct. Close it when done."""
+
+    def __init__(self, target: Path | None = None, how: str = "mode=ro", absent: str = NEW):
+        self.absent = absent
+        self._con: sqlite3.Connection | None = None
+        if target is None:
+            return
+        con = sqlite3.connect(f"{target.absolute().as_uri()}?{how}", uri=True, check_same_thread=False)
+        names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if {"lcm_etl_transcript_files", "lcm_etl_runs"} <= names:
+            self._con = con
+        else:
+            con.close()
+
+    def __enter__(self) -> "Records":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._con is not None:
+            self._con.close()
+            self._con = None
 
     def get(self, key: str) -> FileRecord | None:
-        return self.by_key.get(key)
+        if self._con is None:
+            return None
+        try:
+            row = self._con.execute(_RECORDED + " WHERE f.path = ?", (key,)).fetchone()
+        except sqlite3.Error:
+            self.close()
+            self.absent = RECORDS_UNREAD
+            return None
+        return FileRecord(*row) if row is not None else None
 
     def start(self, key: str, key_by: str, held_by: str) -> FileRecord | str:
         """The record a transcript is read from, or why it is read whole."""
-        rec = self.by_key.get(key)
+        rec = self.get(key)
         if rec is None:
             return self.absent
         if not rec.trusted:
@@ -123,36 +153,9 @@ def recorded(target: Path | None, hint: bool = False, dry_run: bool = False) -> 
     if hint and wal and (dry_run or not Path(f"{target}-shm").exists()):
         return Records(absent=RECORDS_UNREAD)
     try:
-        return Records({rec.path: rec for rec in _records(target, "immutable=1" if hint and not wal else "mode=ro")})
+        return Records(target, "immutable=1" if hint and not wal else "mode=ro")
     except sqlite3.Error:   # not readable now: the run reads every transcript whole, and check_target says why
         return Records(absent=RECORDS_UNREAD)
-
-
-def _records(target: Path, how: str) -> Iterator[FileRecord]:
-    """The target's records, one at a time (none without the tables). The values most records share (the run's
-    options, a window's watermark proof) are one string each: a 10,000-window store's records are held while its
-    windows are read (docs/benchmarks.md)."""
-    shared: dict = {}
-    with closing(sqlite3.connect(f"{target.absolute().as_uri()}?{how}", uri=True)) as con:
-        names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        if not {"lcm_etl_transcript_files", "lcm_etl_runs"} <= names:
-            return
-        for r in con.execute(_RECORDED):
-            yield FileRecord(r[0], r[1], shared.setdefault(r[2], r[2]), r[3], r[4], r[5], r[6], r[7],
-                             r[6] if r[8] == r[6] else r[8], shared.setdefault(r[9], r[9]),
-                             shared.setdefault(r[10], r[10]), r[11])
-
-
-def still_held(target: Path | None, hints: Records) -> set[str]:
-    """The keys of the hints the target still holds as they were (read under the lock, or from the dry run's
-    private copy): the records are compared one at a time, not read into a second set of them all."""
-    if target is None or not target.exists():
-        return set()
-    try:
-        return {hint.path for rec in _records(target, "mode=ro")
-                if (hint := hints.by_key.get(rec.path)) is not None and hint == rec}
-    except sqlite3.Error:   # not readable now: every transcript read from a record is read again whole
-        return set()
 
 
 def file_key(path: Path) -> str:
@@ -236,18 +239,16 @@ def from_record(t: Transcript) -> bool:
     return t.mark is not None and t.mark.read_from > 0
 
 
-def settle(transcripts: list[Transcript], sessions: list[FileSession], hints: Records,
-           held: set[str]) -> dict[int, str]:
-    """The transcripts read from a record (`hints`, read before the lock) that must be read again whole, by index,
-    with the cause: a record the target no longer holds as it was (`held`: the keys it still holds alike,
-    `still_held`), a transcript that lands in another session than it was recorded under, and the others of a
-    session with one read whole. `sessions`: where each transcript lands."""
+def settle(transcripts: Sequence[Transcript], sessions: Sequence[FileSession], records: Records) -> dict[int, str]:
+    """The transcripts read from a record (a hint, read before the lock: `t.record`) that must be read again whole,
+    by index, with the cause: a record the target no longer holds as it was (`records`: read under the lock, or
+    from the dry run's private copy), a transcript that lands in another session than it was recorded under, and
+    the others of a session with one read whole. `sessions`: where each transcript lands."""
     changed = {}
     for i, t in enumerate(transcripts):
         if from_record(t):
-            key = transcript_key(t)
-            hint = hints.get(key)
-            if hint is None or key not in held:
+            hint = t.record
+            if hint is None or records.get(transcript_key(t)) != hint:
                 changed[i] = RECORD_CHANGED
             elif hint.session_id != sessions[i].session_id:
                 changed[i] = OTHER_SESSION
@@ -255,13 +256,13 @@ def settle(transcripts: list[Transcript], sessions: list[FileSession], hints: Re
     return {**in_sessions(transcripts, sessions, whole, SESSION_WHOLE), **changed}
 
 
-def in_sessions(transcripts: list[Transcript], sessions: list[FileSession], whole: set[str],
+def in_sessions(transcripts: Sequence[Transcript], sessions: Sequence[FileSession], whole: set[str],
                 why: str) -> dict[int, str]:
     """The transcripts of these sessions read from a record, each with `why` it must be read again whole."""
     return {i: why for i, (t, s) in enumerate(zip(transcripts, sessions)) if s.session_id in whole and from_record(t)}
 
 
-def sessions_from_records(transcripts: list[Transcript], sessions: list[FileSession]) -> set[str]:
+def sessions_from_records(transcripts: Sequence[Transcript], sessions: Sequence[FileSession]) -> set[str]:
     """The sessions every transcript of which was read from its record: the plan matches their appended messages by
     entry id alone (r20_match.sql, `jsonl_appended`)."""
     return {s.session_id for s in sessions} - {s.session_id for t, s in zip(transcripts, sessions)

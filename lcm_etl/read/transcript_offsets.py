@@ -11,6 +11,7 @@ read at SHA-256 speed, a small fraction of parsing the same bytes (docs/benchmar
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Iterator, Sequence
 
 from lcm_etl.read.transcript_decision import PREFIX_CHANGED, FileRecord, continue_path, prefix_proved, transcript_key
 from lcm_etl.read.transcripts import ReadMark, Transcript, TranscriptReport, _lines, read_transcript
@@ -22,6 +23,7 @@ def read(path: Path, start: FileRecord | str, strict: bool) -> Transcript:
     if isinstance(start, FileRecord):
         appended = read_appended(path, start)
         if isinstance(appended, Transcript):
+            appended.record = start
             return appended
         cause = appended
     else:
@@ -56,12 +58,10 @@ def read_appended(path: Path, rec: FileRecord) -> Transcript | str:
     return Transcript(path, rec.header_id, None, rec.version, messages, report, [], mark)
 
 
-def rows(transcripts: list[Transcript], sessions, selected: set[str], key_by: str, held_by: str) -> list[tuple]:
-    """lcm_etl_transcript_files rows for the transcripts of the sessions this run planned."""
-    out = []
+def rows(transcripts: Sequence[Transcript], sessions, selected: set[str], key_by: str, held_by: str) -> Iterator[tuple]:
+    """lcm_etl_transcript_files rows for the transcripts of the sessions this run planned, one at a time."""
     for t, s in zip(transcripts, sessions):
         if t.mark is not None and s.session_id in selected:
             m = t.mark
-            out.append((transcript_key(t), m.size, m.sha256, m.lines, m.messages, m.tip, t.header_id, t.version,
-                        s.session_id, key_by, held_by))
-    return out
+            yield (transcript_key(t), m.size, m.sha256, m.lines, m.messages, m.tip, t.header_id, t.version,
+                   s.session_id, key_by, held_by)

@@ -25,6 +25,7 @@ from lcm_etl.read.store_reads import (ArchiveOrigin, archive_listing, read_archi
                                       read_window)
 from lcm_etl.read.transcript_rows import IdentitySpool, file_session, release
 from lcm_etl.read.transcripts import Transcript, TranscriptError
+from lcm_etl.read.window_shelf import Transcripts
 from lcm_etl.report import now_iso
 
 
@@ -45,7 +46,7 @@ class Reading:
     """Everything read from the transcripts' sources, before the target is looked at. It keeps each session
     store's snapshot open until closed: a window read past its recorded seq may have to be read whole again
     (read_whole), from the same snapshot."""
-    transcripts: list[Transcript]
+    transcripts: Transcripts   # released store windows shelved on disk (window_shelf.py)
     strict: bool = False
     skipped: list[tuple[Path, str]] = field(default_factory=list)
     archives: list[dict] = field(default_factory=list)    # every archive found, read or not (store_reads.archive_listing)
@@ -61,7 +62,13 @@ class Reading:
     session_filter: frozenset[str] = frozenset()   # only these sessions' content is spooled (none: every one)
 
     def add_window(self, store: OpenStore, w: StoreWindow, start: FileRecord | str) -> None:
-        self.transcripts.append(self._window(store, w, start, len(self.transcripts), self.spool))
+        t = self._window(store, w, start, len(self.transcripts), self.spool)
+        self.transcripts.shelve(t, None if t.staged else (start, self.strict))
+
+    def revive(self, t: Transcript, remake) -> None:
+        """A shelved window's reload, made again from the read's arguments (window_shelf.Transcripts)."""
+        start, strict = remake
+        t.reload = functools.partial(_guarded, read_window, self.open_stores[t.origin.store], t.origin, start, strict)
 
     def read_whole(self, again: dict[int, str]) -> None:
         """Read these transcripts again, whole, each for its cause (transcript_decision.settle, in_sessions)."""
@@ -89,6 +96,7 @@ class Reading:
         return t
 
     def close(self) -> None:
+        self.transcripts.close()
         if self.spool is not None:
             self.spool.close()
         if self.content is not None:
@@ -121,8 +129,9 @@ def read_all(opts: ReadOptions, records: Records | None = None) -> Reading:
         return known.start(key, opts.key_by, opts.held_by)
 
     work = runfolder.Held()
-    reading = Reading([], opts.strict, list(inputs.skipped), work=work, key_by=opts.key_by,
+    reading = Reading(Transcripts(Path(work.name)), opts.strict, list(inputs.skipped), work=work, key_by=opts.key_by,
                       spool=IdentitySpool(Path(work.name)), session_filter=frozenset(opts.session_filter))
+    reading.transcripts.revive = reading.revive
     try:
         if not opts.dry_run:   # a run that writes stages the windows' content as they are read
             reading.content = ContentSpool(Path(work.name) / "stage.sqlite")
@@ -142,16 +151,20 @@ def _read_into(reading: Reading, inputs: Inputs, opts: ReadOptions, start) -> No
         reading.stores.append({"store": str(path), "agent_id": c.agent_id, "user_version": c.user_version,
                                "windows": len(c.windows), "archives": len(c.archives),
                                "compressed_rows": c.compressed})
-        for w in c.windows:
+        # each window is shelved with its transcript as it is read (window_shelf.py): not held a second time here
+        windows, c.windows = c.windows, []
+        held = {w.session_id for w in windows} if c.archives else set()
+        for k, w in enumerate(windows):
+            windows[k] = None   # type: ignore[call-overload]
             reading.add_window(store, w, start(w.record_key()))
-        held = {w.session_id for w in c.windows}
         for a in c.archives:
             if opts.include_archived:
                 reading.transcripts.append(_guarded(read_store_archive, store, a, opts.strict))
             origin = ArchiveOrigin(a.name, a.reason, a.session_id, a.session_key, path, a.agent_id)
             reading.archives.append(archive_listing(origin, str(path), opts.include_archived, a.session_id in held))
     reading.transcripts += [_guarded(offsets.read, f, start(file_key(f)), opts.strict) for f in inputs.files]
-    live = {t.header_id for t in reading.transcripts if not isinstance(t.origin, ArchiveOrigin)}
+    live = {t.header_id for t in reading.transcripts
+            if not isinstance(t.origin, ArchiveOrigin)} if inputs.archive_files else set()
     for f in inputs.archive_files:
         wanted = opts.include_archived or f.resolve() in inputs.named
         t = _guarded(read_archive_file, f, None, opts.strict) if wanted else None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Iterable, cast
+from typing import Iterable, Sequence, cast
 from pathlib import Path
 
 from lcm_etl.read.content_spool import add_occurrences, open_stage, write_message
@@ -54,12 +54,28 @@ class FileSession:
     session_key: str | None    # from the folder's sessions.json, kept in metadata
 
 
-def file_sessions(transcripts: list[Transcript], key_by: str) -> list[FileSession]:
+def file_sessions(transcripts: Sequence[Transcript], key_by: str) -> FileSessions:
     """Where each transcript's messages land: its session id (a file's header id, a store window's id), or with
     --key-by session-key its session key (the store's session_windows.session_key, a folder's sessions.json, or
     the doctor's legacy-store.sessions.json.imported-* beside its originals) when it has one."""
-    keys_by_folder: dict[Path, dict[str, str]] = {}
-    return [file_session(t, key_by, keys_by_folder) for t in transcripts]
+    return FileSessions(transcripts, key_by)
+
+
+class FileSessions(Sequence[FileSession]):
+    """file_session of each transcript, worked out when asked for, not held: a store's windows are shelved
+    (window_shelf.py), and a list of their sessions held what shelving them saved (about 200 bytes a window)."""
+
+    def __init__(self, transcripts: Sequence[Transcript], key_by: str):
+        self.transcripts, self.key_by = transcripts, key_by
+        self._keys_by_folder: dict[Path, dict[str, str]] = {}
+
+    def __len__(self) -> int:
+        return len(self.transcripts)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        return file_session(self.transcripts[i], self.key_by, self._keys_by_folder)
 
 
 def file_session(t: Transcript, key_by: str, keys_by_folder: dict[Path, dict[str, str]]) -> FileSession:
@@ -145,13 +161,15 @@ def release(t: Transcript, order: int, session: FileSession, fallback_time: str,
             setattr(r, name, ())
 
 
-def arrow_tables(transcripts: list[Transcript], sessions: list[FileSession], fallback_time: str):
+def arrow_tables(in_memory: Iterable[tuple[int, Transcript]], sessions: Sequence[FileSession], fallback_time: str):
     """(messages, parts, abandoned) as Arrow tables: one row per active-path message, per part, per
-    message off the path. A released transcript brings the rows it was released with; a spooled one none (its
-    rows are in the spool)."""
+    message off the path, of the transcripts held in memory, (read order, transcript) each (a shelved one is
+    spooled: window_shelf.py). A released transcript brings the rows it was released with; a spooled one none
+    (its rows are in the spool)."""
     pa, pool = _arrow()
-    held = [t.identities for t in transcripts if isinstance(t.identities, tuple)]
-    fresh = [(order, t, s) for order, (t, s) in enumerate(zip(transcripts, sessions)) if t.identities is None]
+    pairs = list(in_memory)
+    held = [t.identities for _, t in pairs if isinstance(t.identities, tuple)]
+    fresh = [(order, t, sessions[order]) for order, t in pairs if t.identities is None]
     own = _tables([t for _, t, _ in fresh], [s for _, _, s in fresh], fallback_time, orders=[o for o, _, _ in fresh])
     return tuple(pa.concat_tables([own[k], *(h[k] for h in held)], memory_pool=pool) for k in range(3))
 
@@ -193,7 +211,7 @@ def _schemas():
                  for spec in (MESSAGE_COLUMNS, PART_COLUMNS, ABANDONED_COLUMNS))
 
 
-def stage_content(path: Path, transcripts: list[Transcript], sessions: list[FileSession],
+def stage_content(path: Path, transcripts: Sequence[Transcript], sessions: Sequence[FileSession],
                   to_write: Iterable[tuple[int, int]]) -> None:
     """Stage the content, metadata and parts of the given messages (the stage's plan_parts and jsonl_content
     tables, read by r80 and r72) into the stage file, which may already hold a store's windows' (spooled as they

@@ -117,6 +117,9 @@ class Transcript:
     # whoever read it; None when read from its record)
     why_whole: str | None = None
     staged: bool = False            # its messages' content rows are in the stage file already (content_spool)
+    # the record it was read from (transcript_decision.FileRecord: a hint, checked under the lock by `settle`);
+    # None when read whole
+    record: Any = None
 
     def count(self) -> int:
         """Messages read (on the path, or appended past the recorded offset), released or not."""
