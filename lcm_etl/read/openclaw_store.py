@@ -20,7 +20,7 @@ import functools
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
 from lcm_etl.errors import BadInput
 from lcm_etl.read.sources import Snapshot, take_snapshot
@@ -88,12 +88,45 @@ class StoreArchive:
     created_at: int | None
 
 
+class StoreWindows(Sequence[StoreWindow]):
+    """A store's windows, kept as the Arrow table DuckDB fetched them into; each StoreWindow made as it is asked
+    for, in order. The columns most windows share a value of (reason, scope, chat type, channel, projection,
+    watermark) are one string each."""
+
+    BATCH = 1024
+
+    def __init__(self, table=None, make: Callable | None = None):
+        self._table, self._make = table, make
+
+    def __len__(self) -> int:
+        return 0 if self._table is None else self._table.num_rows
+
+    def __iter__(self) -> Iterator[StoreWindow]:
+        if self._table is None or self._make is None:
+            return
+        shared: dict = {}
+        one = functools.partial(_shared, shared)
+        for batch in self._table.to_batches(max_chunksize=self.BATCH):
+            columns = [batch.column(k).to_pylist() for k in range(batch.num_columns)]
+            for row in zip(*columns):
+                yield self._make(one, row)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return list(self)[i]
+        i = range(len(self))[i]
+        for k, w in enumerate(self):
+            if k == i:
+                return w
+        raise IndexError(i)
+
+
 @dataclass
 class StoreContents:
     path: Path
     user_version: int | None
     agent_id: str | None
-    windows: list[StoreWindow] = field(default_factory=list)
+    windows: Sequence[StoreWindow] = field(default_factory=StoreWindows)
     archives: list[StoreArchive] = field(default_factory=list)
     compressed: bool = False          # the store can hold zstd rows (event_zstd exists)
 
@@ -229,7 +262,7 @@ class OpenStore:
         contents.archives = self._archives(agent)
         return contents
 
-    def _windows(self, agent: str | None) -> list[StoreWindow]:
+    def _windows(self, agent: str | None) -> StoreWindows:
         has = self.columns.get
         windows = "session_windows" in self.columns and "session_id" in has("session_windows", set())
         nodes = "session_nodes" in self.columns and "session_key" in has("session_nodes", set())
@@ -251,24 +284,22 @@ class OpenStore:
             {"LEFT JOIN st.transcript_rewrite_watermarks m ON m.session_id = ev.session_id" if marks else ""}
             {"LEFT JOIN st.session_transcript_index_state x ON x.session_id = ev.session_id" if index else ""}
             ORDER BY w_created_at NULLS LAST, ev.session_id"""
-        out = []
-        # the columns most windows share a value of (reason, scope, chat type, channel, projection, watermark) are
-        # one string each, not one per window: 10,000 windows are held through the run (docs/benchmarks.md)
-        shared: dict = {}
-        one = functools.partial(_shared, shared)
-        for r in self.con.execute(sql).fetchall():
-            sid, max_seq, events = r[0], r[1], r[2]
-            w = dict(zip(_WINDOW_COLUMNS, r[3:3 + len(_WINDOW_COLUMNS)]))
-            n = dict(zip(_NODE_COLUMNS, r[3 + len(_WINDOW_COLUMNS):3 + len(_WINDOW_COLUMNS) + len(_NODE_COLUMNS)]))
-            watermark, projection = r[-2], r[-1]
-            out.append(StoreWindow(
-                store=self.path, agent_id=agent, session_id=sid, session_key=w["session_key"],
-                previous_session_id=w["previous_session_id"], reason=one(w["reason"]),
-                session_scope=one(w["session_scope"]), chat_type=one(w["chat_type"]), channel=one(w["channel"]),
-                title=n["display_name"] or n["label"] or w["display_name"],
-                current=n["current_session_id"] == sid, created_at=w["created_at"], watermark=one(watermark),
-                max_seq=int(max_seq), events=int(events), projection=one(projection)))
-        return out
+        # fetched as an Arrow table, a window made as it is asked for (StoreWindows): 10,000 windows made at once
+        # held 8 MB while they were read, and left that much fragmented behind (docs/benchmarks.md, 2026-11-27)
+        return StoreWindows(self.con.execute(sql).to_arrow_table(), functools.partial(self._window, agent))
+
+    def _window(self, agent: str | None, one, r: tuple) -> StoreWindow:
+        sid, max_seq, events = r[0], r[1], r[2]
+        w = dict(zip(_WINDOW_COLUMNS, r[3:3 + len(_WINDOW_COLUMNS)]))
+        n = dict(zip(_NODE_COLUMNS, r[3 + len(_WINDOW_COLUMNS):3 + len(_WINDOW_COLUMNS) + len(_NODE_COLUMNS)]))
+        watermark, projection = r[-2], r[-1]
+        return StoreWindow(
+            store=self.path, agent_id=agent, session_id=sid, session_key=w["session_key"],
+            previous_session_id=w["previous_session_id"], reason=one(w["reason"]),
+            session_scope=one(w["session_scope"]), chat_type=one(w["chat_type"]), channel=one(w["channel"]),
+            title=n["display_name"] or n["label"] or w["display_name"],
+            current=n["current_session_id"] == sid, created_at=w["created_at"], watermark=one(watermark),
+            max_seq=int(max_seq), events=int(events), projection=one(projection))
 
     def _archives(self, agent: str | None) -> list[StoreArchive]:
         have = self.columns.get("session_transcript_archives", set())

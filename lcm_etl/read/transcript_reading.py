@@ -151,12 +151,10 @@ def _read_into(reading: Reading, inputs: Inputs, opts: ReadOptions, start) -> No
         reading.stores.append({"store": str(path), "agent_id": c.agent_id, "user_version": c.user_version,
                                "windows": len(c.windows), "archives": len(c.archives),
                                "compressed_rows": c.compressed})
-        # each window is shelved with its transcript as it is read (window_shelf.py): not held a second time here
-        windows, c.windows = c.windows, []
-        held = {w.session_id for w in windows} if c.archives else set()
-        for k, w in enumerate(windows):
-            windows[k] = None   # type: ignore[call-overload]
+        # each window is made as it is read, and shelved with its transcript (window_shelf.py): none held here
+        for w in c.windows:
             reading.add_window(store, w, start(w.record_key()))
+        held = {w.session_id for w in c.windows} if c.archives else set()
         for a in c.archives:
             if opts.include_archived:
                 reading.transcripts.append(_guarded(read_store_archive, store, a, opts.strict))

@@ -57,8 +57,7 @@ class Transcripts(MutableSequence[Transcript]):
 
     def __setitem__(self, i, t) -> None:   # one index, one transcript
         i = range(len(self))[i]
-        self._forget(i)
-        self._items[i] = t
+        self._items[i] = t   # a replaced one is in memory from now on: the shelf's copy is never read again
         self._paths.add(t.path)
 
     def __delitem__(self, i) -> None:
@@ -144,10 +143,6 @@ class Transcripts(MutableSequence[Transcript]):
             self.revive(t, remake)
         self._last = (i, t)
         return t
-
-    def _forget(self, i: int) -> None:
-        if self._last is not None and self._last[0] == i:
-            self._last = None
 
     def close(self) -> None:
         if self._con is not None:
