@@ -282,11 +282,14 @@ def store(n: int) -> Path:
     return _generated(OUT / f"store-{n}.sqlite", f"{n:,}-event session store", "generate_store.py", "--events", n)
 
 
+FIXED_APPEND = 5_000   # events appended to every size of store: the same change, whatever the store's size
+
+
 def bench_store(sizes: list[int]) -> list[dict]:
-    """reconcile of one agent's session store: a first run, a re-run with nothing new, a re-run after 1 % of the
-    events were appended (fixtures/generate_store.py --append-percent: new turns at the ends of the windows, a
-    commit per window, as the gateway appends), and the peak memory of each size (it must not grow with the
-    store)."""
+    """reconcile of one agent's session store: a first run, a re-run with nothing new, a re-run after 5,000 events
+    were appended (the same change at every size), one after 1 % of the events were appended (a change that grows
+    with the store; fixtures/generate_store.py --append-percent: new turns at the ends of the windows, a commit per
+    window, as the gateway appends), and the peak memory of each size (it must not grow with the store)."""
     rows = []
     for n in sizes:
         work = OUT / f"work-store-{n}"
@@ -297,11 +300,26 @@ def bench_store(sizes: list[int]) -> list[dict]:
         target = work / "lcm.sqlite"
         rows.append(_store_case(n, src, target, "reconcile store (new target)"))
         rows.append(_store_case(n, src, target, "reconcile store (nothing new)"))
-        subprocess.run([sys.executable, str(ROOT / "fixtures" / "generate_store.py"), str(src), "--append-percent", "1"],
-                       check=True, stdout=subprocess.DEVNULL)
-        rows.append(_store_case(n, src, target, "reconcile store (1% appended)"))
+        for percent, name in ((FIXED_APPEND * 100 / n, f"{FIXED_APPEND:,} events appended"), (1, "1% appended")):
+            subprocess.run([sys.executable, str(ROOT / "fixtures" / "generate_store.py"), str(src),
+                            "--append-percent", str(percent)], check=True, stdout=subprocess.DEVNULL)
+            rows.append(_store_case(n, src, target, f"reconcile store ({name})"))
         shutil.rmtree(work, ignore_errors=True)
+    _store_flatness(rows)
     return rows
+
+
+def _store_flatness(rows: list[dict]) -> None:
+    """Each case's peak memory at the smallest and the largest store: flat means the store's size does not move it."""
+    sizes = sorted({r["size"] for r in rows})
+    if len(sizes) < 2:
+        return
+    print(f"  peak RSS as the store grows {sizes[-1] / sizes[0]:g}x ({sizes[0]:,} -> {sizes[-1]:,} events):")
+    for case in dict.fromkeys(r["case"] for r in rows):
+        peak = {r["size"]: r["peak_rss_mb"] for r in rows if r["case"] == case}
+        if sizes[0] in peak and sizes[-1] in peak:
+            a, b = peak[sizes[0]], peak[sizes[-1]]
+            print(f"    {case:<44} {a:7.1f} -> {b:7.1f} MB ({(b - a) / a:+.1%})", flush=True)
 
 
 def _store_case(n: int, src: Path, target: Path, name: str) -> dict:
