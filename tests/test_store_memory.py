@@ -93,6 +93,9 @@ def test_a_re_run_releases_each_windows_appended_messages_and_writes_what_one_ru
     assert all(not t.messages and t.staged and t.read_count for t in transcripts)
     report = command.reconcile(command.ReconcileOptions(sessions=[str(store)], target=target))
     assert report.extra["files_read_from_offset"] == 40 and report.messages.inserted > 0
+    _append(store, 10)   # a second append, as a gateway keeps appending: read from the record the re-run left
+    report = command.reconcile(command.ReconcileOptions(sessions=[str(store)], target=target))
+    assert report.extra["files_read_from_offset"] == 40 and report.messages.inserted > 0
 
     once = tmp_path / "once.sqlite"
     command.reconcile(command.ReconcileOptions(sessions=[str(store)], target=once))
