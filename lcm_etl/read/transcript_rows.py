@@ -145,12 +145,13 @@ def release(t: Transcript, order: int, session: FileSession, fallback_time: str,
     content_spool.ContentSpool), or stage_content reloads them (t.reload) for the messages the plan writes. A
     store window is released as soon as it is read (a file may change between two reads, so a file keeps its
     content instead)."""
-    tables = _tables([t], [session], fallback_time, first_order=order)
-    if spool is not None:
-        spool.add(tables)
+    if spool is not None and not t.messages and not t.abandoned:
+        t.identities = "spooled"   # no rows to spool: a re-run's window with nothing new (10,000 of them: 1 s)
+    elif spool is not None:
+        spool.add(_tables([t], [session], fallback_time, first_order=order))
         t.identities = "spooled"
     else:
-        t.identities = tables
+        t.identities = _tables([t], [session], fallback_time, first_order=order)
     t.read_count = len(t.messages)
     # a store window's header line is not read again (its id is the window's session id): 10,000 windows kept
     # theirs parsed, about 6 MB
