@@ -65,7 +65,7 @@ def test_a_window_once_read_holds_a_list_slot_not_its_transcript(tmp_path):
     """Ten times the windows (300 → 3,000, ten events each, more than the spool gathers): what Python still holds
     once they are read grows by a few dozen bytes a window (their places in the list). Before, each released
     window kept its transcript, window, read mark, report and session in memory: about 1,150 bytes a window, 11 MB
-    at 10,000 (docs/benchmarks.md, 2026-11-27); now they are shelved in the run's folder (window_shelf.py)."""
+    at 10,000 (docs/benchmarks.md, 2026-11-26 22:21); now they are shelved in the run's folder (window_shelf.py)."""
     small = _store(tmp_path / "small" / "agent" / "openclaw-agent.sqlite", 3000, per_window=10)
     large = _store(tmp_path / "large" / "agent" / "openclaw-agent.sqlite", 30000, per_window=10)
     _held_after_reading(small)   # what the first read allocates once (imports, caches) is not the windows'

@@ -113,7 +113,7 @@ def _reconcile(opts: ReconcileOptions, read: Reading) -> RunReport:
         counts = load(job, strategy, now_iso)
         report.take_written(counts)
         # the report's entry per transcript is made once the run is written: 10,000 windows' entries (about 1 KB
-        # each) are not held through the write (docs/benchmarks.md, 2026-11-27)
+        # each) are not held through the write (docs/benchmarks.md, 2026-11-26 22:21)
         _fill_files(report, read, per_file)
         report.run_id = record.run_id
         report.elapsed_s = time.monotonic() - t0

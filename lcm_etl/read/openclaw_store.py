@@ -285,7 +285,7 @@ class OpenStore:
             {"LEFT JOIN st.session_transcript_index_state x ON x.session_id = ev.session_id" if index else ""}
             ORDER BY w_created_at NULLS LAST, ev.session_id"""
         # fetched as an Arrow table, a window made as it is asked for (StoreWindows): 10,000 windows made at once
-        # held 8 MB while they were read, and left that much fragmented behind (docs/benchmarks.md, 2026-11-27)
+        # held 8 MB while they were read, and left that much fragmented behind (docs/benchmarks.md, 2026-11-26 22:21)
         return StoreWindows(self.con.execute(sql).to_arrow_table(), functools.partial(self._window, agent))
 
     def _window(self, agent: str | None, one, r: tuple) -> StoreWindow:

@@ -86,7 +86,7 @@ class FileRecord:
 
 class Records:
     """A target's records, looked up one transcript key at a time (the table's primary key): a 10,000-window
-    store's records are never all held (docs/benchmarks.md, 2026-11-27). `absent`: the cause for a transcript
+    store's records are never all held (docs/benchmarks.md, 2026-11-26 22:21). `absent`: the cause for a transcript
     without one. A record that cannot be read now (the target changed under a hint's immutable read) is absent,
     with RECORDS_UNREAD: the transcript is read whole, which is always correct. Close it when done."""
 
@@ -96,7 +96,11 @@ class Records:
         if target is None:
             return
         con = sqlite3.connect(f"{target.absolute().as_uri()}?{how}", uri=True, check_same_thread=False)
-        names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        try:
+            names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        except sqlite3.Error:
+            con.close()
+            raise
         if {"lcm_etl_transcript_files", "lcm_etl_runs"} <= names:
             self._con = con
         else:

@@ -32,7 +32,7 @@ SPOOL_ROWS = 50_000   # messages gathered into one row group of the spool (Ident
 # re-run's window brings a few appended messages: 10,000 of them held 200 MB before SPOOL_ROWS was reached)
 SPOOL_WINDOWS = 128
 # a released transcript's emptied lists: one shared empty tuple (an append to it fails loudly, never shares a row);
-# 10,000 windows' empty lists and their reports' were about 5 MB (docs/benchmarks.md, 2026-11-27)
+# 10,000 windows' empty lists and their reports' were about 5 MB (docs/benchmarks.md, 2026-11-26 22:21)
 NOTHING = cast(list, ())
 _REPORT_LISTS = ("skipped_lines", "gaps", "replays", "extra_headers", "cycles", "non_persistable")
 

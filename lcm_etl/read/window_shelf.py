@@ -3,7 +3,7 @@
 A store of 10,000 windows is read into 10,000 Transcripts. Released (transcript_rows.release: its rows spooled, its
 parse dropped), a window still held about 1.5 KB in objects and strings: its window, read mark, report and reload.
 That was the part of a run's peak memory that grew with the store: 10× the store, 10× the windows, +15 MB
-(docs/benchmarks.md, 2026-11-27). `Transcripts` keeps each released window pickled in a SQLite file in the run's
+(docs/benchmarks.md, 2026-11-26 22:21). `Transcripts` keeps each released window pickled in a SQLite file in the run's
 private folder (`shelve`), and gives it back, an equal Transcript, when it is asked for by index or in iteration:
 what Python holds of a shelved window is one list slot, whatever the store's size.
 
