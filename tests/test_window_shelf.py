@@ -16,7 +16,8 @@ from lcm_etl.read.window_shelf import Transcripts
 
 def transcript(n: int, path: str = "/stores/a.sqlite") -> Transcript:
     return Transcript(Path(path), f"session-{n}", None, 4, [], TranscriptReport(lines_total=n),
-                      mark=ReadMark(n, f"watermark:{n}", n, n, f"tip-{n}", 0, n), read_count=n, staged=True)
+                      mark=ReadMark(n, f"watermark:{n}", n, n, f"tip-{n}", 0, n), read_count=n, staged=True,
+                      identities="spooled")
 
 
 def facts(t: Transcript) -> tuple:
@@ -102,6 +103,14 @@ def test_a_shelved_window_gets_its_reload_back_from_what_it_was_shelved_with(tmp
         assert shelf[0].reload() == ("record", True) and revived == [("record", True)]
     finally:
         shelf.close()
+
+
+def test_a_transcript_that_holds_its_plan_rows_is_not_shelved(tmp_path):
+    """Its rows are not in the spool: shelved, the plan (which reads the in-memory ones' tables) would lose them."""
+    t = transcript(1)
+    t.identities = ("messages", "parts", "abandoned")
+    with pytest.raises(AssertionError, match="only a spooled transcript"):
+        Transcripts(tmp_path).shelve(t)
 
 
 def test_transcripts_are_only_appended_and_replaced_never_inserted_or_deleted(tmp_path):

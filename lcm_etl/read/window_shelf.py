@@ -7,7 +7,8 @@ That was the part of a run's peak memory that grew with the store: 10× the stor
 private folder (`shelve`), and gives it back, an equal Transcript, when it is asked for by index or in iteration:
 what Python holds of a shelved window is one list slot, whatever the store's size.
 
-A transcript given back is a copy: one that must change is replaced by index, as Reading.read_whole does. A
+A transcript given back is read-only: it may be a copy (the last one given back is kept, so asking for the same index
+twice gives the same object), so one that must change is replaced by index, as Reading.read_whole does. A
 reload (transcript_rows.release) holds the open store, which no file can: it is kept as the read's arguments and
 made again when the window is given back (`revive`).
 """
@@ -111,6 +112,9 @@ class Transcripts(MutableSequence[Transcript]):
 
     def shelve(self, t: Transcript, remake: object = None) -> None:
         """Append a released transcript, kept in the file. `remake`: what `revive` needs to give it back its reload."""
+        # only a transcript whose plan rows are in the spool: one that holds them (Arrow tables) must stay in memory,
+        # where plan_transcripts finds it (in_memory)
+        assert t.identities == "spooled", "only a spooled transcript is shelved"
         if self._folder is None:
             self.append(t)
             return
