@@ -29,6 +29,14 @@ def reconcile(*args) -> dict:
     return json.loads(proc.stdout)
 
 
+def recorded(tmp_path: Path, lines: list[bytes]) -> tuple[Path, Path]:
+    """s.jsonl holding `lines`, and a target one reconcile of it recorded."""
+    jsonl = write(tmp_path / "s.jsonl", lines)
+    target = tmp_path / "t.sqlite"
+    reconcile("--sessions", jsonl, "--dest", target)
+    return jsonl, target
+
+
 def decided(*args) -> dict:
     """A run's report, after a dry run of the same arguments whose text report prints, as its `sync:` line,
     the line the run's --json carries."""
@@ -67,9 +75,7 @@ def test_a_new_file_beside_an_appended_one_is_read_whole_as_new(tmp_path):
 
 def test_an_appended_file_is_read_from_its_record_and_the_line_names_no_cause(tmp_path):
     lines = lines_of("tool-heavy")
-    jsonl = write(tmp_path / "s.jsonl", lines[:20])
-    target = tmp_path / "t.sqlite"
-    reconcile("--sessions", jsonl, "--dest", target)
+    jsonl, target = recorded(tmp_path, lines[:20])
     write(jsonl, lines)
     report = decided("--sessions", jsonl, "--dest", target)
     assert whys(report) == {"s.jsonl": None} and report["sync_decision"]["read_whole"] == {}
@@ -78,9 +84,7 @@ def test_an_appended_file_is_read_from_its_record_and_the_line_names_no_cause(tm
 
 def test_a_file_rewritten_to_the_same_size_is_read_whole_because_the_recorded_prefix_changed(tmp_path):
     lines = lines_of("plain-chat")
-    jsonl = write(tmp_path / "s.jsonl", lines)
-    target = tmp_path / "t.sqlite"
-    reconcile("--sessions", jsonl, "--dest", target)
+    jsonl, target = recorded(tmp_path, lines)
     at = lines[7].index(b'"text":"') + len(b'"text":"')
     lines[7] = lines[7][:at] + (b"Z" if lines[7][at:at + 1] != b"Z" else b"Y") + lines[7][at + 1:]
     write(jsonl, lines)
@@ -92,9 +96,7 @@ def test_a_file_rewritten_to_the_same_size_is_read_whole_because_the_recorded_pr
 
 def test_a_branch_appended_is_read_whole_as_not_a_plain_append(tmp_path):
     lines = lines_of("branched")
-    jsonl = write(tmp_path / "s.jsonl", lines[:10])
-    target = tmp_path / "t.sqlite"
-    reconcile("--sessions", jsonl, "--dest", target)
+    jsonl, target = recorded(tmp_path, lines[:10])
     write(jsonl, lines)
     report = decided("--sessions", jsonl, "--dest", target)
     assert whys(report) == {"s.jsonl": "not a plain append"}
@@ -112,18 +114,14 @@ def test_a_v1_file_has_nothing_to_continue_from(tmp_path):
 
 
 def test_a_run_under_another_key_by_reads_whole_what_was_recorded_under_the_first(tmp_path):
-    jsonl = write(tmp_path / "s.jsonl", lines_of("tool-heavy"))
-    target = tmp_path / "t.sqlite"
-    reconcile("--sessions", jsonl, "--dest", target)
+    jsonl, target = recorded(tmp_path, lines_of("tool-heavy"))
     report = decided("--sessions", jsonl, "--dest", target, "--key-by", "session-key")
     assert whys(report) == {"s.jsonl": "recorded under another --key-by or --src"}
     assert line(report).endswith("; 1 read whole: 1 recorded under another --key-by or --src")
 
 
 def test_after_an_undo_of_the_recording_run_the_cause_is_the_undo(tmp_path):
-    jsonl = write(tmp_path / "s.jsonl", lines_of("tool-heavy"))
-    target = tmp_path / "t.sqlite"
-    reconcile("--sessions", jsonl, "--dest", target)
+    jsonl, target = recorded(tmp_path, lines_of("tool-heavy"))
     second = reconcile("--sessions", jsonl, "--dest", target)
     assert run_cli("undo", second["run_id"], "--dest", target, "-q").returncode == 0
     report = decided("--sessions", jsonl, "--dest", target)
@@ -180,9 +178,7 @@ def test_a_session_whose_held_rows_lack_entry_ids_is_read_again_whole(tmp_path):
 
 
 def test_a_record_changed_while_the_run_waited_for_the_lock_is_read_again_whole(tmp_path):
-    jsonl = write(tmp_path / "s.jsonl", lines_of("tool-heavy"))
-    target = tmp_path / "t.sqlite"
-    reconcile("--sessions", jsonl, "--dest", target)
+    jsonl, target = recorded(tmp_path, lines_of("tool-heavy"))
     lock = os.open(target.with_name(f".{target.name}.lcm-etl-lock"), os.O_RDWR | os.O_CREAT, 0o644)
     fcntl.flock(lock, fcntl.LOCK_EX)   # another lcm-etl run, as far as the run lock goes
     try:
@@ -211,9 +207,7 @@ def test_beside_a_live_remnic_a_run_reads_from_its_records_and_a_dry_run_says_it
     """Remnic holds its store open in WAL mode: a -wal and a -shm beside the target all the time. A run reads the
     records through them, as any reader; a dry run touches none of the target's files, so it has no records."""
     lines = lines_of("tool-heavy")
-    jsonl = write(tmp_path / "s.jsonl", lines[:-2])
-    target = tmp_path / "t.sqlite"
-    reconcile("--sessions", jsonl, "--dest", target)
+    jsonl, target = recorded(tmp_path, lines[:-2])
     write(jsonl, lines)   # two more lines appended
     live = sqlite3.connect(target)   # a live Remnic: WAL mode, its connection open, its commit in the -wal
     try:

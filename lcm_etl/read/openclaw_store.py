@@ -20,7 +20,7 @@ import functools
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from lcm_etl.errors import BadInput
 from lcm_etl.read.sources import Snapshot, take_snapshot
@@ -88,9 +88,9 @@ class StoreArchive:
     created_at: int | None
 
 
-class StoreWindows(Sequence[StoreWindow]):
-    """A store's windows, kept as the Arrow table DuckDB fetched them into; each StoreWindow made as it is asked
-    for, in order. The columns most windows share a value of (reason, scope, chat type, channel, projection,
+class StoreWindows:
+    """A store's windows, kept as the Arrow table DuckDB fetched them into; each StoreWindow made as it is iterated,
+    in order (nothing indexes them). The columns most windows share a value of (reason, scope, chat type, channel, projection,
     watermark) are one string each."""
 
     BATCH = 1024
@@ -111,22 +111,13 @@ class StoreWindows(Sequence[StoreWindow]):
             for row in zip(*columns):
                 yield self._make(one, row)
 
-    def __getitem__(self, i):
-        if isinstance(i, slice):
-            return list(self)[i]
-        i = range(len(self))[i]
-        for k, w in enumerate(self):
-            if k == i:
-                return w
-        raise IndexError(i)
-
 
 @dataclass
 class StoreContents:
     path: Path
     user_version: int | None
     agent_id: str | None
-    windows: Sequence[StoreWindow] = field(default_factory=StoreWindows)
+    windows: StoreWindows = field(default_factory=StoreWindows)
     archives: list[StoreArchive] = field(default_factory=list)
     compressed: bool = False          # the store can hold zstd rows (event_zstd exists)
 
