@@ -186,7 +186,7 @@ def _dask_runner():
 @click.option("--strict", is_flag=True, help="an unparsable transcript line is an error, not a skipped line")
 @watch_options
 @handled
-def reconcile(sessions, include_archived, src, dest, memory_dir, dry_run, session_filter, key_by, as_json, quiet, debug,
+def reconcile(sessions, exclude_deleted, src, dest, memory_dir, dry_run, session_filter, key_by, as_json, quiet, debug,
               lock_timeout, batch_rows, memory_limit, strict, watch, interval):
     """Bring in what OpenClaw's transcripts hold and neither lcm.db nor the target has (crash recovery)."""
     from lcm_etl.commands.reconcile import ReconcileOptions, reconcile as run
@@ -195,7 +195,7 @@ def reconcile(sessions, include_archived, src, dest, memory_dir, dry_run, sessio
     watching = _watching(watch, interval, dry_run)
     opts = ReconcileOptions(sessions=list(sessions), target=resolve_target(dest, memory_dir),
                             src=expand(src) if src else None, dry_run=dry_run, session_filter=list(session_filter),
-                            key_by=key_by, strict=strict, include_archived=include_archived,
+                            key_by=key_by, strict=strict, exclude_deleted=exclude_deleted,
                             lock_timeout=lock_timeout, batch_rows=batch_rows,
                             progress=progress_wanted(as_json, quiet) and not watching, memory_limit=memory_limit)
     if watching:
@@ -218,7 +218,7 @@ def reconcile(sessions, include_archived, src, dest, memory_dir, dry_run, sessio
 @click.option("--junit", metavar="FILE", type=TEXT_PATH,
               help="also write the audit as JUnit XML to FILE: one test case per session, failing when it is behind")
 @handled
-def audit(sessions, include_archived, src, dest, memory_dir, session_filter, key_by, as_json, quiet, debug, memory_limit,
+def audit(sessions, exclude_deleted, src, dest, memory_dir, session_filter, key_by, as_json, quiet, debug, memory_limit,
           junit):
     """Read-only: is everything in the sources in the target? Exit 0 clean, 3 pending or different."""
     from lcm_etl.commands.audit import AuditOptions, audit as run
@@ -237,7 +237,7 @@ def audit(sessions, include_archived, src, dest, memory_dir, session_filter, key
     audited = run(AuditOptions(target=resolve_target(dest, memory_dir), src=source, sessions=list(sessions),
                                session_filter=list(session_filter), key_by=key_by,
                                memory_limit=memory_limit, default_src=None if src else default_source(),
-                               default_transcripts=defaults, include_archived=include_archived))
+                               default_transcripts=defaults, exclude_deleted=exclude_deleted))
     if junit:
         write_junit(expand(junit), junit_xml(audited.report, audited.findings, audited.sessions))
     emit(audited, as_json, quiet)

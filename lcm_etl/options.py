@@ -95,10 +95,12 @@ def session_filter_option(f):
 
 
 def transcripts_options(f):
-    """--sessions and --include-archived: what reconcile (and audit) read of OpenClaw's transcripts."""
-    f = click.option("--include-archived", is_flag=True,
-                     help="also import archived transcripts (a store's deleted windows, *.jsonl.deleted.*/.reset.* "
-                          "files, the doctor's *.jsonl.imported-* originals); they are listed either way")(f)
+    """--sessions and --exclude-deleted: what reconcile (and audit) read of OpenClaw's transcripts. Everything
+    OpenClaw still holds is read by default (docs/mapping.md, "Everything OpenClaw holds"); the flag only narrows."""
+    f = click.option("--exclude-deleted", is_flag=True,
+                     help="leave out the archives of sessions deleted on purpose (a deleted archive whose session "
+                          "no longer exists); they are listed either way. Evicted, reset and cold windows are "
+                          "still read")(f)
     return click.option("--sessions", "sessions", multiple=True, metavar="PATH", type=TEXT_PATH,
                         help="an openclaw-agent.sqlite session store (or the folder holding it), an agent folder, a "
                              "state folder, a .jsonl transcript or a sessions folder (repeatable; default: every agent's store and legacy "

@@ -252,7 +252,7 @@ def transcript_lines(extra: dict, limit: int) -> list[str]:
         read = sum(a["imported"] for a in archives)
         lines.append(f"  archives found {len(archives)} (" + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items()))
                      + f"): {read} read" + ("" if read == len(archives) else
-                                            ", the others left out (--include-archived, or name the file, reads them)"))
+                                            ", the others left out (--exclude-deleted; name the file to read it)"))
         for a in archives[:limit]:
             lines.append(f"    {a['reason']} archive {a['archive']} in {a['where']}, session {a['session_id']}"
                          + (" (the session is still held live)" if a["session_still_held"] else "")

@@ -76,7 +76,7 @@ class AuditOptions:
     # read the transcripts reconcile reads by default (every agent's store and legacy JSONL under
     # $OPENCLAW_STATE_DIR) although --sessions names none: `audit` run with no input named audits the installation
     default_transcripts: bool = False
-    include_archived: bool = False
+    exclude_deleted: bool = False
 
 
 # extra's "<kind> kept, no longer in the source": rows the source deleted that the target keeps (counted, not findings)
@@ -258,7 +258,7 @@ def _audit_transcripts(opts: AuditOptions, source: Snapshot | None, target_db: P
                        report: RunReport, sessions: set[str]) -> list[dict]:
     ropts = ReconcileOptions(sessions=opts.sessions, target=opts.target, src=opts.src, dry_run=True,   # read-only
                              session_filter=opts.session_filter, key_by=opts.key_by, memory_limit=opts.memory_limit,
-                             include_archived=opts.include_archived)
+                             exclude_deleted=opts.exclude_deleted)
     reading = read_all(ropts)
     work = runfolder.Held()
     try:

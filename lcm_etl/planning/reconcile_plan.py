@@ -37,7 +37,7 @@ class ReconcileOptions:
     session_filter: list[str] = field(default_factory=list)
     key_by: str = "session-id"
     strict: bool = False
-    include_archived: bool = False
+    exclude_deleted: bool = False
     lock_timeout: float = 10.0
     batch_rows: int = 50_000
     progress: bool = False
@@ -47,7 +47,7 @@ class ReconcileOptions:
 def read_all(opts: ReconcileOptions, records: Records | None = None) -> Reading:
     """Every transcript reconcile reads (lcm_etl/read/transcript_reading.py)."""
     return read_transcripts(ReadOptions(
-        sessions=opts.sessions, strict=opts.strict, include_archived=opts.include_archived, key_by=opts.key_by,
+        sessions=opts.sessions, strict=opts.strict, exclude_deleted=opts.exclude_deleted, key_by=opts.key_by,
         memory_limit=opts.memory_limit, dry_run=opts.dry_run, held_by=held_by(opts),
         session_filter=tuple(opts.session_filter)), records)
 

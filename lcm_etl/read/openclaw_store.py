@@ -86,6 +86,7 @@ class StoreArchive:
     encoding: str
     name: str
     created_at: int | None
+    session_alive: bool = True   # its session key still names a session (false: the session itself was deleted)
 
 
 class StoreWindows:
@@ -297,13 +298,17 @@ class OpenStore:
         if not {"session_id", "archive_blob", "archive_name"} <= have:
             return []
         cols = [c for c in _ARCHIVE_COLUMNS if c != "archive_blob"]
-        picked = ", ".join(c if c in have else f"NULL AS {c}" for c in cols)
-        rows = self.con.execute(f"SELECT {picked} FROM st.session_transcript_archives ORDER BY created_at, archive_name"
-                                if "created_at" in have else
-                                f"SELECT {picked} FROM st.session_transcript_archives ORDER BY archive_name").fetchall()
+        picked = ", ".join(f"a.{c}" if c in have else f"NULL AS {c}" for c in cols)
+        # a session deleted on purpose has no node left under its key; an evicted or reset window's node lives on
+        nodes = "session_key" in self.columns.get("session_nodes", set()) and "session_key" in have
+        alive = ("a.session_key IN (SELECT session_key FROM st.session_nodes)" if nodes else "true")
+        order = "a.created_at, a.archive_name" if "created_at" in have else "a.archive_name"
+        rows = self.con.execute(f"SELECT {picked}, {alive} FROM st.session_transcript_archives a ORDER BY {order}"
+                                ).fetchall()
         return [StoreArchive(self.path, agent, r["session_id"], r["session_key"], r["generation"] or "",
-                             r["reason"] or "", r["encoding"] or "identity", r["archive_name"], r["created_at"])
-                for r in (dict(zip(cols, row)) for row in rows)]
+                             r["reason"] or "", r["encoding"] or "identity", r["archive_name"], r["created_at"],
+                             session_alive=bool(row[-1]))
+                for row in rows for r in (dict(zip(cols, row)),)]
 
     # ------------------------------------------------------------------------------------------
     # rows

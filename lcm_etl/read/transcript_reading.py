@@ -33,7 +33,7 @@ from lcm_etl.report import now_iso
 class ReadOptions:
     sessions: list[str]
     strict: bool = False
-    include_archived: bool = False
+    exclude_deleted: bool = False
     key_by: str = "session-id"
     memory_limit: str = duck.DEFAULT_MEMORY_LIMIT
     dry_run: bool = False   # read-only: the store reader's DuckDB keeps no record (duck.connect)
@@ -60,6 +60,7 @@ class Reading:
     spool: IdentitySpool | None = None   # released windows' plan rows (transcript_rows.IdentitySpool)
     content: ContentSpool | None = None  # their content rows, in the stage file (None: a run that stages nothing)
     session_filter: frozenset[str] = frozenset()   # only these sessions' content is spooled (none: every one)
+    left_out: set[str] = field(default_factory=set)  # session ids of the archives --exclude-deleted left out
 
     def add_window(self, store: OpenStore, w: StoreWindow, start: FileRecord | str) -> None:
         t = self._window(store, w, start, len(self.transcripts), self.spool)
@@ -156,20 +157,33 @@ def _read_into(reading: Reading, inputs: Inputs, opts: ReadOptions, start) -> No
             reading.add_window(store, w, start(w.record_key()))
         held = {w.session_id for w in c.windows} if c.archives else set()
         for a in c.archives:
-            if opts.include_archived:
+            wanted = not (opts.exclude_deleted and deleted_on_purpose(a.reason, a.session_alive))
+            if wanted:
                 reading.transcripts.append(_guarded(read_store_archive, store, a, opts.strict))
+            else:
+                reading.left_out.add(a.session_id)
             origin = ArchiveOrigin(a.name, a.reason, a.session_id, a.session_key, path, a.agent_id)
-            reading.archives.append(archive_listing(origin, str(path), opts.include_archived, a.session_id in held))
+            reading.archives.append(archive_listing(origin, str(path), wanted, a.session_id in held))
     reading.transcripts += [_guarded(offsets.read, f, start(file_key(f)), opts.strict) for f in inputs.files]
     live = {t.header_id for t in reading.transcripts
             if not isinstance(t.origin, ArchiveOrigin)} if inputs.archive_files else set()
     for f in inputs.archive_files:
-        wanted = opts.include_archived or f.resolve() in inputs.named
+        # a published archive file is its store row's copy (same bytes): left out with it, read with it
+        sid = archive_session_id(f)
+        wanted = f.resolve() in inputs.named or not (
+            sid in reading.left_out or opts.exclude_deleted and deleted_on_purpose(archive_kind(f), sid in live))
         t = _guarded(read_archive_file, f, None, opts.strict) if wanted else None
-        origin = t.origin if t is not None else ArchiveOrigin(f.name, archive_kind(f), archive_session_id(f), None)
+        origin = t.origin if t is not None else ArchiveOrigin(f.name, archive_kind(f), sid, None)
         if t is not None:
             reading.transcripts.append(t)
         reading.archives.append(archive_listing(origin, str(f.parent), wanted, origin.session_id in live))
+
+
+def deleted_on_purpose(reason: str, session_alive: bool) -> bool:
+    """What --exclude-deleted leaves out: the archive of a session deleted on purpose (`sessions.delete`: reason
+    'deleted' and no session left under its key). A window OpenClaw evicted for disk space is archived as 'deleted'
+    too, but its session lives on; a reset keeps its session; both are read."""
+    return reason == "deleted" and not session_alive
 
 
 def _guarded(read, *args):
