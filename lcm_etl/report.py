@@ -245,7 +245,9 @@ def transcript_lines(extra: dict, limit: int) -> list[str]:
         lines.append(f"  ... {len(files) - limit} more transcripts (see --json)")
     for st in extra.get("stores", []):
         lines.append(f"  session store {st['store']} (agent {st['agent_id']}, user_version {st['user_version']}): "
-                     f"{st['windows']} windows, {st['archives']} archives")
+                     f"{st['windows']} windows" + (f" ({st['cold_windows']} cold)" if st.get("cold_windows") else "")
+                     + f", {st['archives']} archives"
+                     + (f", {st['pending_inputs']} pending inputs" if st.get("pending_inputs") else ""))
     archives = extra.get("archives", [])
     if archives:
         kinds = Counter(a["reason"] for a in archives)

@@ -159,7 +159,7 @@ def test_without_the_dask_extra_scheduler_is_a_one_line_error(tmp_path):
 
 def test_a_discovered_tree_runs_on_the_cluster_with_each_installations_session_stores(tmp_path, cluster):
     """As the local pool does (tests/test_fleet_discover.py): each pair's lcm.db, then its agents' transcripts;
-    carol's installation holds OpenClaw's SQLite session stores (two agents, 109 active-path messages)."""
+    carol's installation holds OpenClaw's SQLite session stores (two agents, 109 active-path messages and a deleted session's 4)."""
     from test_fleet_discover import state_tree
 
     agents = state_tree(tmp_path / "tree")
@@ -174,7 +174,7 @@ def test_a_discovered_tree_runs_on_the_cluster_with_each_installations_session_s
     for rel, src in agents.items():
         assert_whole(src, tmp_path / "mem" / rel / "state" / "lcm.sqlite")
     stores = next(p for p in pairs if p["src"] == str(agents["host2/team/carol"]))["transcripts"]
-    assert (stores["messages"]["inserted"], len(stores["extra"]["stores"])) == (109, 2)
+    assert (stores["messages"]["inserted"], len(stores["extra"]["stores"])) == (109 + 4, 2)
 
 
 def sqlite_memory_used() -> int:

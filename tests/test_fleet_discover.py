@@ -89,7 +89,7 @@ def test_each_pair_also_reconciles_its_installations_session_stores_into_the_sam
     assert proc.returncode == 0, proc.stderr
     pairs = {p["src"]: p for p in json.loads(proc.stdout)["pairs"]}
     store_pair = pairs[str(agents["host2/team/carol"])]
-    assert store_pair["transcripts"]["messages"]["inserted"] == 109
+    assert store_pair["transcripts"]["messages"]["inserted"] == 109 + 4   # and the deleted session's archive
     assert len(store_pair["transcripts"]["extra"]["stores"]) == 2
     target = tmp_path / "mem" / "host2" / "team" / "carol" / "state" / "lcm.sqlite"
     sources = {json.loads(r["metadata"])["source"] for r in target_rows(target)}

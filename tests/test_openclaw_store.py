@@ -60,24 +60,24 @@ def test_a_store_read_leaves_every_byte_of_the_state_folder_as_it_was(reconciled
         assert folder_state(state) == before, which   # no -shm, no new -wal, no checkpoint of the -wal
 
 
-def test_the_report_lists_stores_windows_and_the_archive_it_left_out(reconciled):
+def test_the_report_lists_stores_windows_and_the_archives_it_read(reconciled):
     _, _, report, _ = reconciled["native"]
     extra = report["extra"]
-    assert report["messages"]["inserted"] == 109
+    assert report["messages"]["inserted"] == 109 + 4   # every window, and the deleted session's archive
     assert sorted((s["agent_id"], s["user_version"], s["windows"], s["archives"]) for s in extra["stores"]) == [
         ("main", 23, 9, 1), ("ops", 23, 2, 0)]
     assert {(a["reason"], a["session_id"], a["imported"]) for a in extra["archives"]} == {
-        ("deleted", "0198a1b2-0009-7c3d-8e4f-a1b2c3d4e509", False)}
+        ("deleted", "0198a1b2-0009-7c3d-8e4f-a1b2c3d4e509", True)}
     assert len(extra["archives"]) == 2   # the store's row and its published .zst file
-    assert {f["projection"] for f in extra["files"]} == {"fresh, agrees"}
+    assert {f["projection"] for f in extra["files"] if f["kind"] == "window"} == {"fresh, agrees"}
 
 
 def test_a_second_run_reads_only_past_each_windows_recorded_seq_and_adds_nothing(reconciled, tmp_path):
     state, target, _, _ = reconciled["native"]
     again = reconcile("--dest", target, env={"OPENCLAW_STATE_DIR": str(state)})
     assert again["messages"]["inserted"] == 0
-    assert again["messages"]["already_present"] == 109
-    assert {f["read"] for f in again["extra"]["files"]} == {"appended"}
+    assert again["messages"]["already_present"] == 109 + 2 * 4   # the archive's row and its file: read whole
+    assert {f["read"] for f in again["extra"]["files"] if f["kind"] == "window"} == {"appended"}
     assert again["boundary_events"] == 0
 
 
@@ -109,15 +109,22 @@ def test_window_metadata_keeps_store_seq_key_title_and_channel(reconciled):
     assert meta["store"].endswith("agents/main/agent/openclaw-agent.sqlite")
 
 
-def test_include_archived_imports_the_deleted_sessions_archive_once(tmp_path):
+def test_a_default_run_imports_the_deleted_sessions_archive_once(tmp_path):
     state = state_copy("native", tmp_path / "state")
     target = tmp_path / "t.sqlite"
-    report = reconcile("--sessions", state, "--dest", target, "--include-archived")
+    report = reconcile("--sessions", state, "--dest", target)
     case = next(e for e in expected("native", source=None) if e["name"] == "deleted")
     got = session_entries(target, case["sessionId"])
     assert [(i, r) for i, r, _ in got] == [(m["id"], ROLES.get(m["role"], m["role"])) for m in case["activePath"]]
     assert report["messages"]["inserted"] == 109 + len(got)
     assert all(a["imported"] for a in report["extra"]["archives"])
+
+
+def test_exclude_deleted_leaves_the_deleted_session_out_and_lists_its_archive(tmp_path):
+    state = state_copy("native", tmp_path / "state")
+    report = reconcile("--sessions", state, "--dest", tmp_path / "t.sqlite", "--exclude-deleted")
+    assert report["messages"]["inserted"] == 109
+    assert [a["imported"] for a in report["extra"]["archives"]] == [False, False]   # its row and its file
 
 
 def test_naming_an_archive_file_imports_it(tmp_path):
@@ -135,7 +142,7 @@ def test_the_jsonl_era_and_the_store_agree_and_either_order_leaves_each_message_
     originals = state / "agents" / "main" / "session-sqlite-import-archive"
     store = store_of(state, "main")
     target = tmp_path / "t.sqlite"
-    runs = {"jsonl": ("--sessions", originals, "--include-archived"), "store": ("--sessions", store)}
+    runs = {"jsonl": ("--sessions", originals), "store": ("--sessions", store)}
     order = [first, "store" if first == "jsonl" else "jsonl"]
     one = reconcile(*runs[order[0]], "--dest", target)
     two = reconcile(*runs[order[1]], "--dest", target)
@@ -267,7 +274,7 @@ def test_audit_sessions_finds_the_store_pending_then_clean(tmp_path):
     env = {"OPENCLAW_STATE_DIR": str(state)}
     before = run_cli("audit", "--dest", target, "--json", env=env)
     assert before.returncode == 3, before.stderr
-    assert json.loads(before.stdout)["extra"]["transcript_messages_pending"] == 109
+    assert json.loads(before.stdout)["extra"]["transcript_messages_pending"] == 109 + 4   # and the deleted archive
     reconcile("--dest", target, env=env)
     after = run_cli("audit", "--sessions", state, "--dest", target)
     assert after.returncode == 0, after.stdout + after.stderr
@@ -296,7 +303,7 @@ def test_reconcile_watch_follows_a_gateway_writing_the_store_and_ends_equal_to_o
     w = Watcher("reconcile", "--sessions", state, "--dest", target, "--interval", "0.2", tmp=tmp_path / "tmp")
     writer = StoreWriter(store)   # holds the store open: its commits stay in the -wal, as a running gateway's do
     try:
-        assert w.next_sync()["messages"]["inserted"] == 109
+        assert w.next_sync()["messages"]["inserted"] == 109 + 4   # and the deleted session's archive
         writer.append(plain, ["are you there?", "yes"])
         assert w.sync_until(lambda s: s["messages"]["inserted"])["messages"]["inserted"] == 2
         writer.append(group, ["one", "two", "three"])
@@ -329,7 +336,7 @@ def test_windows_staged_as_read_and_reloaded_when_staged_write_the_same_target(t
     for target in (staged, reloaded):
         if target == reloaded:
             monkeypatch.setattr(content_spool.ContentSpool, "add", lambda self, t, order, key: None)
-        report = command.reconcile(command.ReconcileOptions(sessions=[str(state)], target=target, include_archived=True))
+        report = command.reconcile(command.ReconcileOptions(sessions=[str(state)], target=target))
         assert report.messages.inserted == 85 and report.messages.already_present == 85   # originals: same entries
 
     def rows(target):
@@ -435,7 +442,7 @@ def test_a_dry_run_on_a_store_reports_what_a_run_would_write_and_creates_nothing
     before = folder_state(state)
     target = tmp_path / "out" / "t.sqlite"
     report = reconcile("--sessions", state, "--dest", target, "--dry-run")
-    assert report["messages"]["inserted"] == 109 and report["dry_run"] is True
+    assert report["messages"]["inserted"] == 109 + 4 and report["dry_run"] is True
     assert not target.parent.exists()
     assert folder_state(state) == before
 

@@ -266,8 +266,8 @@ def test_a_store_window_that_no_longer_reaches_its_recorded_seq_started_over(tmp
 def test_an_archive_is_always_read_whole_and_says_so(tmp_path):
     state = state_copy("native", tmp_path / "state")
     target = tmp_path / "t.sqlite"
-    reconcile("--sessions", state, "--dest", target, "--include-archived")
-    report = reconcile("--sessions", state, "--dest", target, "--include-archived")
+    reconcile("--sessions", state, "--dest", target)
+    report = reconcile("--sessions", state, "--dest", target)
     archives = [f for f in report["extra"]["files"] if f["kind"] == "archive"]
     assert archives and {f["why"] for f in archives} == {"an archive"}
     assert report["sync_decision"]["read_whole"] == {"an archive": len(archives)}

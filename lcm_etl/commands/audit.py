@@ -278,7 +278,8 @@ def _audit_transcripts(opts: AuditOptions, source: Snapshot | None, target_db: P
             WHERE p.is_new ORDER BY p.session_id, p.file_order, p.path_index""").fetchall()
         report.extra["transcript_messages_pending"] = len(rows)
         sessions.update(r[0] for r in con.execute("SELECT DISTINCT session_id FROM jsonl_plan").fetchall())
-        return [dict(zip(FINDING_KEYS, r)) for r in rows]
+        # history a source holds and no run can read (a cold archive missing or failing verification): never clean
+        return [dict(zip(FINDING_KEYS, r)) for r in rows] + reading.findings()
     finally:
         con.close()
         reading.close()

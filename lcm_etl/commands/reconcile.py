@@ -33,6 +33,7 @@ from lcm_etl.steps.engine import run_stage
 from lcm_etl.store.target import check_target, target_view
 from lcm_etl.read.transcript_rows import IDENTITY_OCCURRENCE, file_sessions, stage_content
 from lcm_etl.read.openclaw_store import StoreWindow
+from lcm_etl.read.store_reads import PendingOrigin
 from lcm_etl.read.transcripts import Transcript
 from lcm_etl.read.transcript_reading import Reading
 from lcm_etl.load.loader import choose, load
@@ -150,7 +151,10 @@ def _origin(t: Transcript) -> dict:
     """A transcript's kind (file / window / archive) and, for a store window, how OpenClaw's own path compares."""
     if isinstance(t.origin, StoreWindow):
         return {"kind": "window", "window": t.origin.session_id, "session_key": t.origin.session_key,
-                "projection": t.report.projection}
+                "projection": t.report.projection, **({"cold": t.origin.cold} if t.origin.cold else {})}
+    if isinstance(t.origin, PendingOrigin):
+        return {"kind": "pending input", "window": t.origin.input.session_id, "session_key": t.origin.session_key,
+                "pending_state": t.origin.input.state}
     return {"kind": "archive" if t.origin is not None else "file"}
 
 
@@ -206,6 +210,9 @@ def _fill_files(report: RunReport, read: Reading, per_file: array) -> None:
         for gap in r.gaps:
             report.warnings.append(f"{t.path}: entry {gap} points at a missing parent; the path continues with the "
                                    "entry before it")
+    for f in read.findings():
+        report.warnings.append(f"{f['kind']} {f['source_id']} of window {f['session_id']}: {f['problem']}; "
+                               f"{f['detail']}")
     report.extra["files"] = files
     report.extra["files_skipped"] = [{"file": str(p), "reason": why} for p, why in read.skipped]
     report.extra["stores"] = read.stores

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator
 
+import orjson
+
 from lcm_etl.errors import BadInput
 from lcm_etl.read.sources import Snapshot, take_snapshot
 
@@ -37,6 +39,7 @@ _WINDOW_COLUMNS = ("session_key", "previous_session_id", "reason", "session_scop
 _NODE_COLUMNS = ("current_session_id", "display_name", "label", "archived_at")
 _ARCHIVE_COLUMNS = ("session_id", "generation", "session_key", "reason", "encoding", "archive_blob", "archive_name",
                     "created_at")
+_COLD_COLUMNS = ("session_id", "archive_name", "archive_sha256", "archive_bytes", "event_count", "last_seq", "storage")
 FETCH_ROWS = 2048   # rows fetched from DuckDB at a time: a window of any length streams through bounded memory
 
 
@@ -59,6 +62,7 @@ class StoreWindow:
     max_seq: int
     events: int
     projection: str                   # 'fresh' / 'stale' / 'absent': OpenClaw's materialized path
+    cold: str | None = None           # a cold window's storage ('file', 'sqlite'): its rows are in its archive
 
     def record_key(self) -> str:
         """Where the last complete run's read of this window is recorded (lcm_etl/read/transcript_decision.py): the
@@ -70,7 +74,7 @@ class StoreWindow:
         out = {"store": str(self.store), "agent_id": self.agent_id, "session_window": self.session_id,
                "previous_session_id": self.previous_session_id, "window_reason": self.reason,
                "session_scope": self.session_scope, "chat_type": self.chat_type, "channel": self.channel,
-               "title": self.title}
+               "title": self.title, "cold_storage": self.cold}
         return {k: v for k, v in out.items() if v is not None}
 
 
@@ -113,6 +117,32 @@ class StoreWindows:
                 yield self._make(one, row)
 
 
+@dataclass(frozen=True)
+class PendingInput:
+    """A user message OpenClaw accepted and never wrote to its window (`session_pending_inputs`, OpenClaw 2026.9+:
+    the gateway stages it before the run, and a crash in between leaves only this row)."""
+    store: Path
+    agent_id: str | None
+    input_id: str
+    session_id: str
+    session_key: str | None
+    idempotency_key: str | None
+    state: str | None
+    accepted_at: int | None
+    message_json: str
+
+
+@dataclass(frozen=True)
+class ColdArchive:
+    """A cold window's archive (`session_transcript_cold_archives`, OpenClaw 2026.9+): the window's rows moved
+    into one zstd file in `sessions/cold/` (storage 'file') or a blob in the store (storage 'sqlite', what a
+    restored backup holds)."""
+    name: str
+    sha256: str
+    size: int
+    storage: str
+
+
 @dataclass
 class StoreContents:
     path: Path
@@ -121,6 +151,9 @@ class StoreContents:
     windows: StoreWindows = field(default_factory=StoreWindows)
     archives: list[StoreArchive] = field(default_factory=list)
     compressed: bool = False          # the store can hold zstd rows (event_zstd exists)
+    cold: dict[str, ColdArchive] = field(default_factory=dict)   # window id -> its archive, for the cold windows
+    pending: list[PendingInput] = field(default_factory=list)
+    findings: list[dict] = field(default_factory=list)           # history that is there but cannot be read
 
 
 def _shared(seen: dict, value):
@@ -250,19 +283,27 @@ class OpenStore:
             agent = self.path.parent.parent.name   # agents/<agentId>/agent/openclaw-agent.sqlite
         contents = StoreContents(self.path, self._user_version(), agent,
                                  compressed="event_zstd" in self.columns["transcript_events"])
-        contents.windows = self._windows(agent)
+        contents.cold = self._cold()
+        contents.windows = self._windows(agent, bool(contents.cold))
+        self.cold, self.findings = contents.cold, contents.findings
         contents.archives = self._archives(agent)
+        contents.pending = self._pending(agent)
         return contents
 
-    def _windows(self, agent: str | None) -> StoreWindows:
+    def _windows(self, agent: str | None, cold_windows: bool) -> StoreWindows:
         has = self.columns.get
         windows = "session_windows" in self.columns and "session_id" in has("session_windows", set())
         nodes = "session_nodes" in self.columns and "session_key" in has("session_nodes", set())
         marks = {"session_id", "generation"} <= has("transcript_rewrite_watermarks", set())
         index = {"session_id", "indexed_seq", "needs_rebuild"} <= has("session_transcript_index_state", set())
+        # a cold window has no rows left in transcript_events: its archive row says how many it had, and to what seq
+        cold = ("UNION ALL SELECT session_id, last_seq, event_count, storage FROM st.session_transcript_cold_archives "
+                "WHERE session_id NOT IN (SELECT session_id FROM live)") if cold_windows else ""
         sql = f"""
-            WITH ev AS (SELECT session_id, max(seq) AS max_seq, count(*) AS events FROM st.transcript_events GROUP BY 1)
-            SELECT ev.session_id, ev.max_seq, ev.events,
+            WITH live AS (SELECT session_id, max(seq) AS max_seq, count(*) AS events, NULL::VARCHAR AS cold
+                          FROM st.transcript_events GROUP BY 1),
+                 ev AS (SELECT * FROM live {cold})
+            SELECT ev.session_id, ev.max_seq, ev.events, ev.cold,
                    {self._pick("session_windows", "w", _WINDOW_COLUMNS) if windows else
                     ", ".join(f"NULL AS w_{c}" for c in _WINDOW_COLUMNS)},
                    {self._pick("session_nodes", "n", _NODE_COLUMNS) if windows and nodes else
@@ -281,9 +322,9 @@ class OpenStore:
         return StoreWindows(self.con.execute(sql).to_arrow_table(), functools.partial(self._window, agent))
 
     def _window(self, agent: str | None, one, r: tuple) -> StoreWindow:
-        sid, max_seq, events = r[0], r[1], r[2]
-        w = dict(zip(_WINDOW_COLUMNS, r[3:3 + len(_WINDOW_COLUMNS)]))
-        n = dict(zip(_NODE_COLUMNS, r[3 + len(_WINDOW_COLUMNS):3 + len(_WINDOW_COLUMNS) + len(_NODE_COLUMNS)]))
+        sid, max_seq, events, cold = r[0], r[1], r[2], r[3]
+        w = dict(zip(_WINDOW_COLUMNS, r[4:4 + len(_WINDOW_COLUMNS)]))
+        n = dict(zip(_NODE_COLUMNS, r[4 + len(_WINDOW_COLUMNS):4 + len(_WINDOW_COLUMNS) + len(_NODE_COLUMNS)]))
         watermark, projection = r[-2], r[-1]
         return StoreWindow(
             store=self.path, agent_id=agent, session_id=sid, session_key=w["session_key"],
@@ -291,7 +332,93 @@ class OpenStore:
             session_scope=one(w["session_scope"]), chat_type=one(w["chat_type"]), channel=one(w["channel"]),
             title=n["display_name"] or n["label"] or w["display_name"],
             current=n["current_session_id"] == sid, created_at=w["created_at"], watermark=one(watermark),
-            max_seq=int(max_seq), events=int(events), projection=one(projection))
+            max_seq=int(max_seq), events=int(events), projection=one("cold" if cold else projection), cold=one(cold))
+
+    def _cold(self) -> dict[str, ColdArchive]:
+        have = self.columns.get("session_transcript_cold_archives", set())
+        if not have:
+            return {}
+        missing = [c for c in _COLD_COLUMNS if c not in have]
+        if missing:   # a newer layout: its cold windows cannot be read, and that is said, never passed over
+            raise BadInput(f"{WHAT} {self.path} (user_version {self._user_version()}) lacks "
+                           f"{', '.join(f'session_transcript_cold_archives.{c}' for c in missing)}, which lcm-etl "
+                           "needs to read its cold windows; nothing was written")
+        rows = self.con.execute("SELECT session_id, archive_name, archive_sha256, archive_bytes, storage "
+                                "FROM st.session_transcript_cold_archives").fetchall()
+        return {sid: ColdArchive(name, sha, int(size), storage) for sid, name, sha, size, storage in rows}
+
+    def _pending(self, agent: str | None) -> list[PendingInput]:
+        """The inputs no transcript entry holds: not consumed, and no event of their window carries their
+        idempotency key (OpenClaw writes the input as the turn runs, then deletes the row: a read between the two
+        sees both). Every state counts: 'queued', 'interrupted' (a restarted gateway's mark) and 'cancelled' rows
+        are each the only copy of what the user sent."""
+        have = self.columns.get("session_pending_inputs", set())
+        if not {"input_id", "session_id", "message_json"} <= have:
+            return []
+        pick = ", ".join(f"p.{c}" if c in have else "NULL" for c in
+                         ("input_id", "session_id", "session_key", "idempotency_key", "state", "accepted_at",
+                          "message_json"))
+        conds = ["p.consumed_event_id IS NULL"] if "consumed_event_id" in have else []
+        if ("idempotency_key" in have
+                and {"session_id", "message_idempotency_key"} <= self.columns.get("transcript_event_identities", set())):
+            conds.append("NOT EXISTS (SELECT 1 FROM st.transcript_event_identities i WHERE i.session_id = p.session_id "
+                         "AND i.message_idempotency_key = p.idempotency_key)")
+        order = "p.seq" if "seq" in have else "p.accepted_at" if "accepted_at" in have else "p.input_id"
+        rows = self.con.execute(f"SELECT {pick} FROM st.session_pending_inputs p "
+                                f"{'WHERE ' + ' AND '.join(conds) if conds else ''} ORDER BY {order}").fetchall()
+        return [PendingInput(self.path, agent, *r) for r in rows]
+
+    def where(self, w: StoreWindow) -> Path:
+        """What names a window's rows in reports: the store, or a cold window's archive."""
+        return Path(self.cold_location(self.cold[w.session_id])) if w.cold else self.path
+
+    def cold_location(self, c: ColdArchive) -> str:
+        """Where a cold archive's bytes are: its file in the agent's `sessions/cold/`, or the store's blob."""
+        if c.storage != "file":
+            return f"{self.path}#session_transcript_cold_archives/{c.name}"
+        # OpenClaw's `<session artifact dir>/cold/`: agents/<id>/sessions/cold/ beside agents/<id>/agent/
+        for folder in (self.path.parent.parent / "sessions", self.path.parent / "sessions"):
+            if (folder / "cold" / c.name).exists():
+                return str(folder / "cold" / c.name)
+        return str(self.path.parent.parent / "sessions" / "cold" / c.name)
+
+    def _cold_events(self, session_id: str, c: ColdArchive, after_seq: int):
+        """A cold window's rows, from its archive verified as OpenClaw verifies it (`readVerifiedSessionColdArchive`:
+        the length and SHA-256 its row records): its `event` records, in seq order. An archive that is missing or
+        fails verification is a finding (`findings`), and the window reads as one unreadable row, never as empty."""
+        import hashlib
+
+        where = self.cold_location(c)
+        try:
+            if c.storage == "file":
+                data = Path(where).read_bytes()
+            else:
+                row = self.con.execute("SELECT archive_blob FROM st.session_transcript_cold_archives "
+                                       "WHERE session_id = ?", [session_id]).fetchone()
+                data = bytes(row[0]) if row and row[0] is not None else b""
+            problem = None
+            if len(data) != c.size or hashlib.sha256(data).hexdigest() != c.sha256:
+                problem = (f"failed verification ({len(data)} bytes, {c.size} recorded; SHA-256 "
+                           f"{'matches' if hashlib.sha256(data).hexdigest() == c.sha256 else 'differs'})")
+        except OSError as exc:
+            problem = f"missing or unreadable ({exc.strerror or exc})"
+        if problem is not None:
+            self.findings.append({"kind": "cold archive", "problem": problem, "session_id": session_id,
+                                  "source_id": where, "detail": "OpenClaw refuses it too: restore it from a backup"})
+            yield -1, None, f"cold archive {where} {problem}"
+            return
+        rows = []
+        for line in decompress(data).split(b"\n"):
+            if not line.strip():
+                continue
+            record = orjson.loads(line)
+            if record.get("kind") == "event":
+                row = record["row"]
+                if row["seq"] > after_seq:
+                    rows.append((int(row["seq"]), row["event_json"].encode()))
+        rows.sort()
+        for seq, raw in rows:
+            yield seq, raw, None
 
     def _archives(self, agent: str | None) -> list[StoreArchive]:
         have = self.columns.get("session_transcript_archives", set())
@@ -321,6 +448,9 @@ class OpenStore:
         with SQLite, docs/design.md): a window is a range of transcript_events' primary key, which SQLite reads
         in key order, where a DuckDB scan of the attached table reads the whole table for each window (6.9 s of
         7 s for 100 windows of a 50,000-event store)."""
+        if session_id in self.cold:
+            yield from self._cold_events(session_id, self.cold[session_id], after_seq)
+            return
         zstd = "event_zstd" in self.columns["transcript_events"]
         size = "event_utf8_bytes" in self.columns["transcript_events"]
         if self._rows is None:

@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from lcm_etl.read.openclaw_store import OpenStore, StoreArchive, StoreWindow, decompress
+from lcm_etl.read.openclaw_store import OpenStore, PendingInput, StoreArchive, StoreWindow, decompress
 from lcm_etl.read.openclaw_state import archive_kind, archive_session_id
-from lcm_etl.read.transcript_decision import (ARCHIVE, FileRecord, continue_path, window_proof,
+from lcm_etl.read.transcript_decision import (ARCHIVE, PENDING, FileRecord, continue_path, window_proof,
                                               window_start)
 from lcm_etl.read.transcripts import (ReadMark, Transcript, TranscriptError, TranscriptReport, parse_transcript,
                                       transcript_of_bytes)
@@ -54,13 +54,13 @@ def read_window(store: OpenStore, w: StoreWindow, start: FileRecord | str, stric
         for seq, raw, why in store.events(w.session_id):
             if raw is None:
                 if strict:
-                    raise TranscriptError(store.path, f"window {w.session_id} seq {seq}: {why}")
+                    raise TranscriptError(store.where(w), f"window {w.session_id} seq {seq}: {why}")
                 bad.append((seq, why or "unreadable row"))
             else:
                 size[0] += len(raw)
                 yield seq, raw
 
-    t = parse_transcript(store.path, lines(), strict, store_rules=True)
+    t = parse_transcript(store.where(w), lines(), strict, store_rules=True)
     t.report.skipped_lines = sorted(t.report.skipped_lines + bad)
     t.report.bytes_read = size[0]
     t.header_id, t.origin = w.session_id, w
@@ -92,7 +92,7 @@ def _read_appended(store: OpenStore, w: StoreWindow, rec: FileRecord) -> Transcr
     report.projection = "not compared (read from the recorded seq)"
     mark = ReadMark(w.max_seq, window_proof(w), rec.lines + len(rows), rec.messages + len(messages), tip, rec.size,
                     len(rows))
-    return Transcript(store.path, w.session_id, None, rec.version, messages, report, [], mark, origin=w)
+    return Transcript(store.where(w), w.session_id, None, rec.version, messages, report, [], mark, origin=w)
 
 
 def read_store_archive(store: OpenStore, a: StoreArchive, strict: bool) -> Transcript:
@@ -121,6 +121,43 @@ def read_archive_file(path: Path, session_key: str | None, strict: bool) -> Tran
     t.origin = ArchiveOrigin(path.name, archive_kind(path), sid, session_key)
     t.mark = None
     t.why_whole = ARCHIVE
+    return t
+
+
+@dataclass(frozen=True)
+class PendingOrigin:
+    """A pending input read as a transcript of one user message, landing at the end of its window's session."""
+    input: PendingInput
+
+    @property
+    def session_key(self) -> str | None:
+        return self.input.session_key
+
+    def metadata(self) -> dict:
+        p = self.input
+        out = {"pending_input": p.input_id, "pending_state": p.state, "pending_accepted_at": p.accepted_at,
+               "store": str(p.store), "agent_id": p.agent_id, "session_window": p.session_id}
+        return {k: v for k, v in out.items() if v is not None}
+
+
+def read_pending(p: PendingInput, strict: bool) -> Transcript:
+    """The input as its window would have held it: a message entry after the window's header. It has no entry id
+    (OpenClaw gives one when it writes the entry): the plan matches it by identity, so the entry OpenClaw may write
+    later, with the same content, is the same message (r20_match.sql), never a second one."""
+    from datetime import datetime, timezone
+
+    import orjson
+
+    try:
+        message = orjson.loads(p.message_json)
+    except orjson.JSONDecodeError as exc:
+        raise TranscriptError(f"{p.store}#session_pending_inputs/{p.input_id}", f"message_json is not JSON ({exc})")
+    when = (datetime.fromtimestamp(p.accepted_at / 1000, timezone.utc).isoformat(timespec="milliseconds")
+            .replace("+00:00", "Z") if p.accepted_at is not None else None)
+    lines = [(1, orjson.dumps({"type": "session", "version": 3, "id": p.session_id})),
+             (2, orjson.dumps({"type": "message", "timestamp": when, "message": message}))]
+    t = parse_transcript(Path(f"{p.store}#session_pending_inputs/{p.input_id}"), lines, strict)
+    t.header_id, t.origin, t.mark, t.why_whole = p.session_id, PendingOrigin(p), None, PENDING
     return t
 
 

@@ -26,7 +26,7 @@ so a session is read from records only when every transcript of it is, each from
 holds (RECORD_CHANGED) and into the session it was recorded under (OTHER_SESSION, sessions.json moved it); the
 others of a session with one read whole are read again whole (SESSION_WHOLE), and so is a session whose held rows
 lack entry ids, which only a whole path can count (BY_IDENTITY: the plan finds them, lcm_etl/commands/reconcile.py).
-An archive has no record and is always read whole (ARCHIVE).
+An archive has no record and is always read whole (ARCHIVE), as is a pending input (PENDING).
 """
 from __future__ import annotations
 
@@ -57,8 +57,9 @@ OTHER_SESSION = "re-read: recorded under another session"
 SESSION_WHOLE = "re-read: another transcript of its session read whole"
 BY_IDENTITY = "re-read: its session holds rows without entry ids"
 ARCHIVE = "an archive"
+PENDING = "a pending input"
 CAUSES = (NEW, RECORDS_UNREAD, UNDONE, OTHER_OPTIONS, NO_TIP, PREFIX_CHANGED, REWRITTEN, STARTED_OVER, NOT_APPEND,
-          RECORD_CHANGED, OTHER_SESSION, SESSION_WHOLE, BY_IDENTITY, ARCHIVE)
+          RECORD_CHANGED, OTHER_SESSION, SESSION_WHOLE, BY_IDENTITY, ARCHIVE, PENDING)
 
 _RECORDED = """
 SELECT f.path, f.size, f.sha256, f.lines, f.messages, f.tip, f.header_id, f.version, f.session_id, f.key_by, f.held_by,

@@ -21,8 +21,8 @@ from lcm_etl.read.transcript_decision import FileRecord, Records, file_key
 from lcm_etl.read.openclaw_state import Inputs, archive_kind, archive_session_id, find_inputs, state_folder
 from lcm_etl.read.openclaw_store import OpenStore, StoreWindow
 from lcm_etl.read.sources import expand
-from lcm_etl.read.store_reads import (ArchiveOrigin, archive_listing, read_archive_file, read_store_archive,
-                                      read_window)
+from lcm_etl.read.store_reads import (ArchiveOrigin, archive_listing, read_archive_file, read_pending,
+                                      read_store_archive, read_window)
 from lcm_etl.read.transcript_rows import IdentitySpool, file_session, release
 from lcm_etl.read.transcripts import Transcript, TranscriptError
 from lcm_etl.read.window_shelf import Transcripts
@@ -96,6 +96,10 @@ class Reading:
         release(t, order, session, self.fallback_time, spool)
         return t
 
+    def findings(self) -> list[dict]:
+        """History the sources hold that could not be read (a cold archive missing or failing verification)."""
+        return [f for store in self.open_stores.values() for f in store.findings]
+
     def close(self) -> None:
         self.transcripts.close()
         if self.spool is not None:
@@ -151,6 +155,7 @@ def _read_into(reading: Reading, inputs: Inputs, opts: ReadOptions, start) -> No
         c = store.contents
         reading.stores.append({"store": str(path), "agent_id": c.agent_id, "user_version": c.user_version,
                                "windows": len(c.windows), "archives": len(c.archives),
+                               "cold_windows": len(c.cold), "pending_inputs": len(c.pending),
                                "compressed_rows": c.compressed})
         # each window is made as it is read, and shelved with its transcript (window_shelf.py): none held here
         for w in c.windows:
@@ -164,6 +169,8 @@ def _read_into(reading: Reading, inputs: Inputs, opts: ReadOptions, start) -> No
                 reading.left_out.add(a.session_id)
             origin = ArchiveOrigin(a.name, a.reason, a.session_id, a.session_key, path, a.agent_id)
             reading.archives.append(archive_listing(origin, str(path), wanted, a.session_id in held))
+        # after every window: a pending input lands at the end of its window's session
+        reading.transcripts += [_guarded(read_pending, p, opts.strict) for p in c.pending]
     reading.transcripts += [_guarded(offsets.read, f, start(file_key(f)), opts.strict) for f in inputs.files]
     live = {t.header_id for t in reading.transcripts
             if not isinstance(t.origin, ArchiveOrigin)} if inputs.archive_files else set()
