@@ -186,3 +186,23 @@ def test_exclude_deleted_leaves_out_a_deleted_session_but_not_an_evicted_window(
     evicted = copy_state("evicted/state", tmp_path / "state")
     report = cli_json("reconcile", "--sessions", evicted, "--dest", tmp_path / "s.sqlite", "--exclude-deleted")
     assert report["messages"]["inserted"] == 76 + 18   # telegram gen1, evicted for disk space: its session lives on
+
+
+def test_an_unknown_table_holding_session_rows_in_a_newer_store_is_a_finding(tmp_path):
+    state = copy_state("pending/state", tmp_path / "state")
+    target = tmp_path / "t.sqlite"
+    cli_json("reconcile", "--sessions", state, "--dest", target)
+    store = state / "agents" / "main" / "agent" / "openclaw-agent.sqlite"
+    con = sqlite3.connect(store)
+    con.execute("CREATE TABLE session_transcript_drafts (session_id TEXT, message_json TEXT)")   # a newer release's
+    con.execute("CREATE TABLE gateway_metrics (name TEXT, value REAL)")   # holds no session rows: not a finding
+    con.commit()
+    con.close()
+    report = cli_json("reconcile", "--sessions", state, "--dest", target)
+    assert [w for w in report["warnings"] if "session_transcript_drafts" in w] == [
+        f"session store table {store}#session_transcript_drafts: unknown, holds session rows: not read; columns "
+        "message_json, session_id; a newer OpenClaw's (user_version 23): lcm-etl does not know it"]
+    audited = run_cli("audit", "--sessions", state, "--dest", target, "--json")
+    assert audited.returncode == 3
+    assert [f["source_id"] for f in json.loads(audited.stdout)["differences"]] == [
+        f"{store}#session_transcript_drafts"]

@@ -170,9 +170,19 @@ def _audit_source(opts: AuditOptions, source: Snapshot, target_db: Path | None, 
             report.extra[f"{kind}{KEPT}"] = n
         sessions.update(r[0] for r in con.execute("SELECT session_id FROM selected").fetchall())
         rows = con.execute("SELECT * FROM audit_findings ORDER BY kind, session_id, source_id").fetchall()
-        return [dict(zip(FINDING_KEYS, r)) for r in rows]
+        return [dict(zip(FINDING_KEYS, r)) for r in rows] + _unknown_history(schema, source.original)
     finally:
         con.close()
+
+
+def _unknown_history(schema, src: Path) -> list[dict]:
+    """A table a newer lossless-claw added that holds message or conversation ids: what lcm-etl leaves out of it may
+    be history, so it is a finding, not only the report's "not kept" line."""
+    ids = {"message_id", "conversation_id", "session_id", "summary_id"}
+    return [dict(zip(FINDING_KEYS, ("source table", "unknown, holds conversation rows: not kept", None,
+                                    f"{src}#{table}", f"columns {', '.join(sorted(ids & set(schema.columns[table])))}; "
+                                                      "a newer lossless-claw's: lcm-etl does not know it")))
+            for table in schema.unknown()["tables_not_kept"] if ids & set(schema.columns[table])]
 
 
 def _audit_kept_snapshot(src: Path, target: Path, target_db: Path | None, report: RunReport) -> list[dict]:

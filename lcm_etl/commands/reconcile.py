@@ -211,8 +211,8 @@ def _fill_files(report: RunReport, read: Reading, per_file: array) -> None:
             report.warnings.append(f"{t.path}: entry {gap} points at a missing parent; the path continues with the "
                                    "entry before it")
     for f in read.findings():
-        report.warnings.append(f"{f['kind']} {f['source_id']} of window {f['session_id']}: {f['problem']}; "
-                               f"{f['detail']}")
+        report.warnings.append(f"{f['kind']} {f['source_id']}" + (f" (window {f['session_id']})" if f["session_id"]
+                                                                   else "") + f": {f['problem']}; {f['detail']}")
     report.extra["files"] = files
     report.extra["files_skipped"] = [{"file": str(p), "reason": why} for p, why in read.skipped]
     report.extra["stores"] = read.stores

@@ -40,6 +40,26 @@ _NODE_COLUMNS = ("current_session_id", "display_name", "label", "archived_at")
 _ARCHIVE_COLUMNS = ("session_id", "generation", "session_key", "reason", "encoding", "archive_blob", "archive_name",
                     "created_at")
 _COLD_COLUMNS = ("session_id", "archive_name", "archive_sha256", "archive_bytes", "event_count", "last_seq", "storage")
+# Every table of OpenClaw's agent database up to schema 23 (2026.9.6): the four that hold conversation history are
+# read (transcript_events, session_transcript_archives, session_transcript_cold_archives, session_pending_inputs),
+# the rest are its bookkeeping. A table outside this list that holds session or message rows is a newer release's,
+# and a finding (`unknown_tables`), never passed over without a word.
+KNOWN_TABLES = frozenset((
+    "acp_parent_stream_events", "auth_profile_state", "auth_profile_store", "board_tabs", "board_widgets",
+    "cache_entries", "context_engine_turn_outbox", "conversation_deliveries", "conversations", "heartbeat_outcomes",
+    "memory_embedding_cache", "memory_entry_origins", "memory_index_chunk_provenance",
+    "memory_index_chunk_recall_metadata", "memory_index_chunks", "memory_index_meta", "memory_index_sources",
+    "memory_index_state", "memory_session_tombstones", "message_tool_run_outcomes", "schema_meta",
+    "session_canonical_validation_pending", "session_conversations", "session_goal_operations",
+    "session_input_completions", "session_key_contract", "session_members", "session_nodes", "session_participants",
+    "session_pending_inputs", "session_progress_cards", "session_suggestions", "session_transcript_active_events",
+    "session_transcript_archives", "session_transcript_cold_archives", "session_transcript_fts",
+    "session_transcript_fts_rows", "session_transcript_index_state", "session_windows", "standing_intents",
+    "standing_intents_fts", "trajectory_runtime_events", "transcript_event_identities", "transcript_events",
+    "transcript_rewrite_watermarks"))
+_FTS_SHADOWS = ("_config", "_content", "_data", "_docsize", "_idx")
+_HOLDS_HISTORY = frozenset(("session_id", "session_key", "conversation_id", "message_id", "event_json", "message_json",
+                            "event_id"))
 FETCH_ROWS = 2048   # rows fetched from DuckDB at a time: a window of any length streams through bounded memory
 
 
@@ -261,6 +281,20 @@ class OpenStore:
                                "transcripts; nothing was written")
         return out
 
+    def unknown_tables(self) -> list[dict]:
+        """Findings for the tables a newer OpenClaw added that hold session or message rows: lcm-etl cannot say
+        whether they hold history it should bring, so it says it does not read them."""
+        out = []
+        for table, cols in sorted(self.columns.items()):
+            known = (table in KNOWN_TABLES or table.startswith("sqlite_")
+                     or table.endswith(_FTS_SHADOWS) and table.rpartition("_")[0] in KNOWN_TABLES)
+            if not known and cols & _HOLDS_HISTORY:
+                out.append({"kind": "session store table", "problem": "unknown, holds session rows: not read",
+                            "session_id": None, "source_id": f"{self.path}#{table}",
+                            "detail": f"columns {', '.join(sorted(cols & _HOLDS_HISTORY))}; a newer OpenClaw's "
+                                      "(user_version " + str(self._user_version()) + "): lcm-etl does not know it"})
+        return out
+
     def _user_version(self) -> int | None:
         from contextlib import closing
 
@@ -285,6 +319,7 @@ class OpenStore:
                                  compressed="event_zstd" in self.columns["transcript_events"])
         contents.cold = self._cold()
         contents.windows = self._windows(agent, bool(contents.cold))
+        contents.findings += self.unknown_tables()
         self.cold, self.findings = contents.cold, contents.findings
         contents.archives = self._archives(agent)
         contents.pending = self._pending(agent)
