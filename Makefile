@@ -18,12 +18,22 @@ $(STAMP): pyproject.toml
 bytecode:
 	$(BIN)/python -m compileall -q lcm_etl
 
+# the bundled OpenClaw 2026.9.6 installations: history in cold storage, evicted windows, the doctor's archive-tier
+# leftovers and a pending input, besides the live rows (fixtures/openclaw-hidden/README.md)
+DEMO_LCM_DB := fixtures/lossless-claw/multiparent-newest.db
+DEMO_OPENCLAW := $(foreach s,cold/state evicted/state archive-tier/state pending/state,--sessions fixtures/openclaw-hidden/$(s))
 demo: $(STAMP)
 	rm -rf build/demo
-	$(BIN)/lcm-etl inspect --src fixtures/lossless-claw/multiparent-newest.db
-	$(BIN)/lcm-etl migrate --src fixtures/lossless-claw/multiparent-newest.db --dest build/demo/lcm.sqlite
+	$(BIN)/lcm-etl inspect --src $(DEMO_LCM_DB)
+	$(BIN)/lcm-etl migrate --src $(DEMO_LCM_DB) --dest build/demo/lcm.sqlite
 	@echo "--- a second run finds everything already present:"
-	$(BIN)/lcm-etl migrate --src fixtures/lossless-claw/multiparent-newest.db --dest build/demo/lcm.sqlite
+	$(BIN)/lcm-etl migrate --src $(DEMO_LCM_DB) --dest build/demo/lcm.sqlite
+	@echo "--- OpenClaw's own transcripts hold more than lcm.db: audit says what the target lacks (exit 3)"
+	$(BIN)/lcm-etl audit --src $(DEMO_LCM_DB) $(DEMO_OPENCLAW) --dest build/demo/lcm.sqlite; test $$? -eq 3
+	@echo "--- reconcile recovers it, cold storage, evicted windows, archives and a pending input included:"
+	$(BIN)/lcm-etl reconcile --src $(DEMO_LCM_DB) $(DEMO_OPENCLAW) --dest build/demo/lcm.sqlite
+	@echo "--- and audit proves it:"
+	$(BIN)/lcm-etl audit --src $(DEMO_LCM_DB) $(DEMO_OPENCLAW) --dest build/demo/lcm.sqlite
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

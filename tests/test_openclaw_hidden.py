@@ -111,6 +111,19 @@ def test_cold_windows_are_read_from_their_archive_and_say_so(reconciled):
     assert sum(m.get("cold_storage") == "file" for m in meta) == 53
 
 
+@pytest.mark.parametrize("state,where", [
+    ("cold/state", {"cold window (file)": 53, "live window": 60}),
+    ("cold/restored", {"cold window (blob in the store)": 53, "live window": 60}),
+    ("evicted/state", {"deleted archive (store row)": 18, "live window": 76}),
+    ("archive-tier/state", {"archive-tier file": 8 + 11, "live window": 65}),
+    ("pending/state", {"pending input": 1, "live window": 14})])
+def test_audit_names_where_the_missing_history_lives(tmp_path, state, where):
+    copy = copy_state(state, tmp_path / "state")
+    proc = run_cli("audit", "--sessions", copy, "--dest", tmp_path / "t.sqlite", "--json")
+    assert proc.returncode == 3
+    assert json.loads(proc.stdout)["extra"]["transcript_messages_pending_by_where"] == where
+
+
 def test_a_cold_archive_that_fails_verification_is_a_finding_naming_its_file(tmp_path):
     state = copy_state("cold/state", tmp_path / "state")
     bad = next((state / "agents" / "main" / "sessions" / "cold").glob("b9a5*.jsonl.zst"))

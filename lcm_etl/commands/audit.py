@@ -27,6 +27,7 @@ from lcm_etl.report import RunReport, one_line_each, unknown_lines
 from lcm_etl.read.source_schema import detect_schema, normalized_views
 from lcm_etl.read import snapcheck
 from lcm_etl.read.snapcache import SnapshotCache
+from lcm_etl.read.store_reads import where_kind
 from lcm_etl.read.sources import Snapshot, take_snapshot
 from lcm_etl.sqlite_runtime import attach_all, private_file, quote_path
 from lcm_etl.steps.pipeline import AUDIT_SOURCE
@@ -283,9 +284,18 @@ def _audit_transcripts(opts: AuditOptions, source: Snapshot | None, target_db: P
         report.extra["archives"] = reading.archives
         rows = con.execute("""
             SELECT 'transcript message', 'missing in target', p.session_id,
-                   m.file || ':' || coalesce(m.entry_id, '#' || (p.path_index + 1)), m.role
+                   m.file || ':' || coalesce(m.entry_id, '#' || (p.path_index + 1)), m.role, p.file_order
             FROM jsonl_plan p JOIN jsonl_messages m USING (message_id)
             WHERE p.is_new ORDER BY p.session_id, p.file_order, p.path_index""").fetchall()
+        # each missing message says where its history lives (a cold window, an archive, a pending input...)
+        kinds = {order: where_kind(t) for order, t in enumerate(reading.transcripts)} if rows else {}
+        rows = [(*r[:4], f"{r[4]}, {kinds[r[5]]}") for r in rows]
+        by_where: dict[str, int] = {}
+        for r in rows:
+            where = r[4].split(", ", 1)[1]
+            by_where[where] = by_where.get(where, 0) + 1
+        if by_where:
+            report.extra["transcript_messages_pending_by_where"] = by_where
         report.extra["transcript_messages_pending"] = len(rows)
         sessions.update(r[0] for r in con.execute("SELECT DISTINCT session_id FROM jsonl_plan").fetchall())
         # history a source holds and no run can read (a cold archive missing or failing verification): never clean
@@ -308,7 +318,9 @@ def as_text(report: RunReport, findings: list[dict], per_kind: int = 5) -> str:
         lines.append(f"  a migrate would write: {report.messages.inserted} messages, {report.parts.inserted} parts, "
                      f"{report.summaries.inserted} summaries, {report.boundary_events} boundary events")
     if "transcript_messages_pending" in report.extra:
-        lines.append(f"  a reconcile would import: {report.extra['transcript_messages_pending']} transcript messages")
+        by_where = report.extra.get("transcript_messages_pending_by_where", {})
+        lines.append(f"  a reconcile would import: {report.extra['transcript_messages_pending']} transcript messages"
+                     + (" (" + ", ".join(f"{w}: {n}" for w, n in sorted(by_where.items())) + ")" if by_where else ""))
     lines += [f"  {key}: {n}" for key, n in sorted(report.extra.items()) if key.endswith(KEPT)]
     if "kept_snapshot" in report.extra:
         lines.append(f"  kept snapshot: {report.extra['kept_snapshot']}")

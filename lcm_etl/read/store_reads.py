@@ -161,6 +161,20 @@ def read_pending(p: PendingInput, strict: bool) -> Transcript:
     return t
 
 
+def where_kind(t: Transcript) -> str:
+    """Where a transcript's history lives, in the words audit names missing history by."""
+    o = t.origin
+    if isinstance(o, StoreWindow):
+        return f"cold window ({'file' if o.cold == 'file' else 'blob in the store'})" if o.cold else "live window"
+    if isinstance(o, PendingOrigin):
+        return "pending input"
+    if isinstance(o, ArchiveOrigin):
+        if o.kind == "imported":
+            return "archive-tier file" if o.name.startswith("archive-tier.") else "the doctor's original"
+        return f"{o.kind} archive" + (" (store row)" if o.store is not None else " (file)")
+    return "JSONL file"
+
+
 def archive_listing(origin: ArchiveOrigin, where: str, read: bool, alive: bool) -> dict:
     """One line of the report's archive list."""
     return {"archive": origin.name, "where": where, "reason": origin.kind, "session_id": origin.session_id,
