@@ -8,8 +8,9 @@ OpenClaw's state folder (`$OPENCLAW_STATE_DIR`, default `~/.openclaw`) holds one
     agents/<agentId>/session-sqlite-import-archive/<key>.<id>.jsonl.imported-<ms>   the doctor's originals
 
 `--sessions` takes any of: a store or the folder holding it, an agent folder, a state folder, a sessions
-folder, a JSONL file (or an archive file, which naming imports). Without it, the state folder is read whole. Archives found in a folder are
-listed, and read only with --include-archived; a file named on the command line is always read.
+folder, a JSONL file (or an archive file). Without it, the state folder is read whole. Archives found in a folder are
+listed and read (--exclude-deleted leaves out those of sessions deleted on purpose); a file named on the command line
+is always read.
 """
 from __future__ import annotations
 
