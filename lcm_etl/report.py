@@ -137,8 +137,10 @@ class RunReport:
             for reason, n in sorted(k.skipped.items()):
                 lines.append(f"               skipped {n}: {reason}")
         if transcripts:
-            lines.append(f"  transcripts read {self.extra.get('transcripts_read', 0)}, "
-                         f"files left out {len(self.extra.get('files_skipped', []))}"
+            by_where = self.extra.get("transcripts_by_where") or {}
+            lines.append(f"  transcripts read {self.extra.get('transcripts_read', 0)}"
+                         + (" (" + ", ".join(f"{w} {n}" for w, n in sorted(by_where.items())) + ")" if by_where else "")
+                         + f", files left out {len(self.extra.get('files_skipped', []))}"
                          + (f"; {self.extra['files_read_from_offset']} read from where the last run stopped, "
                             f"{self.extra.get('lines_read', 0)} lines read"
                             if self.extra.get("files_read_from_offset") else ""))

@@ -105,6 +105,7 @@ def test_cold_windows_are_read_from_their_archive_and_say_so(reconciled):
     assert {f["cold"] for f in cold} == {"file"}
     assert all("/sessions/cold/" in f["file"] and f["file"].endswith(".jsonl.zst") for f in cold)
     assert [(s["windows"], s["cold_windows"]) for s in report["extra"]["stores"]] == [(9, 5)]
+    assert report["extra"]["transcripts_by_where"] == {"cold window (file)": 5, "live window": 4}
     restored = reconciled["cold/restored"]["first"]
     assert {f["cold"] for f in restored["extra"]["files"] if f.get("cold")} == {"sqlite"}
     meta = [json.loads(r["metadata"]) for r in target_rows(reconciled["cold/state"]["target"])]
@@ -219,3 +220,49 @@ def test_an_unknown_table_holding_session_rows_in_a_newer_store_is_a_finding(tmp
     assert audited.returncode == 3
     assert [f["source_id"] for f in json.loads(audited.stdout)["differences"]] == [
         f"{store}#session_transcript_drafts"]
+
+
+def test_turns_written_after_the_last_sync_of_a_session_then_deleted_land_from_its_archive(tmp_path):
+    """`sessions.delete` (archiveTranscript): the window's rows become one zstd JSONL `session_transcript_archives`
+    row in the transaction that deletes the window and its node. Turns a watcher had not synced yet exist only there:
+    a default run imports them into the session it already holds, each once."""
+    import hashlib
+
+    import zstandard
+
+    from storelib import STORE_FIXTURES, StoreWriter
+
+    state = tmp_path / "state"
+    shutil.copytree(STORE_FIXTURES / "native", state)
+    for p in state.rglob("*"):
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    store = state / "agents" / "main" / "agent" / "openclaw-agent.sqlite"
+    target = tmp_path / "t.sqlite"
+    cli_json("reconcile", "--sessions", state, "--dest", target)
+    plain = "0198a1b2-0001-7c3d-8e4f-a1b2c3d4e501"
+    before = session_entries(target, plain)
+    writer = StoreWriter(store)
+    late = writer.append(plain, ["one more thing before I go", "noted"])
+    con = writer.con
+    con.execute("BEGIN IMMEDIATE")
+    key = con.execute("SELECT session_key FROM session_windows WHERE session_id = ?", (plain,)).fetchone()[0]
+    lines = [r[0] for r in con.execute("SELECT event_json FROM transcript_events WHERE session_id = ? ORDER BY seq",
+                                       (plain,))]
+    blob = zstandard.ZstdCompressor(level=1, write_checksum=True).compress(("\n".join(lines) + "\n").encode())
+    generation = uuid.uuid4().hex
+    con.execute("INSERT INTO session_transcript_archives (session_id, generation, session_key, reason, encoding, "
+                "archive_blob, archive_sha256, archive_name, created_at) VALUES (?, ?, ?, 'deleted', 'zstd', ?, ?, ?, ?)",
+                (plain, generation, key, blob, hashlib.sha256(blob).hexdigest(),
+                 f"{plain}.jsonl.deleted.2026-11-26T10-00-00.000Z.{generation}.zst", 1795600000000))
+    for table in ("transcript_event_identities", "session_transcript_active_events", "session_transcript_index_state",
+                  "transcript_rewrite_watermarks", "transcript_events"):
+        con.execute(f"DELETE FROM {table} WHERE session_id = ?", (plain,))
+    con.execute("DELETE FROM session_nodes WHERE session_key = ?", (key,))
+    con.execute("DELETE FROM session_windows WHERE session_id = ?", (plain,))
+    con.execute("COMMIT")
+    writer.close()
+    again = cli_json("reconcile", "--sessions", state, "--dest", target)
+    assert again["messages"]["inserted"] == 2
+    assert [i for i, _, _ in session_entries(target, plain)] == [i for i, _, _ in before] + late
+    assert run_cli("audit", "--sessions", state, "--dest", target).returncode == 0
+    assert cli_json("reconcile", "--sessions", state, "--dest", target)["messages"]["inserted"] == 0

@@ -33,7 +33,7 @@ from lcm_etl.steps.engine import run_stage
 from lcm_etl.store.target import check_target, target_view
 from lcm_etl.read.transcript_rows import IDENTITY_OCCURRENCE, file_sessions, stage_content
 from lcm_etl.read.openclaw_store import StoreWindow
-from lcm_etl.read.store_reads import PendingOrigin
+from lcm_etl.read.store_reads import PendingOrigin, where_kind
 from lcm_etl.read.transcripts import Transcript
 from lcm_etl.read.transcript_reading import Reading
 from lcm_etl.load.loader import choose, load
@@ -186,7 +186,10 @@ def _fill_files(report: RunReport, read: Reading, per_file: array) -> None:
     m = report.messages
     files = []
     names: dict[Path, str] = {}   # a store's windows share its name: one string, not one an entry
+    by_where: dict[str, int] = {}
     for order, t in enumerate(transcripts):
+        where = where_kind(t)
+        by_where[where] = by_where.get(where, 0) + 1
         present, new, by_id, by_identity, rewrites = per_file[PER_FILE * order:PER_FILE * (order + 1)]
         r = t.report
         mark = t.mark
@@ -218,6 +221,7 @@ def _fill_files(report: RunReport, read: Reading, per_file: array) -> None:
     report.extra["stores"] = read.stores
     report.extra["archives"] = read.archives
     report.extra["transcripts_read"] = len(transcripts)
+    report.extra["transcripts_by_where"] = by_where
     report.extra["lines_read"] = sum(f["lines_read"] for f in files)
     report.extra["files_read_from_offset"] = sum(f["read"] == "appended" for f in files)
     report.sync_decision = of_transcripts(files).as_dict()
