@@ -266,3 +266,31 @@ def test_turns_written_after_the_last_sync_of_a_session_then_deleted_land_from_i
     assert [i for i, _, _ in session_entries(target, plain)] == [i for i, _, _ in before] + late
     assert run_cli("audit", "--sessions", state, "--dest", target).returncode == 0
     assert cli_json("reconcile", "--sessions", state, "--dest", target)["messages"]["inserted"] == 0
+
+
+def test_a_reconciles_elapsed_and_started_at_count_reading_the_transcripts(tmp_path, monkeypatch):
+    """Reading is most of a first run of a large store: the report's elapsed and the ledger's started_at include it,
+    and the report says how many write batches the run took."""
+    import time
+    from datetime import datetime
+
+    from lcm_etl.commands import reconcile as command
+
+    state = copy_state("pending/state", tmp_path / "state")
+    target = tmp_path / "t.sqlite"
+    real = command.read_all
+
+    def slow(*args, **kwargs):
+        time.sleep(0.6)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(command, "read_all", slow)
+    before = datetime.now().astimezone()
+    report = command.reconcile(command.ReconcileOptions(sessions=[str(state)], target=target))
+    assert report.elapsed_s >= 0.6 and report.batches == 1
+    con = sqlite3.connect(target)
+    started, finished = con.execute("SELECT started_at, finished_at FROM lcm_etl_runs").fetchone()
+    con.close()
+    started_at = datetime.fromisoformat(started.replace("Z", "+00:00"))
+    assert abs((started_at - before).total_seconds()) < 0.5   # when the read began, not when it ended
+    assert (datetime.fromisoformat(finished.replace("Z", "+00:00")) - started_at).total_seconds() >= 0.6

@@ -41,19 +41,21 @@ from lcm_etl.load.write import WriteJob
 
 
 def reconcile(opts: ReconcileOptions) -> RunReport:
+    # the run begins with reading the transcripts: its elapsed and the ledger's started_at count it (a first run
+    # of a large store reads for most of its time)
+    started, t0 = now_iso(), time.monotonic()
     # where the last complete run stopped in each transcript
     with decide.recorded(opts.target, hint=True, dry_run=opts.dry_run) as records:
         read = read_all(opts, records)   # transcript problems are reported first, then target problems, then a wait
     try:
         check_target(opts.target, open_it=not opts.dry_run)
         with target_lock(opts.target, opts.lock_timeout, opts.dry_run):   # one run per target (lcm_etl/store/runlock.py)
-            return _reconcile(opts, read)
+            return _reconcile(opts, read, started, t0)
     finally:
         read.close()
 
 
-def _reconcile(opts: ReconcileOptions, read: Reading) -> RunReport:
-    started, t0 = now_iso(), time.monotonic()
+def _reconcile(opts: ReconcileOptions, read: Reading, started: str, t0: float) -> RunReport:
     report = RunReport(command="reconcile", dry_run=opts.dry_run, source=str(opts.src) if opts.src else None,
                        target=str(opts.target))
     transcripts = read.transcripts
@@ -86,6 +88,7 @@ def _reconcile(opts: ReconcileOptions, read: Reading) -> RunReport:
         try:
             per_file = _plan_counts(con, report, read)
             batches = plan.all_batches(con)
+            report.batches = len(batches)
             if opts.dry_run:
                 _fill_files(report, read, per_file)
                 report.elapsed_s = time.monotonic() - t0
