@@ -14,7 +14,7 @@ import click
 
 from lcm_etl import __version__
 from lcm_etl.errors import EXIT_CODES, BadInput, error_line
-from lcm_etl.interrupts import interruption, raised_as_interrupted
+from lcm_etl.interrupts import interruption, raised_as_interrupted, swallowed
 from lcm_etl.options import (TEXT_PATH, inspected_option, key_by_option, lock_timeout_option, memory_limit_option,
                              output_options, run_options, session_filter_option, source_option, target_options,
                              transcripts_options, watch_options, write_options)
@@ -51,6 +51,7 @@ def handled(f):
         try:
             with raised_as_interrupted():
                 code = f(*args, **kwargs)
+                swallowed()
         except BaseException as exc:
             if not isinstance(exc, Exception) and interruption(exc) is None:   # SystemExit and the like
                 raise

@@ -197,6 +197,25 @@ def test_a_signal_inside_a_sqlite_function_is_still_reported_as_that_signal():
         assert interruption(ValueError("unrelated")) is None
 
 
+def test_a_signal_a_library_swallowed_whole_still_ends_the_command_with_its_code(capsys):
+    """A command that received SIGINT, which something swallowed so that the run went on and completed (DuckDB's
+    lazy import of pyarrow.compute inside to_arrow_table), exits 130 with the signal's line, not 0."""
+    from lcm_etl.cli import handled
+
+    def swallowing(debug=False):
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)   # the handler runs here; its exception is caught below, as the library's was
+        except KeyboardInterrupt:
+            pass
+        return 0
+
+    with pytest.raises(SystemExit) as done:
+        handled(swallowing)()
+    assert done.value.code == 130
+    assert capsys.readouterr().err == LINES[signal.SIGINT][1]
+
+
 def test_a_pair_queued_to_a_worker_that_sigterm_stopped_is_not_started_and_says_143(tmp_path):
     """A fleet worker that a signal stopped while idle starts no pair queued to it; the pair's exit code is
     that signal's (it said 130, Ctrl-C's, whatever the signal was)."""

@@ -354,6 +354,9 @@ class OpenStore:
             ORDER BY w_created_at NULLS LAST, ev.session_id"""
         # fetched as an Arrow table, a window made as it is asked for (StoreWindows): 10,000 windows made at once
         # held 8 MB while they were read, and left that much fragmented behind (docs/benchmarks.md, 2026-11-26 22:21)
+        # pyarrow.compute imported here, not lazily by DuckDB inside to_arrow_table(), which swallows an exception
+        # raised during that import: a Ctrl-C landing there was lost (interrupts.swallowed)
+        import pyarrow.compute  # noqa: F401
         return StoreWindows(self.con.execute(sql).to_arrow_table(), functools.partial(self._window, agent))
 
     def _window(self, agent: str | None, one, r: tuple) -> StoreWindow:
