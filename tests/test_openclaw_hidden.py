@@ -294,3 +294,20 @@ def test_a_reconciles_elapsed_and_started_at_count_reading_the_transcripts(tmp_p
     started_at = datetime.fromisoformat(started.replace("Z", "+00:00"))
     assert abs((started_at - before).total_seconds()) < 0.5   # when the read began, not when it ended
     assert (datetime.fromisoformat(finished.replace("Z", "+00:00")) - started_at).total_seconds() >= 0.6
+
+
+def test_a_pending_input_whose_message_is_not_json_is_a_finding_and_the_rest_lands(tmp_path):
+    state = copy_state("pending/state", tmp_path / "state")
+    store = state / "agents" / "main" / "agent" / "openclaw-agent.sqlite"
+    con = sqlite3.connect(store)
+    con.execute("UPDATE session_pending_inputs SET message_json = '{\"role\": \"user\", \"content\": ' ")
+    con.commit()
+    con.close()
+    target = tmp_path / "t.sqlite"
+    report = cli_json("reconcile", "--sessions", state, "--dest", target)
+    assert report["messages"]["inserted"] == 14
+    assert report["warnings"] == [f"pending input {store}#session_pending_inputs/{PENDING['input_id']} (window "
+                                  f"{PENDING['session_id']}): message_json is not a message; not read"]
+    audited = run_cli("audit", "--sessions", state, "--dest", target, "--json")
+    assert audited.returncode == 3
+    assert [f["kind"] for f in json.loads(audited.stdout)["differences"]] == ["pending input"]

@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator
 
-import orjson
-
 from lcm_etl.errors import BadInput
 from lcm_etl.read.sources import Snapshot, take_snapshot
+from lcm_etl.read.store_hidden import (ColdArchive, PendingInput, cold_archives, cold_location, cold_rows, decompress,
+                                       pending_inputs, unknown_tables)
 
 if TYPE_CHECKING:
     import duckdb
@@ -39,27 +39,6 @@ _WINDOW_COLUMNS = ("session_key", "previous_session_id", "reason", "session_scop
 _NODE_COLUMNS = ("current_session_id", "display_name", "label", "archived_at")
 _ARCHIVE_COLUMNS = ("session_id", "generation", "session_key", "reason", "encoding", "archive_blob", "archive_name",
                     "created_at")
-_COLD_COLUMNS = ("session_id", "archive_name", "archive_sha256", "archive_bytes", "event_count", "last_seq", "storage")
-# Every table of OpenClaw's agent database up to schema 23 (2026.9.6): the four that hold conversation history are
-# read (transcript_events, session_transcript_archives, session_transcript_cold_archives, session_pending_inputs),
-# the rest are its bookkeeping. A table outside this list that holds session or message rows is a newer release's,
-# and a finding (`unknown_tables`), never passed over without a word.
-KNOWN_TABLES = frozenset((
-    "acp_parent_stream_events", "auth_profile_state", "auth_profile_store", "board_tabs", "board_widgets",
-    "cache_entries", "context_engine_turn_outbox", "conversation_deliveries", "conversations", "heartbeat_outcomes",
-    "memory_embedding_cache", "memory_entry_origins", "memory_index_chunk_provenance",
-    "memory_index_chunk_recall_metadata", "memory_index_chunks", "memory_index_meta", "memory_index_sources",
-    "memory_index_state", "memory_session_tombstones", "message_tool_run_outcomes", "schema_meta",
-    "session_canonical_validation_pending", "session_conversations", "session_goal_operations",
-    "session_input_completions", "session_key_contract", "session_members", "session_nodes", "session_participants",
-    "session_pending_inputs", "session_progress_cards", "session_suggestions", "session_transcript_active_events",
-    "session_transcript_archives", "session_transcript_cold_archives", "session_transcript_fts",
-    "session_transcript_fts_rows", "session_transcript_index_state", "session_windows", "standing_intents",
-    "standing_intents_fts", "trajectory_runtime_events", "transcript_event_identities", "transcript_events",
-    "transcript_rewrite_watermarks"))
-_FTS_SHADOWS = ("_config", "_content", "_data", "_docsize", "_idx")
-_HOLDS_HISTORY = frozenset(("session_id", "session_key", "conversation_id", "message_id", "event_json", "message_json",
-                            "event_id"))
 FETCH_ROWS = 2048   # rows fetched from DuckDB at a time: a window of any length streams through bounded memory
 
 
@@ -137,32 +116,6 @@ class StoreWindows:
                 yield self._make(one, row)
 
 
-@dataclass(frozen=True)
-class PendingInput:
-    """A user message OpenClaw accepted and never wrote to its window (`session_pending_inputs`, OpenClaw 2026.9+:
-    the gateway stages it before the run, and a crash in between leaves only this row)."""
-    store: Path
-    agent_id: str | None
-    input_id: str
-    session_id: str
-    session_key: str | None
-    idempotency_key: str | None
-    state: str | None
-    accepted_at: int | None
-    message_json: str
-
-
-@dataclass(frozen=True)
-class ColdArchive:
-    """A cold window's archive (`session_transcript_cold_archives`, OpenClaw 2026.9+): the window's rows moved
-    into one zstd file in `sessions/cold/` (storage 'file') or a blob in the store (storage 'sqlite', what a
-    restored backup holds)."""
-    name: str
-    sha256: str
-    size: int
-    storage: str
-
-
 @dataclass
 class StoreContents:
     path: Path
@@ -179,20 +132,6 @@ class StoreContents:
 def _shared(seen: dict, value):
     """`value`, or the equal one seen before."""
     return seen.setdefault(value, value)
-
-
-def decompress(blob: bytes, size: int | None = None) -> bytes:
-    """A standard zstd frame (OpenClaw writes level 1, checksum on, no dictionary). `size`: the decoded
-    length the row declares, for frames whose header does not carry it."""
-    import zstandard
-
-    d = zstandard.ZstdDecompressor()
-    try:
-        return d.decompress(blob, max_output_size=size or 0)
-    except zstandard.ZstdError:
-        if size is None:   # a frame without its content size (a streamed archive file): decode it as a stream
-            return d.decompressobj().decompress(blob)
-        raise
 
 
 _JOURNAL_MAGIC = bytes.fromhex("d9d505f920a163d7")   # a rollback journal's header while its transaction is live
@@ -281,20 +220,6 @@ class OpenStore:
                                "transcripts; nothing was written")
         return out
 
-    def unknown_tables(self) -> list[dict]:
-        """Findings for the tables a newer OpenClaw added that hold session or message rows: lcm-etl cannot say
-        whether they hold history it should bring, so it says it does not read them."""
-        out = []
-        for table, cols in sorted(self.columns.items()):
-            known = (table in KNOWN_TABLES or table.startswith("sqlite_")
-                     or table.endswith(_FTS_SHADOWS) and table.rpartition("_")[0] in KNOWN_TABLES)
-            if not known and cols & _HOLDS_HISTORY:
-                out.append({"kind": "session store table", "problem": "unknown, holds session rows: not read",
-                            "session_id": None, "source_id": f"{self.path}#{table}",
-                            "detail": f"columns {', '.join(sorted(cols & _HOLDS_HISTORY))}; a newer OpenClaw's "
-                                      "(user_version " + str(self._user_version()) + "): lcm-etl does not know it"})
-        return out
-
     def _user_version(self) -> int | None:
         from contextlib import closing
 
@@ -317,12 +242,12 @@ class OpenStore:
             agent = self.path.parent.parent.name   # agents/<agentId>/agent/openclaw-agent.sqlite
         contents = StoreContents(self.path, self._user_version(), agent,
                                  compressed="event_zstd" in self.columns["transcript_events"])
-        contents.cold = self._cold()
+        contents.cold = cold_archives(self.con, self.columns, self.path, self._user_version())
         contents.windows = self._windows(agent, bool(contents.cold))
-        contents.findings += self.unknown_tables()
+        contents.findings += unknown_tables(self.columns, self.path, self._user_version())
         self.cold, self.findings = contents.cold, contents.findings
         contents.archives = self._archives(agent)
-        contents.pending = self._pending(agent)
+        contents.pending = pending_inputs(self.con, self.columns, self.path, agent, contents.findings)
         return contents
 
     def _windows(self, agent: str | None, cold_windows: bool) -> StoreWindows:
@@ -372,91 +297,10 @@ class OpenStore:
             current=n["current_session_id"] == sid, created_at=w["created_at"], watermark=one(watermark),
             max_seq=int(max_seq), events=int(events), projection=one("cold" if cold else projection), cold=one(cold))
 
-    def _cold(self) -> dict[str, ColdArchive]:
-        have = self.columns.get("session_transcript_cold_archives", set())
-        if not have:
-            return {}
-        missing = [c for c in _COLD_COLUMNS if c not in have]
-        if missing:   # a newer layout: its cold windows cannot be read, and that is said, never passed over
-            raise BadInput(f"{WHAT} {self.path} (user_version {self._user_version()}) lacks "
-                           f"{', '.join(f'session_transcript_cold_archives.{c}' for c in missing)}, which lcm-etl "
-                           "needs to read its cold windows; nothing was written")
-        rows = self.con.execute("SELECT session_id, archive_name, archive_sha256, archive_bytes, storage "
-                                "FROM st.session_transcript_cold_archives").fetchall()
-        return {sid: ColdArchive(name, sha, int(size), storage) for sid, name, sha, size, storage in rows}
-
-    def _pending(self, agent: str | None) -> list[PendingInput]:
-        """The inputs no transcript entry holds: not consumed, and no event of their window carries their
-        idempotency key (OpenClaw writes the input as the turn runs, then deletes the row: a read between the two
-        sees both). Every state counts: 'queued', 'interrupted' (a restarted gateway's mark) and 'cancelled' rows
-        are each the only copy of what the user sent."""
-        have = self.columns.get("session_pending_inputs", set())
-        if not {"input_id", "session_id", "message_json"} <= have:
-            return []
-        pick = ", ".join(f"p.{c}" if c in have else "NULL" for c in
-                         ("input_id", "session_id", "session_key", "idempotency_key", "state", "accepted_at",
-                          "message_json"))
-        conds = ["p.consumed_event_id IS NULL"] if "consumed_event_id" in have else []
-        if ("idempotency_key" in have
-                and {"session_id", "message_idempotency_key"} <= self.columns.get("transcript_event_identities", set())):
-            conds.append("NOT EXISTS (SELECT 1 FROM st.transcript_event_identities i WHERE i.session_id = p.session_id "
-                         "AND i.message_idempotency_key = p.idempotency_key)")
-        order = "p.seq" if "seq" in have else "p.accepted_at" if "accepted_at" in have else "p.input_id"
-        rows = self.con.execute(f"SELECT {pick} FROM st.session_pending_inputs p "
-                                f"{'WHERE ' + ' AND '.join(conds) if conds else ''} ORDER BY {order}").fetchall()
-        return [PendingInput(self.path, agent, *r) for r in rows]
-
     def where(self, w: StoreWindow) -> Path:
         """What names a window's rows in reports: the store, or a cold window's archive."""
-        return Path(self.cold_location(self.cold[w.session_id])) if w.cold else self.path
+        return Path(cold_location(self.path, self.cold[w.session_id])) if w.cold else self.path
 
-    def cold_location(self, c: ColdArchive) -> str:
-        """Where a cold archive's bytes are: its file in the agent's `sessions/cold/`, or the store's blob."""
-        if c.storage != "file":
-            return f"{self.path}#session_transcript_cold_archives/{c.name}"
-        # OpenClaw's `<session artifact dir>/cold/`: agents/<id>/sessions/cold/ beside agents/<id>/agent/
-        for folder in (self.path.parent.parent / "sessions", self.path.parent / "sessions"):
-            if (folder / "cold" / c.name).exists():
-                return str(folder / "cold" / c.name)
-        return str(self.path.parent.parent / "sessions" / "cold" / c.name)
-
-    def _cold_events(self, session_id: str, c: ColdArchive, after_seq: int):
-        """A cold window's rows, from its archive verified as OpenClaw verifies it (`readVerifiedSessionColdArchive`:
-        the length and SHA-256 its row records): its `event` records, in seq order. An archive that is missing or
-        fails verification is a finding (`findings`), and the window reads as one unreadable row, never as empty."""
-        import hashlib
-
-        where = self.cold_location(c)
-        try:
-            if c.storage == "file":
-                data = Path(where).read_bytes()
-            else:
-                row = self.con.execute("SELECT archive_blob FROM st.session_transcript_cold_archives "
-                                       "WHERE session_id = ?", [session_id]).fetchone()
-                data = bytes(row[0]) if row and row[0] is not None else b""
-            problem = None
-            if len(data) != c.size or hashlib.sha256(data).hexdigest() != c.sha256:
-                problem = (f"failed verification ({len(data)} bytes, {c.size} recorded; SHA-256 "
-                           f"{'matches' if hashlib.sha256(data).hexdigest() == c.sha256 else 'differs'})")
-        except OSError as exc:
-            problem = f"missing or unreadable ({exc.strerror or exc})"
-        if problem is not None:
-            self.findings.append({"kind": "cold archive", "problem": problem, "session_id": session_id,
-                                  "source_id": where, "detail": "OpenClaw refuses it too: restore it from a backup"})
-            yield -1, None, f"cold archive {where} {problem}"
-            return
-        rows = []
-        for line in decompress(data).split(b"\n"):
-            if not line.strip():
-                continue
-            record = orjson.loads(line)
-            if record.get("kind") == "event":
-                row = record["row"]
-                if row["seq"] > after_seq:
-                    rows.append((int(row["seq"]), row["event_json"].encode()))
-        rows.sort()
-        for seq, raw in rows:
-            yield seq, raw, None
 
     def _archives(self, agent: str | None) -> list[StoreArchive]:
         have = self.columns.get("session_transcript_archives", set())
@@ -487,7 +331,7 @@ class OpenStore:
         in key order, where a DuckDB scan of the attached table reads the whole table for each window (6.9 s of
         7 s for 100 windows of a 50,000-event store)."""
         if session_id in self.cold:
-            yield from self._cold_events(session_id, self.cold[session_id], after_seq)
+            yield from cold_rows(self.con, self.path, session_id, self.cold[session_id], after_seq, self.findings)
             return
         zstd = "event_zstd" in self.columns["transcript_events"]
         size = "event_utf8_bytes" in self.columns["transcript_events"]

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from lcm_etl.read.openclaw_store import OpenStore, PendingInput, StoreArchive, StoreWindow, decompress
+from lcm_etl.read.openclaw_store import OpenStore, StoreArchive, StoreWindow
+from lcm_etl.read.store_hidden import PendingInput, decompress
 from lcm_etl.read.openclaw_state import archive_kind, archive_session_id
 from lcm_etl.read.transcript_decision import (ARCHIVE, PENDING, FileRecord, continue_path, window_proof,
                                               window_start)
@@ -148,10 +149,7 @@ def read_pending(p: PendingInput, strict: bool) -> Transcript:
 
     import orjson
 
-    try:
-        message = orjson.loads(p.message_json)
-    except orjson.JSONDecodeError as exc:
-        raise TranscriptError(f"{p.store}#session_pending_inputs/{p.input_id}", f"message_json is not JSON ({exc})")
+    message = orjson.loads(p.message_json)   # a message: store_hidden.pending_inputs checked it
     when = (datetime.fromtimestamp(p.accepted_at / 1000, timezone.utc).isoformat(timespec="milliseconds")
             .replace("+00:00", "Z") if p.accepted_at is not None else None)
     lines = [(1, orjson.dumps({"type": "session", "version": 3, "id": p.session_id})),

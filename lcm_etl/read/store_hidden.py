@@ -1,0 +1,195 @@
+"""The history a session store keeps outside its live `transcript_events` rows (OpenClaw 2026.9+), and the tables it
+does not know (docs/mapping.md, "Everything OpenClaw holds").
+
+- A **cold window** (`session_transcript_cold_archives`): OpenClaw's cold-storage pass moved the window's rows into
+  one zstd file in the agent's `sessions/cold/` (storage 'file'), or a restored backup holds the same bytes as a blob
+  (storage 'sqlite'). Its `event` records are the window's rows with their original seqs: openclaw_store.OpenStore
+  reads a cold window through them as it reads a live one.
+- A **pending input** (`session_pending_inputs`): a user message the gateway accepted and never wrote to its window
+  (a crash between the two); store_reads.read_pending makes it a one-message transcript.
+- A table a newer release added that holds session rows: a **finding**, never passed over without a word.
+
+What cannot be read (a cold archive missing or failing verification, an unknown table) is a finding: a dict of
+audit's FINDING_KEYS, which reconcile reports as a warning and audit as a difference.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import orjson
+
+from lcm_etl.errors import BadInput
+
+# Every table of OpenClaw's agent database up to schema 23 (2026.9.6): the four that hold conversation history are
+# read (transcript_events, session_transcript_archives, session_transcript_cold_archives, session_pending_inputs),
+# the rest are its bookkeeping.
+KNOWN_TABLES = frozenset((
+    "acp_parent_stream_events", "auth_profile_state", "auth_profile_store", "board_tabs", "board_widgets",
+    "cache_entries", "context_engine_turn_outbox", "conversation_deliveries", "conversations", "heartbeat_outcomes",
+    "memory_embedding_cache", "memory_entry_origins", "memory_index_chunk_provenance",
+    "memory_index_chunk_recall_metadata", "memory_index_chunks", "memory_index_meta", "memory_index_sources",
+    "memory_index_state", "memory_session_tombstones", "message_tool_run_outcomes", "schema_meta",
+    "session_canonical_validation_pending", "session_conversations", "session_goal_operations",
+    "session_input_completions", "session_key_contract", "session_members", "session_nodes", "session_participants",
+    "session_pending_inputs", "session_progress_cards", "session_suggestions", "session_transcript_active_events",
+    "session_transcript_archives", "session_transcript_cold_archives", "session_transcript_fts",
+    "session_transcript_fts_rows", "session_transcript_index_state", "session_windows", "standing_intents",
+    "standing_intents_fts", "trajectory_runtime_events", "transcript_event_identities", "transcript_events",
+    "transcript_rewrite_watermarks"))
+_FTS_SHADOWS = ("_config", "_content", "_data", "_docsize", "_idx")
+# a column that ties a table's rows to sessions or messages: an unknown table with one may hold history
+_HOLDS_HISTORY = frozenset(("session_id", "session_key", "conversation_id", "message_id", "event_json", "message_json",
+                            "event_id"))
+_COLD_COLUMNS = ("session_id", "archive_name", "archive_sha256", "archive_bytes", "event_count", "last_seq", "storage")
+_PENDING_COLUMNS = ("input_id", "session_id", "session_key", "idempotency_key", "state", "accepted_at", "message_json")
+
+
+@dataclass(frozen=True)
+class ColdArchive:
+    """A cold window's archive: its name (`<sha256>.jsonl.zst`), the SHA-256 and length OpenClaw verifies, where."""
+    name: str
+    sha256: str
+    size: int
+    storage: str
+
+
+@dataclass(frozen=True)
+class PendingInput:
+    """A `session_pending_inputs` row no transcript entry holds."""
+    store: Path
+    agent_id: str | None
+    input_id: str
+    session_id: str
+    session_key: str | None
+    idempotency_key: str | None
+    state: str | None
+    accepted_at: int | None
+    message_json: str
+
+
+def decompress(blob: bytes, size: int | None = None) -> bytes:
+    """A standard zstd frame (OpenClaw writes level 1, checksum on, no dictionary). `size`: the decoded
+    length the row declares, for frames whose header does not carry it."""
+    import zstandard
+
+    d = zstandard.ZstdDecompressor()
+    try:
+        return d.decompress(blob, max_output_size=size or 0)
+    except zstandard.ZstdError:
+        if size is None:   # a frame without its content size (a streamed archive file): decode it as a stream
+            return d.decompressobj().decompress(blob)
+        raise
+
+
+def unknown_tables(columns: dict[str, set[str]], store: Path, user_version: int | None) -> list[dict]:
+    """Findings for the tables a newer OpenClaw added that hold session or message rows: lcm-etl cannot say whether
+    they hold history it should bring, so it says it does not read them."""
+    out = []
+    for table, cols in sorted(columns.items()):
+        known = (table in KNOWN_TABLES or table.startswith("sqlite_")
+                 or table.endswith(_FTS_SHADOWS) and table.rpartition("_")[0] in KNOWN_TABLES)
+        if not known and cols & _HOLDS_HISTORY:
+            out.append({"kind": "session store table", "problem": "unknown, holds session rows: not read",
+                        "session_id": None, "source_id": f"{store}#{table}",
+                        "detail": f"columns {', '.join(sorted(cols & _HOLDS_HISTORY))}; a newer OpenClaw's "
+                                  f"(user_version {user_version}): lcm-etl does not know it"})
+    return out
+
+
+def cold_archives(con, columns: dict[str, set[str]], store: Path, user_version: int | None) -> dict[str, ColdArchive]:
+    """window id -> its cold archive (`con`: DuckDB with the store attached as `st`)."""
+    have = columns.get("session_transcript_cold_archives", set())
+    if not have:
+        return {}
+    missing = [c for c in _COLD_COLUMNS if c not in have]
+    if missing:   # a newer layout: its cold windows cannot be read, and that is said, never passed over
+        raise BadInput(f"session store {store} (user_version {user_version}) lacks "
+                       f"{', '.join(f'session_transcript_cold_archives.{c}' for c in missing)}, which lcm-etl "
+                       "needs to read its cold windows; nothing was written")
+    rows = con.execute("SELECT session_id, archive_name, archive_sha256, archive_bytes, storage "
+                       "FROM st.session_transcript_cold_archives").fetchall()
+    return {sid: ColdArchive(name, sha, int(size), storage) for sid, name, sha, size, storage in rows}
+
+
+def cold_location(store: Path, c: ColdArchive) -> str:
+    """Where a cold archive's bytes are: its file in the agent's `sessions/cold/`, or the store's blob."""
+    if c.storage != "file":
+        return f"{store}#session_transcript_cold_archives/{c.name}"
+    # OpenClaw's `<session artifact dir>/cold/`: agents/<id>/sessions/cold/ beside agents/<id>/agent/
+    for folder in (store.parent.parent / "sessions", store.parent / "sessions"):
+        if (folder / "cold" / c.name).exists():
+            return str(folder / "cold" / c.name)
+    return str(store.parent.parent / "sessions" / "cold" / c.name)
+
+
+def cold_rows(con, store: Path, session_id: str, c: ColdArchive, after_seq: int,
+              findings: list[dict]) -> Iterator[tuple[int, bytes | None, str | None]]:
+    """A cold window's rows past `after_seq`, as OpenStore.events yields a live window's: from its archive verified as
+    OpenClaw verifies it (`readVerifiedSessionColdArchive`: the length and SHA-256 its row records), its `event`
+    records in seq order. An archive missing, failing verification or undecodable is a finding, and the window
+    reads as one unreadable row, never as empty."""
+    where = cold_location(store, c)
+    rows: list[tuple[int, bytes]] = []
+    try:
+        if c.storage == "file":
+            data = Path(where).read_bytes()
+        else:
+            row = con.execute("SELECT archive_blob FROM st.session_transcript_cold_archives WHERE session_id = ?",
+                              [session_id]).fetchone()
+            data = bytes(row[0]) if row and row[0] is not None else b""
+        digest = hashlib.sha256(data).hexdigest()
+        if len(data) != c.size or digest != c.sha256:
+            problem: str | None = (f"failed verification ({len(data)} bytes, {c.size} recorded; SHA-256 "
+                                   f"{'matches' if digest == c.sha256 else 'differs'})")
+        else:
+            problem = None
+            for line in decompress(data).split(b"\n"):
+                record = orjson.loads(line) if line.strip() else None
+                if isinstance(record, dict) and record.get("kind") == "event" and record["row"]["seq"] > after_seq:
+                    rows.append((int(record["row"]["seq"]), record["row"]["event_json"].encode()))
+    except OSError as exc:
+        problem = f"missing or unreadable ({exc.strerror or exc})"
+    except Exception as exc:   # zstandard's ZstdError, orjson's JSONDecodeError, a record of another shape
+        problem = f"verified but undecodable ({type(exc).__name__}: {exc})"
+    if problem is not None:
+        findings.append({"kind": "cold archive", "problem": problem, "session_id": session_id, "source_id": where,
+                         "detail": "OpenClaw refuses it too: restore it from a backup"})
+        yield -1, None, f"cold archive {where} {problem}"
+        return
+    for seq, raw in sorted(rows):
+        yield seq, raw, None
+
+
+def pending_inputs(con, columns: dict[str, set[str]], store: Path, agent: str | None,
+                   findings: list[dict]) -> list[PendingInput]:
+    """The inputs no transcript entry holds: not consumed, and no event of their window carries their idempotency key
+    (OpenClaw writes the input as the turn runs, then deletes the row: a read between the two sees both). Every state
+    counts: 'queued', 'interrupted' (a restarted gateway's mark) and 'cancelled' rows are each the only copy of what
+    the user sent. A row whose message_json is not a message is a finding, and the others are read."""
+    have = columns.get("session_pending_inputs", set())
+    if not {"input_id", "session_id", "message_json"} <= have:
+        return []
+    pick = ", ".join(f"p.{c}" if c in have else "NULL" for c in _PENDING_COLUMNS)
+    conds = ["p.consumed_event_id IS NULL"] if "consumed_event_id" in have else []
+    if "idempotency_key" in have and {"session_id", "message_idempotency_key"} <= columns.get(
+            "transcript_event_identities", set()):
+        conds.append("NOT EXISTS (SELECT 1 FROM st.transcript_event_identities i WHERE i.session_id = p.session_id "
+                     "AND i.message_idempotency_key = p.idempotency_key)")
+    order = "p.seq" if "seq" in have else "p.accepted_at" if "accepted_at" in have else "p.input_id"
+    rows = con.execute(f"SELECT {pick} FROM st.session_pending_inputs p "
+                       f"{'WHERE ' + ' AND '.join(conds) if conds else ''} ORDER BY {order}").fetchall()
+    out = []
+    for r in rows:
+        try:
+            message = orjson.loads(r[-1])
+        except orjson.JSONDecodeError:
+            message = None
+        if isinstance(message, dict) and isinstance(message.get("role"), str):
+            out.append(PendingInput(store, agent, *r))
+        else:
+            findings.append({"kind": "pending input", "problem": "message_json is not a message", "session_id": r[1],
+                             "source_id": f"{store}#session_pending_inputs/{r[0]}", "detail": "not read"})
+    return out
