@@ -81,10 +81,14 @@ def state_dir(env: Mapping[str, str] | None = None, profile: str | None = None) 
 
 def profile_dir(profile: str, home: Path) -> Path:
     """<home>/.openclaw-<profile> (resolveProfileStateDir); `default`, in any case, is <home>/.openclaw."""
-    if not _PROFILE.fullmatch(profile):
+    if not is_profile_name(profile):
         raise BadInput(f"--profile {profile!r} is not a profile name: letters, digits, '_' and '-', starting with a "
                        "letter or digit, at most 64 characters (as OpenClaw's --profile)")
     return _named(profile, home)
+
+
+def is_profile_name(name: str) -> bool:
+    return _PROFILE.fullmatch(name) is not None
 
 
 def _named(profile: str, home: Path) -> Path:
