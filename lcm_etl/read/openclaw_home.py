@@ -1,5 +1,6 @@
-"""Where an OpenClaw installation keeps its state, found the way OpenClaw itself finds it (2026.9.6; the
-reference is docs in /work/shared: openclaw-sqlite-sessions.md §9.5).
+"""Where an OpenClaw installation keeps its state, found the way OpenClaw 2026.9.6 itself finds it (its
+`resolveStateDir`, `resolveRequiredHomeDir`, `applyCliProfileEnv` and agent database registry; the fixtures
+in fixtures/openclaw-hidden/ were written by it).
 
     state dir   $OPENCLAW_STATE_DIR (a leading `~` is the effective home), else <home>/.openclaw, else the
                 legacy <home>/.clawdbot when only it exists; <home> = $OPENCLAW_HOME (a leading `~` is $HOME),
