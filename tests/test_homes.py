@@ -130,6 +130,16 @@ def test_openclaw_state_dir_wins_and_its_tilde_is_the_openclaw_home(tmp_path):
     assert landed(tmp_path / "t" / "lcm.sqlite") == expected(*PROFILE)
 
 
+@pytest.mark.parametrize("explicit, read", [(".openclaw", PROFILE), ("openclaw-home/.openclaw", ("home.main",))])
+def test_profile_keeps_an_explicit_state_dir_unless_it_is_only_the_inherited_profiles_as_openclaw_does(
+        tmp_path, explicit, read):
+    home = home_copy(tmp_path)
+    env = env_of(home, OPENCLAW_STATE_DIR=str(home / explicit))   # .openclaw: the default profile's own folder
+    proc = run_cli("reconcile", "--profile", "work", "--dest", tmp_path / "t" / "lcm.sqlite", "-q", env=env)
+    assert (proc.returncode, proc.stderr) == (0, "")
+    assert landed(tmp_path / "t" / "lcm.sqlite") == expected(*read)
+
+
 @pytest.mark.parametrize("command", ["reconcile", "audit", "migrate"])
 @pytest.mark.parametrize("name", ["a/b", "-work", "x" * 65, "wörk"])
 def test_a_profile_name_openclaw_refuses_is_one_line_and_exit_2(tmp_path, command, name):
