@@ -16,11 +16,12 @@ from lcm_etl import __version__
 from lcm_etl.errors import EXIT_CODES, BadInput, error_line
 from lcm_etl.interrupts import interruption, raised_as_interrupted, swallowed
 from lcm_etl.options import (TEXT_PATH, inspected_option, key_by_option, lock_timeout_option, memory_limit_option,
-                             output_options, run_options, session_filter_option, source_option, target_options,
-                             transcripts_options, watch_options, write_options)
+                             output_options, profile_option, run_options, session_filter_option, source_option,
+                             target_options, transcripts_options, watch_options, write_options)
 from lcm_etl.steps.pipeline import COMMANDS
 from lcm_etl.report import emit, one_line
-from lcm_etl.read.sources import default_source, expand
+from lcm_etl.read.openclaw_home import default_lcm_db, lcm_db_beside, profile_sessions, profile_state
+from lcm_etl.read.sources import expand
 from lcm_etl.sqlite_runtime import disable_memstatus
 
 
@@ -67,8 +68,13 @@ def progress_wanted(as_json: bool, quiet: bool) -> bool:
     return not as_json and not quiet and sys.stderr.isatty()
 
 
-def resolve_src(src: str | None):
-    return expand(src) if src else default_source()
+def resolve_src(src: str | None, profile: str | None = None):
+    """--src, else the --profile's lcm.db, else the default installation's."""
+    if src and profile:
+        raise BadInput("--src names the database and --profile the state folder whose lcm.db is read: give one of them")
+    if profile:
+        return profile_state(profile) / "lcm.db"
+    return expand(src) if src else default_lcm_db()
 
 
 # click rewraps an epilog's paragraphs; \b keeps the lines as written
@@ -93,7 +99,8 @@ def cli(ctx):
 @click.option("--manifest", metavar="FILE", type=TEXT_PATH, help="migrate every `SRC DEST` pair listed in FILE, in parallel")
 @click.option("--jobs", type=click.IntRange(min=1), default=None, metavar="N", help="parallel pairs with --manifest or --discover (default: cores)")
 @click.option("--discover", metavar="ROOT",
-              help="the pairs: every OpenClaw state folder (holding lcm.db) under ROOT")
+              help="the pairs: every OpenClaw state folder under ROOT (holding lcm.db, or named .openclaw, "
+                   ".openclaw-<profile> or .clawdbot)")
 @click.option("--dest-root", metavar="DIR",
               help="with --discover: ROOT/<rel>/lcm.db goes to DIR/<rel>/state/lcm.sqlite")
 @click.option("--scheduler", metavar="ADDRESS",
@@ -101,20 +108,23 @@ def cli(ctx):
 @click.option("--retries", type=click.IntRange(min=0), default=None, metavar="N",
               help="with --scheduler: re-runs of a pair that failed for a runtime reason, exit 1 (default 2)")
 @watch_options
+@profile_option
 @handled
 def migrate(src, dest, memory_dir, dry_run, session_filter, key_by, as_json, quiet, debug, lock_timeout, batch_rows,
-            memory_limit, full, manifest, jobs, discover, dest_root, scheduler, retries, watch, interval):
+            memory_limit, full, manifest, jobs, discover, dest_root, scheduler, retries, watch, interval, profile):
     """Copy a lossless-claw lcm.db into a Remnic LCM database (idempotent)."""
     from lcm_etl.commands.migrate import MigrateOptions, migrate as run
     from lcm_etl.store.target import resolve_target
 
     watching = _watching(watch, interval, dry_run, manifest or discover)
     if manifest or discover or dest_root or scheduler or retries is not None or jobs:
+        if profile:
+            raise BadInput("--manifest or --discover lists the pairs: do not also pass --profile")
         return _fleet(manifest, discover, dest_root, scheduler, retries, src, dest, memory_dir, jobs, as_json, quiet,
                       functools.partial(MigrateOptions, dry_run=dry_run, session_filter=list(session_filter),
                                         key_by=key_by, lock_timeout=lock_timeout, batch_rows=batch_rows,
                                         memory_limit=memory_limit, full=full))
-    opts = MigrateOptions(src=resolve_src(src), target=resolve_target(dest, memory_dir), dry_run=dry_run,
+    opts = MigrateOptions(src=resolve_src(src, profile), target=resolve_target(dest, memory_dir), dry_run=dry_run,
                           session_filter=list(session_filter), key_by=key_by, lock_timeout=lock_timeout,
                           batch_rows=batch_rows, progress=progress_wanted(as_json, quiet) and not watching,
                           memory_limit=memory_limit, full=full)
@@ -186,15 +196,16 @@ def _dask_runner():
 @write_options
 @click.option("--strict", is_flag=True, help="an unparsable transcript line is an error, not a skipped line")
 @watch_options
+@profile_option
 @handled
 def reconcile(sessions, exclude_deleted, src, dest, memory_dir, dry_run, session_filter, key_by, as_json, quiet, debug,
-              lock_timeout, batch_rows, memory_limit, strict, watch, interval):
+              lock_timeout, batch_rows, memory_limit, strict, watch, interval, profile):
     """Bring in what OpenClaw's transcripts hold and neither lcm.db nor the target has (crash recovery)."""
     from lcm_etl.commands.reconcile import ReconcileOptions, reconcile as run
     from lcm_etl.store.target import resolve_target
 
     watching = _watching(watch, interval, dry_run)
-    opts = ReconcileOptions(sessions=list(sessions), target=resolve_target(dest, memory_dir),
+    opts = ReconcileOptions(sessions=profile_sessions(profile, list(sessions)), target=resolve_target(dest, memory_dir),
                             src=expand(src) if src else None, dry_run=dry_run, session_filter=list(session_filter),
                             key_by=key_by, strict=strict, exclude_deleted=exclude_deleted,
                             lock_timeout=lock_timeout, batch_rows=batch_rows,
@@ -218,9 +229,10 @@ def reconcile(sessions, exclude_deleted, src, dest, memory_dir, dry_run, session
 @memory_limit_option
 @click.option("--junit", metavar="FILE", type=TEXT_PATH,
               help="also write the audit as JUnit XML to FILE: one test case per session, failing when it is behind")
+@profile_option
 @handled
 def audit(sessions, exclude_deleted, src, dest, memory_dir, session_filter, key_by, as_json, quiet, debug, memory_limit,
-          junit):
+          junit, profile):
     """Read-only: is everything in the sources in the target? Exit 0 clean, 3 pending or different."""
     from lcm_etl.commands.audit import AuditOptions, audit as run
     from lcm_etl.commands.audit_junit import check_junit_path, junit_xml, write_junit
@@ -231,13 +243,16 @@ def audit(sessions, exclude_deleted, src, dest, memory_dir, session_filter, key_
 
     if junit:
         check_junit_path(expand(junit))
-    # without --src the default lcm.db is audited too; with --sessions alone it may be absent (audit.py). With
-    # neither, the default installation: its lcm.db, and the transcripts reconcile would read by default
+    sessions = profile_sessions(profile, list(sessions))
+    # without --src the lcm.db of the state folder --sessions names (else the default one) is audited too; with
+    # --sessions it may be absent (audit.py). With neither, the default installation: its lcm.db, and the
+    # transcripts reconcile would read by default
     defaults = not src and not sessions and (state_folder() / "agents").is_dir()
     source = resolve_src(src) if (src or not (sessions or defaults)) else None
-    audited = run(AuditOptions(target=resolve_target(dest, memory_dir), src=source, sessions=list(sessions),
+    beside = None if src else lcm_db_beside([expand(p) for p in sessions])
+    audited = run(AuditOptions(target=resolve_target(dest, memory_dir), src=source, sessions=sessions,
                                session_filter=list(session_filter), key_by=key_by,
-                               memory_limit=memory_limit, default_src=None if src else default_source(),
+                               memory_limit=memory_limit, default_src=beside,
                                default_transcripts=defaults, exclude_deleted=exclude_deleted))
     if junit:
         write_junit(expand(junit), junit_xml(audited.report, audited.findings, audited.sessions))

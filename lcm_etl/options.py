@@ -54,7 +54,7 @@ MEMORY_SIZE = MemorySize()
 TEXT_PATH = TextPath()
 
 
-SOURCE_HELP = "lossless-claw database (default $OPENCLAW_STATE_DIR/lcm.db, else ~/.openclaw/lcm.db)"
+SOURCE_HELP = "lossless-claw database (default: lcm.db in OpenClaw's state folder, found as OpenClaw finds it)"
 
 
 def source_option(f, help: str = SOURCE_HELP):
@@ -104,7 +104,17 @@ def transcripts_options(f):
     return click.option("--sessions", "sessions", multiple=True, metavar="PATH", type=TEXT_PATH,
                         help="an openclaw-agent.sqlite session store (or the folder holding it), an agent folder, a "
                              "state folder, a .jsonl transcript or a sessions folder (repeatable; default: every agent's store and legacy "
-                             "JSONL under $OPENCLAW_STATE_DIR, else ~/.openclaw)")(f)
+                             "JSONL in OpenClaw's state folder: $OPENCLAW_STATE_DIR, else $OPENCLAW_HOME/.openclaw, "
+                             "else ~/.openclaw, else ~/.clawdbot; a state folder's agent databases registered "
+                             "elsewhere are read too)")(f)
+
+
+def profile_option(f):
+    """--profile: the state folder of `openclaw --profile NAME` instead of the default one."""
+    return click.option("--profile", metavar="NAME",
+                        help="read OpenClaw's profile NAME, as `openclaw --profile NAME`: the state folder "
+                             "<home>/.openclaw-NAME (default: <home>/.openclaw), <home> being $OPENCLAW_HOME, else "
+                             "$HOME")(f)
 
 
 def run_options(f):

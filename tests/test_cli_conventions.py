@@ -34,7 +34,8 @@ def test_every_help_lists_the_exit_codes(command):
         assert f"{code:>3}  {meaning}" in listed
 
 
-@pytest.mark.parametrize("option", ["--json", "--quiet", "--debug", "--key-by", "--memory-limit", "--session-filter"])
+@pytest.mark.parametrize("option", ["--json", "--quiet", "--debug", "--key-by", "--memory-limit", "--session-filter",
+                                    "--profile"])
 def test_a_shared_option_has_one_help_text_on_every_command_that_takes_it(option):
     helps = {name: p.help for name, cmd in cli.commands.items() for p in cmd.params if option in p.opts}
     assert len(helps) >= 2 and all(helps.values())

@@ -66,7 +66,8 @@ def test_a_tree_without_state_folders_is_bad_input(tmp_path):
     (tmp_path / "tree" / "a").mkdir(parents=True)
     proc = run_cli("migrate", "--discover", tmp_path / "tree", "--dest-root", tmp_path / "mem")
     assert (proc.returncode, proc.stderr) == (2, "lcm-etl: error: --discover found no OpenClaw state folder (a folder "
-                                                 f"holding lcm.db) under {tmp_path}/tree\n")
+                                                 "holding lcm.db, or a .openclaw, .openclaw-<profile> or .clawdbot "
+                                                 f"folder holding state) under {tmp_path}/tree\n")
 
 
 def test_discover_needs_its_dest_root_and_excludes_a_manifest(tmp_path):

@@ -45,12 +45,14 @@ class PairResult:
 
 
 def installation_transcripts(src: Path) -> Path | None:
-    """The state folder holding the pair's lcm.db, when its agents keep transcripts (a session store or JSONL):
-    a pair is the whole installation, lcm.db first, then what its transcripts hold beyond it (docs/fleet.md)."""
+    """The state folder holding the pair's lcm.db (or the pair's source, a state folder without one), when its
+    agents keep transcripts (a session store, registered ones included, or JSONL): a pair is the whole
+    installation, lcm.db first, then what its transcripts hold beyond it (docs/fleet.md)."""
+    from lcm_etl.read.openclaw_home import is_state_dir
     from lcm_etl.read.openclaw_state import find_inputs
 
-    folder = src.parent
-    if not (folder / "agents").is_dir():
+    folder = src if src.is_dir() else src.parent
+    if not is_state_dir(folder):
         return None
     found = find_inputs([folder])
     return folder if found.stores or found.files else None
@@ -105,11 +107,16 @@ def run_pair(index: int, opts: MigrateOptions) -> PairResult:
 
     result = PairResult(index, str(opts.src), str(opts.target), False, 0)
     try:
-        result.report = migrate(opts).as_dict()
+        # a state folder as the source (--discover's profile folders without an lcm.db): its transcripts alone
+        lcm_db = not opts.src.is_dir()
+        if lcm_db:
+            result.report = migrate(opts).as_dict()
         state = installation_transcripts(opts.src)
+        if state is None and not lcm_db:
+            raise BadInput(f"{opts.src} holds neither an lcm.db nor any agent's transcripts")
         if state is not None:
             result.transcripts = reconcile(ReconcileOptions(
-                sessions=[str(state)], target=opts.target, src=opts.src, dry_run=opts.dry_run,
+                sessions=[str(state)], target=opts.target, src=opts.src if lcm_db else None, dry_run=opts.dry_run,
                 session_filter=opts.session_filter, key_by=opts.key_by, lock_timeout=opts.lock_timeout,
                 batch_rows=opts.batch_rows, memory_limit=opts.memory_limit)).as_dict()
         result.ok = True
@@ -184,6 +191,12 @@ class FleetProgress:
 
 
 def progress_line(r: PairResult, done: int, total: int) -> str:
+    if r.ok and r.report is None:   # a state folder without lcm.db: its transcripts are the pair
+        t = r.transcripts
+        assert t is not None, "a pair that succeeded has a report or its transcripts'"
+        verb = "would be inserted" if t["dry_run"] else "inserted"
+        return (f"[{done}/{total}] ok      {r.src} -> {r.dest}: {t['messages']['inserted']} messages {verb} from "
+                f"its transcripts ({t['extra']['transcripts_read']} read, {t['elapsed_s']:.2f} s)")
     if r.ok:
         rep = r.report
         assert rep is not None, "a pair that succeeded has its report"
@@ -205,7 +218,12 @@ def summary_table(results: list[PairResult], elapsed: float, dry_run: bool = Fal
     lines = ["DRY RUN - nothing was written; a real run would insert:"] if dry_run else []
     lines += [f"{'#':>3}  {'status':<7} {'messages':>9} {'parts':>9} {'summaries':>9} {'seconds':>8}  source -> target"]
     for r in results:
-        if r.ok:
+        if r.ok and r.report is None:
+            t = r.transcripts
+            assert t is not None, "a pair that succeeded has a report or its transcripts'"
+            lines.append(f"{r.index + 1:>3}  {'ok':<7} {t['messages']['inserted']:>9} {t['parts']['inserted']:>9} "
+                         f"{0:>9} {t['elapsed_s']:>8.2f}  {r.src} -> {r.dest} (its transcripts: no lcm.db)")
+        elif r.ok:
             rep = r.report
             assert rep is not None, "a pair that succeeded has its report"
             lines.append(f"{r.index + 1:>3}  {'ok':<7} {rep['messages']['inserted']:>9} {rep['parts']['inserted']:>9} "

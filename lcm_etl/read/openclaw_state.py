@@ -1,25 +1,26 @@
 """What `--sessions` names, sorted into what reconcile reads: session stores, live JSONL files, archives.
 
-OpenClaw's state folder (`$OPENCLAW_STATE_DIR`, default `~/.openclaw`) holds one folder per agent:
+OpenClaw's state folder (found as OpenClaw finds it: lcm_etl/read/openclaw_home.py) holds one folder per agent:
 
     agents/<agentId>/agent/openclaw-agent.sqlite        the session store (OpenClaw 2026.7.2+)
     agents/<agentId>/sessions/<id>.jsonl                 a live JSONL transcript (legacy: OpenClaw <= 2026.7.1)
     agents/<agentId>/sessions/<id>.jsonl.deleted.<ts>.<generation>.zst    a published archive (and .reset.)
     agents/<agentId>/session-sqlite-import-archive/<key>.<id>.jsonl.imported-<ms>   the doctor's originals
 
-`--sessions` takes any of: a store or the folder holding it, an agent folder, a state folder, a sessions
-folder, a JSONL file (or an archive file). Without it, the state folder is read whole. Archives found in a folder are
-listed and read (--exclude-deleted leaves out those of sessions deleted on purpose); a file named on the command line
-is always read.
+and registers every agent database in `state/openclaw.sqlite` (an agent with a custom agentDir keeps its store
+outside the state folder). `--sessions` takes any of: a store or the folder holding it, an agent folder, a state
+folder (its agents' and its registered stores), a sessions folder, a JSONL file (or an archive file). Without it,
+the state folder is read whole. Archives found in a folder are listed and read (--exclude-deleted leaves out those of
+sessions deleted on purpose); a file named on the command line is always read.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
 
+from lcm_etl.read.openclaw_home import is_state_dir, registered_databases, state_dir
 from lcm_etl.read.sources import SQLITE_HEADER
 from lcm_etl.read.transcript_files import classify_file_name, discover_transcripts, file_stem
 
@@ -40,7 +41,8 @@ class Inputs:
 
 
 def state_folder() -> Path:
-    return Path(os.environ.get("OPENCLAW_STATE_DIR") or "~/.openclaw").expanduser()
+    """The default installation's state folder (OpenClaw's own rules: openclaw_home.state_dir)."""
+    return state_dir()
 
 
 def is_sqlite(path: Path) -> bool:
@@ -80,9 +82,13 @@ def _named_file(p: Path, out: Inputs) -> None:
 
 def _folder(p: Path, out: Inputs) -> None:
     agents = p / "agents"
-    if agents.is_dir():                     # a state folder: every agent's
-        for agent in sorted(a for a in agents.iterdir() if a.is_dir()):
+    if is_state_dir(p):                     # a state folder: every agent's, then the stores it registers elsewhere
+        for agent in sorted(a for a in agents.iterdir() if a.is_dir()) if agents.is_dir() else []:
             _agent(agent, out)
+        registered = registered_databases(p)
+        for store in registered.stores:     # one already found under agents/ is the same file: read once
+            _add(out.stores, store)
+        out.skipped += registered.missing
     elif (p / "agent").is_dir() or (p / "sessions").is_dir() or (p / IMPORT_ARCHIVE).is_dir():
         _agent(p, out)                      # an agent folder
     elif (p / STORE_NAME).is_file():        # the folder that holds a store (an agent's agent/): its store

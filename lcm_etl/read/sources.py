@@ -30,11 +30,6 @@ from lcm_etl.read.pages import wal_frames
 SQLITE_HEADER = b"SQLite format 3\x00"
 
 
-def default_source() -> Path:
-    state = os.environ.get("OPENCLAW_STATE_DIR")
-    return Path(state).expanduser() / "lcm.db" if state else Path("~/.openclaw/lcm.db").expanduser()
-
-
 def expand(path: str | os.PathLike) -> Path:
     return Path(os.path.expandvars(os.path.expanduser(str(path))))
 
