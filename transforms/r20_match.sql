@@ -3,7 +3,7 @@
 -- reads: jsonl_messages (active-path messages of every transcript, from lcm_etl/read/transcripts.py),
 --        jsonl_appended (sessions whose files were read from the offset a previous run recorded),
 --        jsonl_abandoned (entry id, role, inner timestamp of messages off the path), held_lcm (lcm.db rows, when --src is given), held_tgt (target rows), selected
--- produces: jsonl_plan(message_id, session_id, matched_by, rewritten, is_new, new_rank, plan_turn, ...);
+-- produces: jsonl_plan(message_id, session_id, matched_by, rewritten, rewrite_of, is_new, new_rank, plan_turn, ...);
 --           held(held_id, session_id, entry_id, identity_hash, ...) — the rows lcm.db and the target hold of these
 --           transcripts (reconcile.py reads a session whole when one of them has no entry id)
 -- key: transcript entry id per session; else lossless-claw's identity (role + canonical content) with
@@ -109,10 +109,13 @@ WITH repeated AS (
          END AS matched_by,
          -- held under its entry id with other content: the held row keeps the text it was imported with,
          -- counted, never re-imported
-         j.first AND coalesce(b.changed, false) AS rewritten
+         j.first AND coalesce(b.changed, false) AS rewritten,
+         -- the held original a rewrite stands for: on the path in its copy's place (r25_off_path.sql)
+         hw.entry_id AS rewrite_of
   FROM first_copy j
   LEFT JOIN by_id b ON b.message_id = j.message_id
   LEFT JOIN rewrites w ON w.message_id = j.message_id
+  LEFT JOIN held hw ON hw.held_id = w.held_id
   LEFT JOIN by_identity i ON i.message_id = j.message_id
   WHERE j.session_id IN (SELECT session_id FROM selected)
 ), ranked AS (
