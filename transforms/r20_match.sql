@@ -18,7 +18,8 @@
 --      when at least k such rows without an entry id are. A row with an entry id is never the same message
 --      as a path entry with another id (after a branch, the new branch's "continue" is not the abandoned
 --      one's): it holds by identity only a path message without an entry id. A target row that came from
---      lcm.db is the same message as its lcm.db row and is counted once. New messages keep path order and append after the session.
+--      lcm.db is the same message as its lcm.db row and is counted once. New messages keep path order and
+--      append after the session.
 --      A session read from recorded offsets (lcm_etl/read/transcript_decision.py) holds only appended entries here:
 --      its held rows with entry ids belong to the path already read, so none is "unclaimed" (reconcile.py
 --      reads a session whole when it has held rows without entry ids, which only the whole path can count:
