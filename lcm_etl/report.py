@@ -185,7 +185,8 @@ class RunReport:
         return one_line_each(lines)
 
 
-_RENDERED = {"transcripts_read", "lines_read", "files_read_from_offset", "rewritten_in_place"}   # extra keys as_text renders in its own words
+_RENDERED = {"transcripts_read", "lines_read", "files_read_from_offset", "rewritten_in_place", "off_path",
+             "off_path_marked", "back_on_path"}   # extra keys as_text renders in its own words
 
 
 def unknown_lines(unknown: dict[str, list[str]]) -> list[str]:
@@ -263,6 +264,10 @@ def transcript_lines(extra: dict, limit: int) -> list[str]:
                          + ("" if a["imported"] else ": left out"))
         if len(archives) > limit:
             lines.append(f"    ... {len(archives) - limit} more archives (see --json)")
+    if extra.get("off_path") or extra.get("back_on_path"):
+        lines.append(f"  rows off the active path, kept and marked off_path (a branch left them after they were "
+                     f"imported): {extra['off_path']} ({extra['off_path_marked']} newly, {extra['back_on_path']} "
+                     "back on the path)")
     if extra.get("rewritten_in_place"):
         lines.append(f"  entries OpenClaw rewrote in place since they were imported: {extra['rewritten_in_place']} "
                      "(the target keeps the text it imported; docs/mapping.md)")

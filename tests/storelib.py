@@ -8,6 +8,7 @@ import json
 import shutil
 import sqlite3
 import uuid
+from datetime import datetime, timezone
 from pathlib import Path
 
 import zstandard
@@ -111,6 +112,27 @@ class StoreWriter:
             seq += 1
             self.con.execute("INSERT INTO transcript_events (session_id, seq, event_json, created_at) "
                              "VALUES (?, ?, ?, ?)", (session_id, seq, line, 1795000000000 + seq))
+            parent = eid
+            ids.append(eid)
+        self.con.execute("COMMIT")
+        return ids
+
+    def write(self, session_id: str, messages: list[dict], parent: str | None = None) -> list[str]:
+        """Message entries as SessionManager.appendMessage writes them (a random UUID, the envelope's ISO timestamp,
+        the message's in ms), each a child of the last: the first a child of the window's last entry, or, after
+        `branch(parent)`, of `parent` (OpenClaw writes no entry for the branch itself). Returns their ids."""
+        seq, tip = self.tip(session_id)
+        parent = parent or tip
+        ids = []
+        self.con.execute("BEGIN IMMEDIATE")
+        for message in messages:
+            seq += 1
+            eid, ms = str(uuid.uuid4()), 1795000000000 + 1000 * seq
+            stamp = datetime.fromtimestamp(ms / 1000, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+            line = json.dumps({"type": "message", "id": eid, "parentId": parent, "timestamp": stamp,
+                               "message": {**message, "timestamp": ms}}, separators=(",", ":"), ensure_ascii=False)
+            self.con.execute("INSERT INTO transcript_events (session_id, seq, event_json, created_at) "
+                             "VALUES (?, ?, ?, ?)", (session_id, seq, line, ms))
             parent = eid
             ids.append(eid)
         self.con.execute("COMMIT")

@@ -3,7 +3,7 @@
 -- reads: jsonl_messages (active-path messages of every transcript, from lcm_etl/read/transcripts.py),
 --        jsonl_appended (sessions whose files were read from the offset a previous run recorded),
 --        jsonl_abandoned (entry id, role, inner timestamp of messages off the path), held_lcm (lcm.db rows, when --src is given), held_tgt (target rows), selected
--- produces: jsonl_plan(message_id, session_id, matched_by, rewritten, is_new, new_rank, plan_turn, ...);
+-- produces: jsonl_plan(message_id, session_id, matched_by, rewritten, rewrite_of, is_new, new_rank, plan_turn, ...);
 --           held(held_id, session_id, entry_id, identity_hash, ...) — the rows lcm.db and the target hold of these
 --           transcripts (reconcile.py reads a session whole when one of them has no entry id)
 -- key: transcript entry id per session; else lossless-claw's identity (role + canonical content) with
@@ -15,8 +15,11 @@
 --      re-issued) are matched first as rewrites (a copy-on-write rewrite keeps the inner timestamp and
 --      leaves the original on an abandoned branch: the held original is kept, the copy is not
 --      imported again), then by identity: the k-th occurrence of an identity on the path is held
---      when at least k such rows are. A target row that came from lcm.db is the same message as its
---      lcm.db row and is counted once. New messages keep path order and append after the session.
+--      when at least k such rows without an entry id are. A row with an entry id is never the same message
+--      as a path entry with another id (after a branch, the new branch's "continue" is not the abandoned
+--      one's): it holds by identity only a path message without an entry id. A target row that came from
+--      lcm.db is the same message as its lcm.db row and is counted once. New messages keep path order and
+--      append after the session.
 --      A session read from recorded offsets (lcm_etl/read/transcript_decision.py) holds only appended entries here:
 --      its held rows with entry ids belong to the path already read, so none is "unclaimed" (reconcile.py
 --      reads a session whole when it has held rows without entry ids, which only the whole path can count:
@@ -67,32 +70,53 @@ WITH repeated AS (
   WHERE j.first AND j.message_id NOT IN (SELECT message_id FROM by_id)
   GROUP BY j.message_id
 ), spare AS (
-  SELECT u.session_id, u.identity_hash, count(*) AS n
+  -- `bare`: the unclaimed rows without an entry id; `named`: those with one (an entry the path no longer holds)
+  SELECT u.session_id, u.identity_hash, count(*) FILTER (WHERE u.entry_id IS NULL) AS bare,
+         count(*) FILTER (WHERE u.entry_id IS NOT NULL) AS named
   FROM unclaimed u
   WHERE u.identity_hash IS NOT NULL AND u.held_id NOT IN (SELECT held_id FROM rewrites)
   GROUP BY u.session_id, u.identity_hash
-), by_identity AS (
-  -- the k-th occurrence of an identity on the path is held when at least k unclaimed rows hold it: counted
-  -- only where such rows are (a first run has none)
+), by_bare AS (
+  -- the k-th occurrence of an identity on the path is held when at least k unclaimed rows without an entry id
+  -- hold it: counted only where such rows are (a first run has none)
   SELECT j.message_id,
-         row_number() OVER (PARTITION BY j.session_id, j.identity_hash ORDER BY j.file_order, j.path_index) <= s.n
+         row_number() OVER (PARTITION BY j.session_id, j.identity_hash ORDER BY j.file_order, j.path_index) <= s.bare
            AS held
   FROM first_copy j JOIN spare s ON s.session_id = j.session_id AND s.identity_hash = j.identity_hash
-  WHERE j.first AND j.message_id NOT IN (SELECT message_id FROM by_id)
+  WHERE j.first AND s.bare > 0 AND j.message_id NOT IN (SELECT message_id FROM by_id)
     AND j.message_id NOT IN (SELECT message_id FROM rewrites)
+), by_named AS (
+  -- a held row with an entry id never stands in for a path entry with another id: after a branch, "continue"
+  -- or a text-less tool call on the new branch has the identity of one on the abandoned branch, imported
+  -- already, and is another message. Such rows count only for path messages without an entry id (an id-less
+  -- copy of the transcript) that rows without ids did not hold, the k-th of them held when k such rows are
+  SELECT j.message_id,
+         row_number() OVER (PARTITION BY j.session_id, j.identity_hash ORDER BY j.file_order, j.path_index) <= s.named
+           AS held
+  FROM first_copy j JOIN spare s ON s.session_id = j.session_id AND s.identity_hash = j.identity_hash
+  WHERE j.first AND j.entry_id IS NULL AND s.named > 0 AND j.message_id NOT IN (SELECT message_id FROM by_id)
+    AND j.message_id NOT IN (SELECT message_id FROM rewrites)
+    AND j.message_id NOT IN (SELECT message_id FROM by_bare WHERE held)
+), by_identity AS (
+  SELECT message_id FROM by_bare WHERE held
+  UNION ALL
+  SELECT message_id FROM by_named WHERE held
 ), matched AS (
   SELECT j.message_id, j.session_id, j.file_order, j.path_index, j.first,
          CASE WHEN NOT j.first THEN 'same entry in an earlier file'
               WHEN b.message_id IS NOT NULL THEN 'entry id'
               WHEN w.message_id IS NOT NULL THEN 'rewrite'
-              WHEN i.held THEN 'identity'
+              WHEN i.message_id IS NOT NULL THEN 'identity'
          END AS matched_by,
          -- held under its entry id with other content: the held row keeps the text it was imported with,
          -- counted, never re-imported
-         j.first AND coalesce(b.changed, false) AS rewritten
+         j.first AND coalesce(b.changed, false) AS rewritten,
+         -- the held original a rewrite stands for: on the path in its copy's place (r25_off_path.sql)
+         hw.entry_id AS rewrite_of
   FROM first_copy j
   LEFT JOIN by_id b ON b.message_id = j.message_id
   LEFT JOIN rewrites w ON w.message_id = j.message_id
+  LEFT JOIN held hw ON hw.held_id = w.held_id
   LEFT JOIN by_identity i ON i.message_id = j.message_id
   WHERE j.session_id IN (SELECT session_id FROM selected)
 ), ranked AS (

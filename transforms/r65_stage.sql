@@ -1,7 +1,8 @@
 -- step: reconcile_stage
 -- engine: duckdb (stage: plan tables → the stage file)
--- reads: write_messages, jsonl_messages, session_work
--- produces: stage.plan_messages, stage.plan_sessions, stage.plan_present (empty: nothing to resolve);
+-- reads: write_messages, jsonl_messages, session_work, off_path
+-- produces: stage.plan_messages, stage.plan_sessions, stage.plan_present (empty: nothing to resolve),
+--           stage.plan_off_path (the marks that change: r90_mark_off_path.sql);
 --           the stage already holds jsonl_content and plan_parts, written by lcm_etl/read/transcript_rows.py
 -- key: batch
 -- why: the write steps (70_assign_turns, r72, 75_index_messages, r80, 90_write_boundary) read these.
@@ -21,3 +22,6 @@ SELECT session_id, batch, CAST(gains_data AS INTEGER) AS gains_data, 1 AS needs_
 CREATE TABLE stage.plan_present AS
 SELECT CAST(NULL AS BIGINT) AS message_id, CAST(NULL AS BIGINT) AS tid_present, CAST(NULL AS BIGINT) AS turn_present
 WHERE false;
+
+CREATE TABLE stage.plan_off_path AS
+SELECT tid, off FROM off_path WHERE off <> marked ORDER BY tid;

@@ -116,6 +116,10 @@ def _reconcile(opts: ReconcileOptions, read: Reading, started: str, t0: float) -
         strategy = choose(opts.target, existed, (pipeline.RECONCILE_WRITE,), opts.lock_timeout)
         counts = load(job, strategy, now_iso)
         report.take_written(counts)
+        marks = report.extra["off_path_marked"] + report.extra["back_on_path"]
+        if counts.get("off_path_marks", 0) != marks:
+            report.warnings.append(f"off_path_marks: planned {marks}, written {counts.get('off_path_marks', 0)} "
+                                   "(the target changed during the run?)")
         # the report's entry per transcript is made once the run is written: 10,000 windows' entries (about 1 KB
         # each) are not held through the write (docs/benchmarks.md, 2026-11-26 22:21)
         _fill_files(report, read, per_file)
@@ -172,6 +176,7 @@ def _plan_counts(con, report: RunReport, read: Reading) -> array:
     report.sessions_touched = [r[0] for r in con.execute("SELECT session_id FROM session_work ORDER BY 1").fetchall()]
     report.boundary_events = len(report.sessions_touched)
     report.extra["rewritten_in_place"] = con.execute("SELECT count(*) FROM jsonl_plan WHERE rewritten").fetchone()[0]
+    off_path(con, report.extra)
     per_file = array("q", bytes(8 * PER_FILE * len(read.transcripts)))
     cur = con.execute("""
         SELECT file_order, count(*) FILTER (WHERE NOT is_new), count(*) FILTER (WHERE is_new),
@@ -181,6 +186,14 @@ def _plan_counts(con, report: RunReport, read: Reading) -> array:
     for r in _rows(cur):
         per_file[PER_FILE * r[0]:PER_FILE * (r[0] + 1)] = array("q", r[1:])
     return per_file
+
+
+def off_path(con, extra: dict) -> None:
+    """The target's rows of the run's sessions off the active path (kept, marked: r25_off_path.sql), and how many
+    marks this run sets and removes."""
+    extra["off_path"], extra["off_path_marked"], extra["back_on_path"] = con.execute(
+        "SELECT count(*) FILTER (WHERE off), count(*) FILTER (WHERE off AND NOT marked), "
+        "count(*) FILTER (WHERE marked AND NOT off) FROM off_path").fetchone()
 
 
 def _fill_files(report: RunReport, read: Reading, per_file: array) -> None:

@@ -89,6 +89,13 @@ def plan_transcripts(opts: ReconcileOptions, reading: Reading, target_db: Path |
                         + (f" UNION ALL SELECT * FROM ({spooled}) WHERE {order} NOT IN ({stale})" if spooled else ""))
         con.execute("CREATE TABLE jsonl_sessions AS SELECT DISTINCT session_id FROM jsonl_messages")
         con.execute("CREATE TABLE jsonl_appended (session_id VARCHAR)")
+        # every session of the transcripts read, new messages or none (within --session-filter): its rows marked
+        # off the active path are counted each run (r05_target_state.sql, r25_off_path.sql)
+        con.execute("CREATE TABLE run_sessions (session_id VARCHAR PRIMARY KEY)")
+        wanted = set(opts.session_filter)
+        run_sessions = [[sid] for sid in sorted({s.session_id for s in sessions}) if not wanted or sid in wanted]
+        if run_sessions:
+            con.executemany("INSERT INTO run_sessions VALUES (?)", run_sessions)
         if appended:
             con.executemany("INSERT INTO jsonl_appended VALUES (?)", [[a] for a in sorted(appended)])
         _select(con, opts.session_filter)

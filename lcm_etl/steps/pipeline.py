@@ -94,15 +94,15 @@ FRESH_FINISH = Stage("copy in and finish", "sqlite", "the building file once the
 RECONCILE_TARGET = Stage("target state", "duckdb", "the plan database, the target attached read-only as tgt "
                          "(an empty Remnic schema when there is none)", ("r05_target_state",))
 RECONCILE_PLAN = Stage("plan", "duckdb", "the plan database, the transcripts' rows loaded from Arrow "
-                       "(lcm_etl/read/transcript_rows.py)", ("r20_match", "r55_batch_weights", "57_assign_batches",
-                                                        "r60_batches"))
+                       "(lcm_etl/read/transcript_rows.py)", ("r20_match", "r25_off_path", "r55_batch_weights",
+                                                        "57_assign_batches", "r60_batches"))
 RECONCILE_HANDOFF = Stage("handoff", "duckdb", "the plan database, the stage file attached as stage", ("r65_stage",))
 RECONCILE_WRITE = Stage("per batch", "sqlite", "the target, the stage attached as plan: one transaction per batch "
                         "(a new target: its private building file, one transaction)",
                         ("70_assign_turns", "r72_write_messages", "75_index_messages", "r80_write_parts",
                          "90_write_boundary"))
-RECONCILE_RECORD = Stage("record offsets", "sqlite", "the target, the stage attached as plan, in the run's last "
-                         "transaction (with the ledger row)", ("r95_record_offsets",))
+RECONCILE_RECORD = Stage("off-path marks, offsets", "sqlite", "the target, the stage attached as plan, in the run's last "
+                         "transaction (with the ledger row)", ("r90_mark_off_path", "r95_record_offsets"))
 HELD_SESSIONS = replace(SESSIONS, when="with --src (what lcm.db holds counts as held)")
 
 AUDIT_SOURCE = Stage("audit", "duckdb", "the plan database, on private copies of source and target, with "
@@ -133,6 +133,8 @@ _RECONCILE_INPUTS = {
     "plan_parts": "content blocks as parts, staged from Python (transcript_rows.stage_content)",
     "jsonl_appended": "sessions whose files were read from recorded offsets (reconcile_plan.py)",
     "jsonl_sessions": "the transcripts' sessions (reconcile_plan.py)",
+    "run_sessions": "every session of the transcripts read, with new messages or none, within --session-filter "
+                    "(reconcile_plan.py)",
     "transcript_files": "how far this run read each file, staged from Python (reconcile.py, transcript_offsets.py)",
 }
 _FLATTEN_OWNERS = {"flatten_owners": "the messages whose parts are flattened (flatten.PLANNED_OWNERS or, "
