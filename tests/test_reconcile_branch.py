@@ -171,7 +171,7 @@ def test_a_watched_target_holds_the_one_shot_targets_rows_on_the_path_and_marks_
     w = Watcher("reconcile", "--sessions", state, "--dest", target, "--interval", "0.2", tmp=tmp_path / "tmp")
     writer = StoreWriter(store)
     try:
-        assert w.next_sync()["messages"]["inserted"] == 109
+        assert w.next_sync()["messages"]["inserted"] == 109 + 4   # every window, and the deleted session's archive
         first = before_branch(writer)
         assert w.sync_until(lambda s: s["messages"]["inserted"])["messages"]["inserted"] == 6
         a1, left = first[1], first[2:]
@@ -192,6 +192,6 @@ def test_a_watched_target_holds_the_one_shot_targets_rows_on_the_path_and_marks_
                 "SELECT session_id, json_extract(metadata, '$.transcript_entry_id'), role, content, "
                 "json_extract(metadata, '$.off_path') FROM lcm_messages ORDER BY session_id, turn_index").fetchall()
     watched = messages(target)
-    assert len(watched) == 109 + 10 and len(messages(once)) == 109 + 6
+    assert len(watched) == 113 + 10 and len(messages(once)) == 113 + 6
     assert [m[:4] for m in watched if not m[4]] == [m[:4] for m in messages(once)]
     assert [(m[0], m[1]) for m in watched if m[4]] == [(PLAIN, e) for e in left]
