@@ -201,7 +201,7 @@ def test_a_missing_transcript_path_is_bad_input(tmp_path):
     assert proc.stderr.startswith("lcm-etl: error: transcript path not found: ")
 
 
-def test_a_sessions_folder_skips_checkpoints_trajectories_and_archives(tmp_path):
+def test_a_sessions_folder_skips_checkpoints_and_trajectories_and_reads_archives(tmp_path):
     folder = tmp_path / "sessions"
     folder.mkdir()
     write(folder / "sess-1.jsonl", small_transcript())
@@ -210,12 +210,13 @@ def test_a_sessions_folder_skips_checkpoints_trajectories_and_archives(tmp_path)
         write(folder / name, small_transcript())
     (folder / "sessions.json").write_text(json.dumps({"agent:main:main": {"sessionId": "sess-1"}}))
     report = reconcile("--sessions", folder, "--dest", tmp_path / "t.sqlite")
-    assert report["extra"]["transcripts_read"] == 1
+    assert report["extra"]["transcripts_read"] == 2   # the live file and its reset archive
     skipped = {Path(s["file"]).name for s in report["extra"]["files_skipped"]}
     assert {"sess-1.checkpoint.0a1b.jsonl", "sess-1.trajectory.jsonl"} <= skipped
-    # an archive is listed as one, and left out unless asked for
+    # an archive is listed as one, and read: the same entries as the live file, held once
     assert [(a["archive"], a["reason"], a["imported"]) for a in report["extra"]["archives"]] == [
-        ("sess-1.jsonl.reset.2026-08-01T08-25-10.924Z", "reset", False)]
+        ("sess-1.jsonl.reset.2026-08-01T08-25-10.924Z", "reset", True)]
+    assert report["messages"]["inserted"] == 2 and report["messages"]["already_present"] == 2
 
 
 def test_key_by_session_key_takes_the_key_from_sessions_json(tmp_path):

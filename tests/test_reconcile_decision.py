@@ -242,10 +242,11 @@ def test_a_store_window_rewritten_in_place_and_one_appended_say_how_each_was_rea
         writer.close()
     causes = whys(report)
     assert (causes[PLAIN], causes[GROUP]) == (None, "rewritten in place (watermark changed)")
-    assert len(causes) == 9 and list(causes.values()).count(None) == 8
-    assert report["sync_decision"]["read_whole"] == {"rewritten in place (watermark changed)": 1}
-    assert line(report) == ("offsets: 8 of 9 transcripts read from where the last run stopped; "
-                            "1 read whole: 1 rewritten in place (watermark changed)")
+    # 9 windows, and the deleted session's archive (always read whole)
+    assert len(causes) == 10 and list(causes.values()).count(None) == 8
+    assert report["sync_decision"]["read_whole"] == {"rewritten in place (watermark changed)": 1, "an archive": 1}
+    assert line(report) == ("offsets: 8 of 10 transcripts read from where the last run stopped; "
+                            "2 read whole: 1 rewritten in place (watermark changed), 1 an archive")
 
 
 def test_a_store_window_that_no_longer_reaches_its_recorded_seq_started_over(tmp_path):
@@ -260,7 +261,7 @@ def test_a_store_window_that_no_longer_reaches_its_recorded_seq_started_over(tmp
     con.close()
     report = decided("--sessions", store, "--dest", target)
     assert whys(report)[PLAIN] == "the window started over"
-    assert report["sync_decision"]["read_whole"] == {"the window started over": 1}
+    assert report["sync_decision"]["read_whole"] == {"the window started over": 1, "an archive": 1}
 
 
 def test_an_archive_is_always_read_whole_and_says_so(tmp_path):

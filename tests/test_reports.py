@@ -42,7 +42,7 @@ def test_the_reconcile_text_report_names_abandoned_branches_and_replays_and_no_s
         "  sync:    offsets: 0 of 2 transcripts read from where the last run stopped; 2 read whole: 2 new",
         "  messages   inserted        6   already present        0   skipped      0",
         "  parts      inserted        6   already present        0   skipped      0",
-        "  transcripts read 2, files left out 1",
+        "  transcripts read 2 (JSONL file 2), files left out 1",
         "  sessions touched 2: c191aa2e-d98a-49ec-b288-0758a6b87dfc, sess-1",
         "  boundary events written 2",
         f"  {branched}: 4 messages on the active path (4 imported, 0 already present); "
@@ -56,7 +56,7 @@ def test_the_reconcile_text_report_names_abandoned_branches_and_replays_and_no_s
         "  sync:    offsets: 2 of 2 transcripts read from where the last run stopped",
         "  messages   inserted        0   already present        6   skipped      0",
         "  parts      inserted        0   already present        0   skipped      0",
-        "  transcripts read 2, files left out 1; 2 read from where the last run stopped, 0 lines read",
+        "  transcripts read 2 (JSONL file 2), files left out 1; 2 read from where the last run stopped, 0 lines read",
         "  sessions touched 0",
         "  boundary events written 0",
         f"  {branched}: 4 messages on the active path (0 imported, 4 already present); "
