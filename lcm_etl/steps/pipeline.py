@@ -77,7 +77,7 @@ WRITE_REST = Stage("per batch: parts, summaries, changes, boundary events", "sql
                    ("80_write_parts", "85_write_summaries", "86_index_summaries", "87_apply_changes",
                     "90_write_boundary"))
 PROVENANCE = Stage("provenance", "sqlite", "the target, in the run's last transaction (with the ledger row)",
-                   ("93_adopt_typed_paths", "94_target_marks_after", "95_write_provenance"))
+                   ("94_target_marks_after", "95_write_provenance"))
 
 # a new target from integer source ids (lcm_etl/load/fresh.py): two threads, two files
 BUILD = Stage("build parts and message FTS rows", "sqlite", "the new target's private building file, on a "
