@@ -413,12 +413,22 @@ def test_a_source_with_deep_b_trees_grows_and_the_kept_layout_follows_it(tmp_pat
             assert len(cache._sealed_memo()) > 20 and pf.pages > 1000   # deep enough to be worth it
 
 
-def test_a_kept_copy_changed_behind_its_file_identity_costs_a_re_plan_never_a_wrong_row(pair):
-    """A byte rots in the middle of the kept copy and its seal is re-stamped with the file's new identity (as a
-    disk, or a restore that keeps the times, leaves it): every page is compared with the source, so the run
-    ends where a run without the kept copy ends."""
+def forge_identity(cache: snapcache.SnapshotCache) -> None:
+    """The kept copy's bytes changed while lcm-etl's record of its file says it did not: the seal and the kept
+    layout are re-stamped with the file's new identity (as a disk that rots a block, or a restore that keeps
+    the times, leaves it)."""
     import orjson
 
+    signature = sources.file_signature(cache.db)[0]
+    seal = orjson.loads(cache.seal_file.read_bytes())
+    cache.seal_file.write_bytes(orjson.dumps({**seal, "signature": signature}))
+    if cache.memo_file.exists():
+        cache.memo_file.write_bytes(marshal.dumps((signature, marshal.loads(cache.memo_file.read_bytes())[1])))
+
+
+def test_a_kept_copy_changed_behind_its_file_identity_costs_a_re_plan_never_a_wrong_row(pair):
+    """A byte rots in the middle of the kept copy, its identity kept: every page is compared with the source,
+    so the run ends where a run without the kept copy ends."""
     src, target, _, twin_src, twin = pair
     cache = kept(src, target)
     with open(cache.db, "r+b") as fh:
@@ -426,11 +436,7 @@ def test_a_kept_copy_changed_behind_its_file_identity_costs_a_re_plan_never_a_wr
         byte = fh.read(1)
         fh.seek(-1, 1)
         fh.write(bytes([byte[0] ^ 0xFF]))
-    signature = sources.file_signature(cache.db)[0]
-    seal = orjson.loads(cache.seal_file.read_bytes())
-    cache.seal_file.write_bytes(orjson.dumps({**seal, "signature": signature}))
-    if cache.memo_file.exists():
-        cache.memo_file.write_bytes(marshal.dumps((signature, marshal.loads(cache.memo_file.read_bytes())[1])))
+    forge_identity(cache)
     for db in (src, twin_src):
         change(db, APPEND, "one more", 2)
     report = migrate_json(src, target)
