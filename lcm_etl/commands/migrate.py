@@ -142,6 +142,7 @@ class _Run:
         key = identity.key
         con = plan.open_source(snap.path, schema, opts.src, opts.memory_limit, self.warm, workdir=snap.folder)
         try:
+            sync.mark_source(con, schema, snap.path)
             params = plan.plan_params(opts.key_by, opts.batch_rows, key)
             reader = plan.TargetReader(con, target_db, snap.folder)
             reader.provenance()

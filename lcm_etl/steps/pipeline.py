@@ -51,9 +51,7 @@ SESSIONS = Stage("sessions", "duckdb", _PLAN_DB, ("10_sessions",))
 SOURCE_MARKS = Stage("source marks", "duckdb", _PLAN_DB, ("02_source_global", "03_source_marks"),
                      when="the previous run's snapshot is not kept (lcm_etl/read/snapcache.py), or the run plans everything")
 TARGET_MARKS = Stage("target marks", "sqlite", "a read-only connection to the target (an empty Remnic schema when "
-                     "there is none); plan.py hands the rows to DuckDB", ("04_target_marks",),
-                     when="the target is not proved as the previous run left it (its file unchanged since: "
-                          "then its marks are the ones that run stored, lcm_etl/read/snapcache.py)")
+                     "there is none); plan.py hands the rows to DuckDB", ("04_target_marks",))
 SYNC_SCOPE = Stage("sync scope", "duckdb", _PLAN_DB + "; the source views are narrowed to the scope after target state (delta.enter_scope)",
                    ("10_sessions", "08_sync_scope"), when="the previous migrate of this source stored marks")
 CARRIED_MARKS = Stage("carried marks", "duckdb", "the plan database, the scope's rows read through the src_* views "

@@ -8,9 +8,10 @@ It is made in three steps, each as soon as what it needs has been read:
    whole source with the same options), and whether the changed pages since that run name the changed
    conversations (`pages compared`) or the source's marks must be computed and compared (`marks`). Without
    trusted marks: a `full plan`, saying why.
-3. `narrow` (DuckDB has the target's provenance): the source's marks computed unless the pages proved what
-   changed, and the sessions to re-plan, closed over the ones they share (08_sync_scope.sql), or a full plan
-   when the source's schema or its rows of no conversation changed (the global mark).
+3. `mark_source`, then `narrow` (DuckDB has the marks and the target's provenance): the source's marks computed
+   unless the pages proved what changed, and the sessions to re-plan, closed over the ones they share
+   (08_sync_scope.sql), or a full plan when the source's schema or its rows of no conversation changed (the
+   global mark).
 
 Every cause of a full plan is said in `Decision.why`. Nothing here writes; planning never calls back here.
 """
@@ -113,25 +114,32 @@ class LcmDbSync:
                                      f"({kept})", since_run=self.rec.run_id)
 
     # 3 -----------------------------------------------------------------------------------------------------
+    def mark_source(self, con, schema, snapshot: Path) -> None:
+        """The source's marks (02, 03) over the whole source, stored by every run that plans it whole; not when the
+        changed pages proved what changed: then the scope's are computed and the others carried (09)."""
+        from lcm_etl.planning import delta   # DuckDB's modules: loaded by the Warmup thread (migrate.py)
+
+        if self.proved_conversations is None:
+            delta.mark_source(con, schema, snapshot)
+
     def narrow(self, con, params: dict, schema, snapshot: Path, scratch: Path):
-        """The sessions this run re-plans (the target's provenance read into DuckDB): a delta.Scope with its source
+        """The sessions this run re-plans (marks and provenance read into DuckDB): a delta.Scope with its source
         rows copied, or None for a full plan (the decision says why). With pages proved, the changed
-        conversations are the pages' owners; else the source's marks (03), computed here over the whole source
-        for every run but that one, are compared with the recorded ones."""
+        conversations are the pages' owners; else the source's marks (03, `mark_source`) are compared with the
+        recorded ones."""
         from lcm_etl import duck   # DuckDB's modules: loaded by the Warmup thread (migrate.py)
         from lcm_etl.planning import delta
         from lcm_etl.steps import pipeline
         from lcm_etl.steps.engine import run_stage
 
         rec, d, proved = self.rec, self.decision, self.proved_conversations
-        if rec is not None and proved is not None and rec.marks.source[0] != delta.schema_signature(schema):
-            proved = None   # the schema changed: the marks decide, and differ
-        if proved is None:   # stored in full by every run that plans the whole source
-            delta.mark_source(con, schema, snapshot)
         if rec is None:
             return None
         delta.recorded_tables(con, rec.marks)
         was = rec.marks.source
+        if proved is not None and was[0] != delta.schema_signature(schema):
+            delta.mark_source(con, schema, snapshot)   # the schema changed: the marks decide, and differ
+            proved = None
         if proved is None and was != duck.one(con, "SELECT * FROM source_global"):
             self.decision = Decision(FULL, "the source's schema or its rows of no conversation changed since run "
                                      f"{rec.run_id}", cache=d.cache)
