@@ -113,6 +113,8 @@ class _Run:
         if self.cache is not None:
             self.snap, self.changes = self.cache.snapshot(self.bars.count)
             self._warn(self.cache.warning)
+            if self.changes is not None:   # its digest hashes only the pages written: beside planning, from now
+                self.snap.hash_in_background()
         else:
             self.snap = take_snapshot(opts.src, "source", None, progress=self.bars.count)
         self.bars.count(size, size)   # read, whole or page by page

@@ -18,6 +18,7 @@ that cannot be used is `dropped`, with the reason, and the source is copied whol
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import marshal
 import os
@@ -184,8 +185,9 @@ class SnapshotCache:
                 raise
             if refreshed is not None:
                 changes, page_size, written = refreshed
-                digest = _pages_digest(seal.get("sha256"), self.db, page_size, written)
-                return Snapshot(self.source, self.db, folder, self.db.stat().st_size, digest=digest, hold=hold), changes
+                digest_of = functools.partial(_pages_digest, seal.get("sha256"), self.db, page_size, written)
+                return Snapshot(self.source, self.db, folder, self.db.stat().st_size, digest_of=digest_of,
+                                hold=hold), changes
             _let_go(folder, hold)
         self.unseal()
         self._memo = None

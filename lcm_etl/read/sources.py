@@ -82,9 +82,9 @@ class Snapshot:
     path: Path
     folder: Path
     size: int
-    # the copy's digest when it is known without reading the copy whole (lcm_etl/read/snapcache.py: a kept copy
-    # brought up to date page by page); else the SHA-256 of the file, hashed by hash_in_background
-    digest: str | None = None
+    # how the copy's digest is made when not by hashing the whole file (lcm_etl/read/snapcache.py: a kept copy
+    # brought up to date page by page hashes the pages it wrote)
+    digest_of: Callable[[], str | None] | None = None
     _digest: threading.Thread | None = None
     _sha256: list = field(default_factory=list)
     _discard: threading.Thread | None = None
@@ -95,19 +95,17 @@ class Snapshot:
     def sha256(self) -> str | None:
         """The snapshot's content digest (for the run ledger), computed in a background thread: hashlib
         releases the GIL, so hashing a large source overlaps with other work."""
-        if self.digest is not None:
-            return self.digest
         self.hash_in_background()
         assert self._digest is not None
         self._digest.join()
         return self._sha256[0]
 
     def hash_in_background(self) -> None:
-        """Start hashing, once, unless the digest is known: whichever thread first has a core to spare calls it."""
+        """Start hashing, once: whichever thread first has a core to spare calls it."""
         with self._hash_lock:
-            if self._digest is None and self.digest is None:
-                self._digest = Worker(target=lambda: self._sha256.append(_file_sha256(self.path)),
-                                      name="lcm-etl-sha256")
+            if self._digest is None:
+                digest_of = self.digest_of or (lambda: _file_sha256(self.path))
+                self._digest = Worker(target=lambda: self._sha256.append(digest_of()), name="lcm-etl-sha256")
                 self._digest.start()
 
     def discard_in_background(self) -> None:
