@@ -94,9 +94,10 @@ class LcmDbSync:
         with _ledger(target_db) as con:
             self.rec, why = _recorded(con, identity, self.asked.key_by) if con is not None else \
                 (None, "no earlier migrate of this source into the target")
-        if changes is not None and self.rec is not None and changes.since != self.rec.run_id:
-            cache_note = cache_note or f"the kept snapshot is of run {changes.since}"
-            changes = None   # the pages changed since another run's snapshot: the marks decide
+        if changes is not None and (self.rec is None or changes.since != self.rec.run_id):
+            if self.rec is not None:
+                cache_note = cache_note or f"the kept snapshot is of run {changes.since}"
+            changes = None   # the pages changed since another run's snapshot prove nothing of the marks trusted
         if changes is not None and changes.conversations is None:
             # changed pages it cannot place (a value rewritten in its overflow pages): what changed is not proved
             # by the pages, and the marks digest only what the plan reads
@@ -172,11 +173,13 @@ class _ledger:
             return None
         try:
             con = self.con = sqlite3.connect(f"file:{self.target_db}?mode=ro", uri=True)
-            if ledger.schema_version(con) == 0:   # another layout of lcm-etl's tables is refused here
-                return None
+            # another layout of lcm-etl's tables is refused here (BadInput), the connection closed first
+            return con if ledger.schema_version(con) else None
         except sqlite3.Error:
             return None
-        return con
+        except BaseException:
+            self.__exit__()
+            raise
 
     def __exit__(self, *exc) -> None:
         if self.con is not None:
