@@ -194,7 +194,6 @@ def bench_size(n: int, repeat: int = 1, sync_repeat: int = 1, sync_only: bool = 
         clean(grown)
         subprocess.run([sys.executable, str(ROOT / "tests" / "tools" / "earlier.py"), str(src), str(grown),
                         "--shape", "tail", "--share", str(share)], check=True, stdout=subprocess.DEVNULL)
-        time.sleep(2.1)   # a main file written just before it is read proves nothing by its identity (SETTLED_NS)
         run(lcm + ["migrate", "--src", str(grown), "--dest", str(synced), "-q"], env={**cached, **(env or {})})
         writer = wal_writer(grown) if how in ("wal", "watch") else None
         name = f"re-run after {share:.1%} growth{'' if how == 'file' else ' in the WAL'}"

@@ -17,7 +17,6 @@ from lcm_etl.report import SCHEMA_VERSION
 SCHEMAS = ROOT / "docs" / "schemas"
 STORE = ROOT / "fixtures" / "openclaw-sqlite" / "native" / "agents" / "main" / "agent" / "openclaw-agent.sqlite"
 SESSIONS = ROOT / "fixtures" / "sessions"
-V1_TARGET = ROOT / "fixtures" / "targets" / "ledger-v1-multiparent.sqlite"
 # the --json reports, by schema; fleet is `migrate --manifest/--discover`, run-report their shared part
 REPORTS = ("migrate", "reconcile", "audit", "inspect", "runs", "undo", "fleet", "cache")
 
@@ -70,10 +69,7 @@ def reports(tmp_path_factory) -> dict[str, list[dict]]:
     undone = out["reconcile"][-1]["run_id"]
     out["undo"] += [cli_json("undo", undone[:8], "--dest", native, "--dry-run"),
                     cli_json("undo", undone, "--dest", native)]
-    v1 = tmp / "v1" / "lcm.sqlite"
-    v1.parent.mkdir()
-    shutil.copyfile(V1_TARGET, v1)
-    out["runs"] += [cli_json("runs", "--dest", native), cli_json("runs", "--dest", v1)]
+    out["runs"].append(cli_json("runs", "--dest", native))
     out["inspect"] += [cli_json("inspect", "--src", FIXTURE_DIR / name) for name in ("multiparent-newest.db",
                                                                                         "basic-0.1.0.db")]
     out["inspect"].append(cli_json("inspect", "--src", STORE))   # an OpenClaw session store
@@ -124,7 +120,7 @@ def test_the_fixture_runs_reach_the_variants_the_schemas_describe(reports):
     files = reports["reconcile"][0]["extra"]["files"]
     assert any(f["skipped_lines"] for f in files) and reports["reconcile"][0]["extra"]["files_skipped"]
     assert [r["status"] for r in reports["runs"][0]["runs"]][-2:] == ["undone", "complete"]   # the undo's own row
-    assert reports["runs"][1]["ledger_schema_version"] == 1
+    assert reports["runs"][0]["ledger_schema_version"] == 1
     pairs = reports["fleet"][0]["pairs"]
     assert [p["ok"] for p in pairs] == [True, False] and pairs[1]["report"] is None
     assert reports["fleet"][1]["manifest"]

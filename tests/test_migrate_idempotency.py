@@ -34,6 +34,7 @@ def test_rerunning_imports_zero_new_rows_and_writes_no_boundary_event(imported, 
     with open_db(dest) as con:
         after, fts_after = table_counts(con), fts_rows(con)
     assert after.pop("lcm_etl_runs") == before.pop("lcm_etl_runs") + 1
+    assert after.pop("lcm_etl_sync_state") == before.pop("lcm_etl_sync_state") + 1   # beside the run's ledger row
     assert after == before
     assert fts_after == fts_before
     first = imported.report

@@ -161,4 +161,5 @@ def test_generated_sources_import_once_in_turn_order_with_token_sums_and_rerun_a
         finally:
             tgt.close()
         assert after.pop("lcm_etl_runs") == before.pop("lcm_etl_runs") + 2
+        assert after.pop("lcm_etl_sync_state") == before.pop("lcm_etl_sync_state") + 2   # beside their ledger rows
         assert after == before

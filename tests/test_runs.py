@@ -1,22 +1,20 @@
 """`lcm-etl runs` lists the ledger; a run's ledger row is written when its first batch commits (`running`)
-and becomes `complete` or `failed`; lcm-etl's tables carry a schema version, and a target an older lcm-etl
-wrote (fixtures/targets/) is upgraded when written and still listed, deduplicated and undoable."""
+and becomes `complete` or `failed`; lcm-etl's tables carry a layout version, and a target whose lcm-etl tables
+have another layout is refused in one line, untouched."""
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import sqlite3
 import subprocess
 import time
 
-from conftest import LCM_ETL, ROOT, copy_fixture, open_db, run_cli
+import pytest
+
+from conftest import LCM_ETL, copy_fixture, open_db, run_cli
 from lcm_etl.store import ledger
 from lcm_etl.store.runlock import target_lock
-from undolib import (NATIVE_SESSION, cli_ok, digest, generate_source, kill_after_batches, native_target, refused,
-                     runs, undo)
-
-V1_TARGET = ROOT / "fixtures" / "targets" / "ledger-v1-multiparent.sqlite"
+from undolib import (NATIVE_SESSION, cli_ok, digest, generate_source, kill_after_batches, native_target, runs, undo)
 
 
 def test_runs_lists_every_run_with_its_command_times_status_source_options_and_counts(tmp_path):
@@ -121,39 +119,24 @@ def test_runs_after_a_killed_run_says_killed_and_what_its_committed_batches_hold
     assert [(r["status"], r["committed"] is None) for r in runs(target)] == [("killed", False), ("complete", True)]
 
 
-def test_a_target_written_by_an_older_lcm_etl_is_listed_upgraded_when_written_and_its_own_runs_undone(tmp_path):
+@pytest.mark.parametrize("layout", ["no version", "version 3"])
+def test_a_target_whose_lcm_etl_tables_have_another_layout_is_refused_in_one_line_untouched(tmp_path, layout):
+    src = copy_fixture("multiparent-newest.db", tmp_path / "src")
     target = tmp_path / "out" / "lcm.sqlite"
-    target.parent.mkdir()
-    shutil.copyfile(V1_TARGET, target)
-    listed = cli_ok("runs", "--dest", target)
-    assert listed["ledger_schema_version"] == 1
-    (old,) = listed["runs"]
-    assert (old["command"], old["status"], old["provenance"]) == ("migrate", "complete", False)
-    before = digest(target)
-    # the same source again: deduplicated against what the old version wrote
-    again = cli_ok("migrate", "--src", copy_fixture("multiparent-newest.db", tmp_path / "a"), "--dest", target)
-    assert again["messages"]["inserted"] == 0
-    grown = cli_ok("migrate", "--src", copy_fixture("basic-0.15.3.db", tmp_path / "b"), "--dest", target)
-    assert grown["messages"]["inserted"] > 0
+    cli_ok("migrate", "--src", src, "--dest", target)
     con = open_db(target)
-    assert con.execute("SELECT value FROM lcm_etl_meta WHERE key = 'schema_version'").fetchone()[0] == \
-        str(ledger.SCHEMA_VERSION)
-    assert [r[1] for r in con.execute("PRAGMA table_info(lcm_etl_runs)") if r[3]] == [
-        "tool_version", "command", "started_at", "status", "options", "counts", "provenance"]   # finished_at may be NULL
+    with con:
+        if layout == "no version":   # as an lcm-etl before its first release left it
+            con.execute("DROP TABLE lcm_etl_meta")
+        else:
+            con.execute("UPDATE lcm_etl_meta SET value = '3' WHERE key = 'schema_version'")
     con.close()
-    assert [r["run_id"] for r in runs(target)] == [old["run_id"], again["run_id"], grown["run_id"]]
-    assert refused(target, old["run_id"]) == (
-        f"lcm-etl: error: run {old['run_id']} was written by an lcm-etl that recorded no provenance (version 0.1.0); "
-        "its rows cannot be told from others, so it cannot be undone")
-    undo(target, grown["run_id"])
-    undo(target, again["run_id"])
+    before = digest(target)
+    said = "no schema version recorded" if layout == "no version" else "schema version 3"
+    for args in (("migrate", "--src", src, "--dest", target), ("migrate", "--src", src, "--dest", target, "--full"),
+                 ("runs", "--dest", target)):
+        proc = run_cli(*args)
+        assert (proc.returncode, proc.stderr) == (2, (
+            f"lcm-etl: error: target's lcm-etl tables have a layout this lcm-etl does not know ({said}; it knows "
+            "version 1): migrate into a new target\n"))
     assert digest(target) == before
-
-
-def test_a_refused_undo_leaves_an_older_target_as_it_was(tmp_path):
-    target = tmp_path / "lcm.sqlite"
-    shutil.copyfile(V1_TARGET, target)
-    old = runs(target)[0]["run_id"]
-    assert refused(target, old).endswith("so it cannot be undone")
-    assert runs(target)[0]["status"] == "complete"   # the refusal rolled everything back
-    assert cli_ok("runs", "--dest", target)["ledger_schema_version"] == 1   # the upgrade was rolled back too

@@ -21,9 +21,10 @@ def test_a_rerun_of_an_unchanged_source_takes_the_shortcut_and_reports_the_same_
     dest = tmp_path / "t.sqlite"
     first = migrate(src, dest)
     again = migrate(src, dest)
-    assert again["sync_decision"]["how"] == "no-op"
+    assert again["sync_decision"]["line"] == (f"no-op: source unchanged and target untouched since run "
+                                              f"{first['run_id']}; --full re-plans everything")
     full = migrate(src, dest, "--full")
-    assert full["sync_decision"]["how"] != "no-op"
+    assert full["sync_decision"]["line"] == "full plan: --full"
     for kind in ("messages", "parts", "summaries"):
         assert again[kind]["inserted"] == full[kind]["inserted"] == 0
         assert again[kind]["already_present"] == full[kind]["already_present"] == first[kind]["inserted"]
@@ -31,39 +32,46 @@ def test_a_rerun_of_an_unchanged_source_takes_the_shortcut_and_reports_the_same_
     assert again["boundary_events"] == 0
 
 
-def test_a_changed_source_is_planned_in_full(tmp_path):
+def test_a_changed_source_is_re_planned_by_its_changed_pages(tmp_path):
     src = copy_fixture("multiparent-newest.db", tmp_path / "src")
     dest = tmp_path / "t.sqlite"
-    migrate(src, dest)
+    first = migrate(src, dest)
     con = sqlite3.connect(src)
     with con:
         con.execute("INSERT INTO messages (conversation_id, seq, role, content, token_count, created_at) "
                     "VALUES (1, 500, 'user', 'one more', 2, '2026-12-01 00:00:00')")
     con.close()
-    report = migrate(src, dest)
-    assert report["sync_decision"]["how"] != "no-op"
+    decided = (report := migrate(src, dest))["sync_decision"]
+    assert (decided["how"], decided["since_run"], decided["conversations_changed"]) == \
+        ("pages compared", first["run_id"], 1)
+    assert decided["why"] == f"{decided['pages_changed']} pages changed since the snapshot kept from run {first['run_id']}"
     assert report["messages"]["inserted"] == 1
 
 
-def test_a_touched_target_is_planned_in_full_and_repaired(tmp_path):
+def test_a_touched_target_re_plans_the_touched_session_and_repairs_it(tmp_path):
     src = copy_fixture("multiparent-newest.db", tmp_path / "src")
     dest = tmp_path / "t.sqlite"
-    migrate(src, dest)
+    first = migrate(src, dest)
     con = sqlite3.connect(dest)
     with con:
         con.execute("DELETE FROM lcm_compaction_events WHERE id = (SELECT min(id) FROM lcm_compaction_events)")
     con.close()
-    report = migrate(src, dest)
-    assert report["sync_decision"]["how"] != "no-op"
+    decided = (report := migrate(src, dest))["sync_decision"]
+    # the source is unchanged (its header page may differ from the folded copy's); the target's marks name the
+    # session it lost a row of
+    assert decided["line"] == (f"pages compared: {decided['pages_changed']} pages changed since the snapshot kept "
+                               f"from run {first['run_id']}; "
+                               "1 of 2 sessions re-planned (0 conversations changed); --full re-plans everything")
     assert report["boundary_events"] == 1
 
 
-def test_other_options_are_planned_in_full(tmp_path):
+def test_other_options_are_planned_in_full_and_say_why(tmp_path):
     src = copy_fixture("multiparent-newest.db", tmp_path / "src")
     dest = tmp_path / "t.sqlite"
-    migrate(src, dest)
+    first = migrate(src, dest)
     report = migrate(src, dest, "--key-by", "session-key")
-    assert report["sync_decision"]["how"] != "no-op"
+    assert report["sync_decision"]["line"] == \
+        f"full plan: the last migrate of this source, run {first['run_id']}, had another --key-by"
 
 
 def test_a_dry_run_after_a_run_reports_what_the_real_run_then_does(tmp_path):
@@ -96,7 +104,7 @@ def test_a_commit_that_keeps_every_file_time_and_size_is_still_seen(tmp_path, mo
         assert migrate_api(src, dest)["sync_decision"]["how"] == "no-op"   # nothing changed: the shortcut is taken
         con.execute(ONE_MORE)
         report = migrate_api(src, dest)
-        assert report["sync_decision"]["how"] != "no-op"
+        assert report["sync_decision"]["how"] == "pages compared"
         assert report["messages"]["inserted"] == 1
     finally:
         con.close()

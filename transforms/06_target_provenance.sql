@@ -6,16 +6,7 @@
 -- key: (source_path, conversation_id)
 -- why: lossless-claw archives conversations, rebinds their session id and stamps them in place;
 --      52_in_place_changes.sql compares this with the source to refresh and count what changed.
---      $spellings: this source's key, then the paths an older lcm-etl stored for the same file as typed
---      (lcm_etl/sync/identity.py); their rows are this source's, under its key, the most recent spelling's
---      row where two hold the same conversation (95_write_provenance.sql moves them to the key).
 CREATE OR REPLACE TABLE tgt_conversations AS
-SELECT * EXCLUDE (spelling) FROM (
-  SELECT CASE WHEN list_contains($spellings::VARCHAR[], source_path) THEN $spellings[1] ELSE source_path END
-           AS source_path,
-         CAST(conversation_id AS VARCHAR) AS conv_key, session_id, source_session_id, session_key, title,
-         CAST(active AS VARCHAR) AS active, archived_at, archive_cause, bootstrapped_at, created_at, updated_at,
-         list_position($spellings::VARCHAR[], source_path) AS spelling
-  FROM prov.lcm_etl_conversations
-)
-QUALIFY row_number() OVER (PARTITION BY source_path, conv_key ORDER BY spelling NULLS LAST) = 1;
+SELECT source_path, CAST(conversation_id AS VARCHAR) AS conv_key, session_id, source_session_id, session_key, title,
+       CAST(active AS VARCHAR) AS active, archived_at, archive_cause, bootstrapped_at, created_at, updated_at
+FROM prov.lcm_etl_conversations;

@@ -7,12 +7,9 @@ a missing target is read as empty (everything pending) and never created.
 """
 from __future__ import annotations
 
-import fcntl
 import hashlib
-import os
 import sqlite3
 import time
-from contextlib import closing
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -25,8 +22,6 @@ from lcm_etl.planning import plan
 from lcm_etl.planning.reconcile_plan import ReconcileOptions, plan_transcripts, read_all
 from lcm_etl.report import RunReport, one_line_each, unknown_lines
 from lcm_etl.read.source_schema import detect_schema, normalized_views
-from lcm_etl.read import snapcheck
-from lcm_etl.read.snapcache import SnapshotCache
 from lcm_etl.read.store_reads import where_kind
 from lcm_etl.read.sources import Snapshot, take_snapshot
 from lcm_etl.sqlite_runtime import attach_all, private_file, quote_path
@@ -120,7 +115,6 @@ def audit(opts: AuditOptions) -> Audited:
         if source is not None:
             snaps.append(source)
             findings += _audit_source(opts, source, target_db, report, sessions)
-            findings += _audit_kept_snapshot(source.original, opts.target, target_db, report)
         if opts.sessions or opts.default_transcripts:
             findings += _audit_transcripts(opts, source, target_db, report, sessions)
     except duckdb.Error as exc:
@@ -148,7 +142,7 @@ def _audit_source(opts: AuditOptions, source: Snapshot, target_db: Path | None, 
     try:
         identity = source_identity.of_snapshot(source.original, source.path)
         reader = plan.TargetReader(con, target_db, source.folder)
-        reader.provenance(source_identity.spellings_in(target_db, identity))
+        reader.provenance()
         reader.state(source=plan.SourceRows(source.path, normalized_views(schema, "sqlite")))
         planned = plan.build(con, opts.key_by, opts.session_filter, 50_000, identity.key, label=str(source.original))
         plan.report_plan(con, report, planned, filtered=bool(opts.session_filter))
@@ -184,49 +178,6 @@ def _unknown_history(schema, src: Path) -> list[dict]:
                                     f"{src}#{table}", f"columns {', '.join(sorted(ids & set(schema.columns[table])))}; "
                                                       "a newer lossless-claw's: lcm-etl does not know it")))
             for table in schema.unknown()["tables_not_kept"] if ids & set(schema.columns[table])]
-
-
-def _audit_kept_snapshot(src: Path, target: Path, target_db: Path | None, report: RunReport) -> list[dict]:
-    """The snapshot the next sync of this pair trusts (lcm_etl/read/snapcache.py), checked whole against the
-    digests recorded when it was sealed and the source digest the sealing run recorded in the target's ledger:
-    a damaged one is a finding. Read-only: the pair's folder is held shared, never written."""
-    cache = SnapshotCache.for_pair(src, target)
-    if cache is None or not cache.db.exists():
-        return []
-    try:
-        fd = os.open(cache.folder, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return []
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except OSError:
-            report.extra["kept_snapshot"] = "in use by a run: not checked"
-            return []
-        seal, digests = cache._seal(), cache.sealed_digests()
-        if seal is None or digests is None:
-            report.extra["kept_snapshot"] = f"not used by the next run ({cache._unsealed_why or 'no digests'})"
-            return []
-        damaged = snapcheck.damage(cache.db, digests[0], digests[1], _recorded_sha256(target_db, seal["run_id"]))
-    finally:
-        os.close(fd)
-    if damaged is None:
-        report.extra["kept_snapshot"] = f"checked whole: as run {seal['run_id']} sealed it"
-        return []
-    report.extra["kept_snapshot"] = f"damaged: {damaged}"
-    return [dict(zip(FINDING_KEYS, ("kept snapshot", "damaged", None, str(cache.folder),
-                                    f"{damaged}; the next sync would trust it: remove it with lcm-etl cache --clear")))]
-
-
-def _recorded_sha256(target_db: Path | None, run_id: str) -> str | None:
-    if target_db is None:
-        return None
-    with closing(sqlite3.connect(f"file:{target_db}?mode=ro", uri=True)) as con:
-        try:
-            row = con.execute("SELECT source_sha256 FROM lcm_etl_runs WHERE run_id = ?", (run_id,)).fetchone()
-        except sqlite3.Error:   # no ledger
-            return None
-    return row[0] if row else None
 
 
 def content_hashes(path: Path, src_db: Path, schema, target_db: Path | None) -> Path:
@@ -332,8 +283,6 @@ def as_text(report: RunReport, findings: list[dict], per_kind: int = 5) -> str:
         lines.append(f"  rows off the active path (kept, marked off_path by reconcile): "
                      f"{report.extra['transcript_rows_off_path']}")
     lines += [f"  {key}: {n}" for key, n in sorted(report.extra.items()) if key.endswith(KEPT)]
-    if "kept_snapshot" in report.extra:
-        lines.append(f"  kept snapshot: {report.extra['kept_snapshot']}")
     shown: dict[str, int] = {}
     for f in findings:
         key = f"{f['kind']}: {f['problem']}"

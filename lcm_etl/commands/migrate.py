@@ -4,11 +4,9 @@ from __future__ import annotations
 import sqlite3
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
-
-import orjson
 
 from lcm_etl import duck
 from lcm_etl.store import ledger, target as tgt
@@ -23,7 +21,7 @@ from lcm_etl.read.source_schema import detect_schema, normalized_views
 from lcm_etl.read.sources import Snapshot, check_sqlite_file, file_signature, take_snapshot
 from lcm_etl.load.loader import SourceParts, Strategy, choose, load, staged
 from lcm_etl.steps.pipeline import PROVENANCE, WRITE_MESSAGES, WRITE_REST
-from lcm_etl.load.write import WriteJob, record_run, write_failure
+from lcm_etl.load.write import WriteJob, record_noop, write_failure
 
 if TYPE_CHECKING:
     import duckdb
@@ -98,7 +96,6 @@ class _Run:
         self.strategy: Strategy | None = None
         self.view: Snapshot | None = None   # a dry run's private copy of the target
         self.committed: str | None = None
-        self.continued: str | None = None   # the run whose kept snapshot this one brought up to date
         self.changes: snapcache.Changes | None = None
         self.scope: delta.Scope | None = None   # a sync re-run's (lcm_etl/planning/delta.py)
 
@@ -111,12 +108,13 @@ class _Run:
         # only the pages that changed (lcm_etl/read/snapcache.py); a dry run or a filtered run leaves it alone
         if not (opts.dry_run or opts.session_filter):
             self.cache = snapcache.SnapshotCache.for_pair(opts.src, opts.target)
-        self.continued = self.sync.continued_run()
         # DuckDB starts while the source is read; a dry run keeps no record of the scanner's check (lcm_etl/duck.py)
         self.warm = duck.Warmup(opts.memory_limit, _PLANNING, keeps_records=not opts.dry_run)
         if self.cache is not None:
-            self.snap, self.changes = self.cache.snapshot(self.continued, None, self.bars.count)
+            self.snap, self.changes = self.cache.snapshot(self.bars.count)
             self._warn(self.cache.warning)
+            if self.changes is not None:   # its digest hashes only the pages written: beside planning, from now
+                self.snap.hash_in_background()
         else:
             self.snap = take_snapshot(opts.src, "source", None, progress=self.bars.count)
         self.bars.count(size, size)   # read, whole or page by page
@@ -141,22 +139,15 @@ class _Run:
         target_db = self.view.path if self.view else opts.target if self.existed else None
         sync = self.sync
         identity = source_identity.of_snapshot(opts.src, snap.path)
-        sync.after_snapshot(identity, target_db, self.changes, self.continued,
-                            self.cache.dropped if self.cache is not None else None, cache_root() is not None)
+        sync.after_snapshot(identity, target_db, self.changes, self.cache.dropped if self.cache is not None else None,
+                            cache_root() is not None)
         key = identity.key
         con = plan.open_source(snap.path, schema, opts.src, opts.memory_limit, self.warm, workdir=snap.folder)
         try:
-            if sync.proved_conversations is not None:
-                snap.hash_in_background()   # for the ledger: a core is spare while a few sessions are planned
-            else:
-                delta.mark_source(con, schema, snap.path)
+            sync.mark_source(con, schema, snap.path)
             params = plan.plan_params(opts.key_by, opts.batch_rows, key)
-            # a target as the previous run left it (its file unchanged since) has the marks that run stored
-            known = sync.rec.marks.sessions \
-                if sync.rec and sync.proved_conversations is not None and self.cache and self.cache.target_untouched \
-                else None
             reader = plan.TargetReader(con, target_db, snap.folder)
-            reader.provenance(sync.spellings, known)
+            reader.provenance()
             # a sync re-run plans only what changed since the previous run's marks (lcm_etl/sync/lcm_db.py)
             scope = self.scope = sync.narrow(con, params, schema, snap.path, snap.folder)
             reader.state(scoped=scope is not None, source=plan.SourceRows(snap.path, normalized_views(schema, "sqlite")))
@@ -187,15 +178,13 @@ class _Run:
             _background_failure(self.strategy, opts, snap.path)
             raise write_failure(exc, opts.target, self.existed, snap.path) from None
         finally:
-            if self.scope is not None:   # not left copying into the run's folder, which is removed next
-                self.scope.wait()
             con.close()
 
     def _report_sync(self, con: duckdb.DuckDBPyConnection, scope: delta.Scope | None, target_db: Path | None) -> None:
         from lcm_etl.planning import delta   # loaded by the Warmup thread
 
-        if scope is not None and target_db is not None:
-            delta.add_unchanged(con, self.report, target_db, self.sync.spellings)
+        if scope is not None and target_db is not None and self.sync.identity is not None:
+            delta.add_unchanged(con, self.report, target_db, self.sync.identity.key)
         self.report.sync_decision = self.sync.decision.as_dict()
 
     def load(self, planned: _Planned) -> None:
@@ -209,16 +198,14 @@ class _Run:
         record = ledger.RunRecord.new("migrate", self.started, _options(opts), source_path=key,
                                       source_size=snap.size, source_sha256=lambda: snap.sha256)
         job = WriteJob(target=opts.target, stage=planned.stage, final_stage=PROVENANCE, batches=planned.batches,
-                       # 95 stores the marks under the run id; 93 moves an older lcm-etl's typed paths to the key
-                       params={"fired_at": self.started, "source_path": key, "run_id": record.run_id,
-                               "typed_paths": orjson.dumps(sync.spellings[1:]).decode()},
+                       # 95 stores the marks under the run id
+                       params={"fired_at": self.started, "source_path": key, "run_id": record.run_id},
                        record=record, lock_timeout=opts.lock_timeout, progress=opts.progress,
                        attach={"src": planned.src}, views=normalized_views(self.schema, "sqlite"),
                        # a re-plan of a few sessions reports the whole source too (delta.add_unchanged): its
                        # totals are those of the whole source, for the no-op shortcut of the next run
-                       ledger_extra={"source_fingerprint": sync.source_fp, "options_key": sync.asked.opts_key,
-                                     "totals": _totals(report),
-                                     "marks_run": None if opts.session_filter else record.run_id})
+                       state=replace(sync.state, totals=_totals(report),
+                                     marks_run=None if opts.session_filter else record.run_id))
         report.take_written(load(job, self.strategy, now_iso))
         report.run_id = self.committed = record.run_id
 
@@ -240,7 +227,7 @@ class _Run:
         if self.cache is not None:   # sealed last, with the target as the run leaves it (a new target's building
             # name, removed above, changed its ctime); else discarded; the cache kept within its bound
             warned = self.cache.warning
-            if self.cache.finish(self.committed, self.snap.digests if self.snap else None) != warned:
+            if self.cache.finish(self.committed, lambda: self.snap.sha256 if self.snap else None) != warned:
                 self._warn(self.cache.warning)
 
     def _warn(self, line: str | None) -> None:
@@ -271,7 +258,7 @@ def _totals(report: RunReport) -> dict:
 
 def _nothing_changed(opts: MigrateOptions, report: RunReport, previous: shortcut.Previous, sync: LcmDbSync,
                      started: str, t0: float) -> RunReport:
-    run_id, totals, marks_run = previous.run_id, previous.totals, previous.marks_run
+    totals = previous.state.totals
     for kind, k in (("messages", report.messages), ("parts", report.parts), ("summaries", report.summaries)):
         k.already_present = totals.get(kind, {}).get("present", 0)
         k.skipped = dict(totals.get(kind, {}).get("skipped", {}))
@@ -281,10 +268,8 @@ def _nothing_changed(opts: MigrateOptions, report: RunReport, previous: shortcut
     if not opts.dry_run:   # the source is the one that run read, byte for byte: its key too
         record = ledger.RunRecord.new("migrate", started, _options(opts), source_path=previous.source_path,
                                       source_size=opts.src.stat().st_size)
-        report.run_id = record_run(opts.target, opts.lock_timeout, record,
-                                   {"source_fingerprint": sync.source_fp, "options_key": sync.asked.opts_key,
-                                    "totals": totals,
-                                    "shortcut_of": run_id, "marks_run": marks_run}, now_iso())
+        state = replace(sync.state, totals=totals, shortcut_of=previous.run_id, marks_run=previous.state.marks_run)
+        report.run_id = record_noop(opts.target, opts.lock_timeout, record, state, now_iso())
     report.elapsed_s = time.monotonic() - t0
     return report
 

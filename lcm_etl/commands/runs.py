@@ -54,7 +54,7 @@ def _what(run: dict) -> str:
         return f"undid {counts.get('undid')}: removed " + ", ".join(f"{k} {n}" for k, n in removed.items() if n)
     written = counts.get("written", {})
     shown = [f"{k.removesuffix('_inserted')} {n}" for k, n in written.items() if n and k != "part_times_fixed"]
-    if counts.get("shortcut_of"):
+    if run["shortcut_of"]:
         again = f" ({run['times']} runs in a row: started is the first's, finished the last's)" if run["times"] > 1 else ""
         return f"nothing changed{source}{again}"
     return (", ".join(shown) or "nothing written") + source + (f" (undone by {run['undone_by']})" if run["undone_by"] else "")
@@ -86,8 +86,6 @@ def _read(uri: str, report: RunsReport, alive: bool) -> None:
         report.ledger_schema_version = ledger.schema_version(con)
         report.runs = ledger.read_runs(con)
         for run in report.runs:
-            counts = run["counts"] if isinstance(run["counts"], dict) else {}
-            run["times"] = counts.get(ledger.NOOP_RUNS, 1)   # no-op runs in a row share a row (ledger.complete_noop)
             if run["status"] == "running" and not alive:
                 run["status"] = "killed"
             unfinished = run["status"] in UNFINISHED and run["provenance"] and run["command"] != "undo"

@@ -102,7 +102,6 @@ def _undo(con: sqlite3.Connection, path: Path, opts: UndoOptions, report: UndoRe
     try:
         if ledger.schema_version(con) == 0:
             raise BadInput(f"no run is recorded in {opts.target} (lcm-etl has not written it): nothing to undo")
-        ledger.ensure(con)   # an older lcm-etl's tables: upgraded (its runs cannot be undone, see _resolve)
         ledger.mark_dead_runs(con)   # we hold the run lock: a run still `running` was killed
         run = _resolve(con, opts.run_id, opts.target)
         report.run_id, report.command, report.status = run["run_id"], run["command"], run["status"]

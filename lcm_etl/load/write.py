@@ -13,9 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from lcm_etl.store import ledger, target as tgt
-from lcm_etl.sync import shortcut
-from lcm_etl.store import provenance
+from lcm_etl.store import ledger, provenance, sync_state, target as tgt
 from lcm_etl.errors import BadInput, RunFailed
 from lcm_etl.load.flatten import PLANNED_OWNERS, Flattener
 from lcm_etl.steps.pipeline import Stage
@@ -51,7 +49,7 @@ class WriteJob:
     progress: bool
     attach: dict[str, Path] = field(default_factory=dict)   # alias -> database (e.g. src -> the snapshot)
     views: dict[str, str] = field(default_factory=dict)     # TEMP views over the attachments
-    ledger_extra: dict = field(default_factory=dict)   # more for the ledger's counts JSON (totals, fingerprints)
+    state: sync_state.SyncState | None = None   # a migrate's, for the next run's decision (store/sync_state.py)
 
 
 def prepare(con: sqlite3.Connection, job: WriteJob, work_tables: bool = True) -> None:
@@ -102,24 +100,23 @@ def finish(con: sqlite3.Connection, job: WriteJob, counts: dict, finished_at: st
     run_stage(job.final_stage, con, job.params)
     if whole:   # every row of a new target is this run's
         provenance.record_whole(con, job.record.run_id)
-    _complete(con, job.record, counts, job.ledger_extra, finished_at)
+    job.record.counts = {"written": counts}
+    if job.state is None:
+        ledger.complete(con, job.record, finished_at)
+    else:
+        sync_state.complete(con, job.record, job.state, finished_at)
 
 
-def _complete(con: sqlite3.Connection, record: ledger.RunRecord, counts: dict, extra: dict, finished_at: str) -> None:
-    # what this run wrote, plus the target's fingerprint after it (lcm_etl/sync/shortcut.py reads it back)
-    record.counts = {"written": counts, **extra, "target_fingerprint": shortcut.target_fingerprint(con)}
-    ledger.complete(con, record, finished_at)
-
-
-def record_run(target: Path, lock_timeout: float, record: ledger.RunRecord, extra: dict, finished_at: str) -> str:
-    """The ledger row of a run that writes nothing else (the no-op shortcut): its own, or the previous no-op
-    run's standing for it too (ledger.complete_noop). Returns the id of that row."""
+def record_noop(target: Path, lock_timeout: float, record: ledger.RunRecord, state: sync_state.SyncState,
+                finished_at: str) -> str:
+    """The rows of a run that writes nothing else (the no-op shortcut): its own, or the previous no-op run's
+    standing for it too (sync_state.complete_noop). Returns the id of that row."""
     recorded = [record.run_id]
     with closing(tgt.connect(target, lock_timeout)) as con:
-        def work() -> None:   # the ledger may be an older lcm-etl's (lcm_etl/store/ledger.py upgrades it)
+        def work() -> None:
             tgt.apply_schema(con)
-            record.counts = {"written": {}, **extra, "target_fingerprint": shortcut.target_fingerprint(con)}
-            recorded[0] = ledger.complete_noop(con, record, finished_at)
+            record.counts = {"written": {}}
+            recorded[0] = sync_state.complete_noop(con, record, state, finished_at)
         in_transaction(con, target, lock_timeout, work)
     return recorded[0]
 

@@ -13,16 +13,14 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
-import threading
 import zlib
 from contextlib import closing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
 import orjson
 
-from lcm_etl.interrupts import Worker
 from lcm_etl.read.source_schema import SourceSchema, normalized_views
 from lcm_etl import duck
 from lcm_etl.steps import pipeline
@@ -34,32 +32,13 @@ from lcm_etl.steps.engine import run_stage
 class Scope:
     """What a sync re-run plans (lcm_etl/sync/lcm_db.py decides it): the sessions of scope_sessions."""
     since_run: str
-    source_subset: Path   # the scope's rows (lcm_etl/read/subset.py): what the plan read, and the writer reads
+    source_subset: Path   # the scope's rows (lcm_etl/read/subset.py): what the plan reads, and the writer reads
     carry_marks: bool     # the changed conversations are the kept snapshot's: the others' marks are carried (09)
-    # the copy of those rows runs on a thread while the target's are read (SQLite and DuckDB release the GIL)
-    _copying: threading.Thread | None = None
-    _failed: list[BaseException] = field(default_factory=list)
 
-    def copy_source_rows(self, snapshot: Path, conversations: list[str]) -> None:
-        def work() -> None:
-            try:
-                subset.source_subset(snapshot, self.source_subset, conversations)
-            except BaseException as exc:   # raised in the planning thread by copied()
-                self._failed.append(exc)
-        self._copying = Worker(target=work, name="lcm-etl-scope")
-        self._copying.start()
-
-    def wait(self) -> None:
-        """Until the copy has ended, whichever way (copied() says which)."""
-        if self._copying is not None:
-            self._copying.join()
-
-    def copied(self) -> Path:
-        """The scope's source rows, once copied (a failure to copy them is raised here)."""
-        self.wait()
-        if self._failed:
-            raise self._failed[0]
-        return self.source_subset
+    @classmethod
+    def copied(cls, since_run: str, snapshot: Path, into: Path, conversations: list[str], carry_marks: bool) -> Scope:
+        subset.source_subset(snapshot, into, conversations)
+        return cls(since_run, into, carry_marks)
 
 
 def schema_signature(schema: SourceSchema) -> str:
@@ -104,7 +83,7 @@ def recorded_tables(con: duckdb.DuckDBPyConnection, recorded: marks.Marks) -> No
 def enter_scope(con: duckdb.DuckDBPyConnection, scope: Scope, schema: SourceSchema) -> None:
     """From here on `src` is the scope's rows only (lcm_etl/read/subset.py): the views and the steps are the
     same."""
-    rows = scope.copied()
+    rows = scope.source_subset
     con.execute("DETACH src")
     duck.attach_sqlite(con, str(rows), "src")
     for view in normalized_views(schema, "duckdb"):   # read once: the steps read the views many times over
@@ -115,7 +94,7 @@ def enter_scope(con: duckdb.DuckDBPyConnection, scope: Scope, schema: SourceSche
         run_stage(pipeline.CARRIED_MARKS, con, {"schema_sig": schema_signature(schema)})
 
 
-def add_unchanged(con: duckdb.DuckDBPyConnection, report, target_db: Path, spellings: list[str]) -> None:
+def add_unchanged(con: duckdb.DuckDBPyConnection, report, target_db: Path, source_key: str) -> None:
     """A sync re-run planned only its scope; the report still speaks of the whole source. The rows of the
     conversations it did not re-read are where the previous runs left them: counted by their marks (every
     message and part of a conversation is imported; a summary is unless lcm_etl_skipped says why not), and
@@ -126,9 +105,8 @@ def add_unchanged(con: duckdb.DuckDBPyConnection, report, target_db: Path, spell
     sessions = {r[0] for r in con.execute("SELECT session_id FROM scope_sessions").fetchall()}
     with sqlite3.connect(f"file:{target_db}?mode=ro", uri=True) as lite:
         skipped = [r for r in lite.execute(
-            "SELECT source_id, session_id, reason, detail FROM lcm_etl_skipped WHERE source_path IN "
-            f"({', '.join('?' * len(spellings))}) AND kind = 'summary' GROUP BY kind, source_id ORDER BY source_id",
-            spellings) if r[1] not in sessions]
+            "SELECT source_id, session_id, reason, detail FROM lcm_etl_skipped WHERE source_path = ? "
+            "AND kind = 'summary' ORDER BY source_id", (source_key,)) if r[1] not in sessions]
     lite.close()
     report.messages.already_present += counts[0]
     report.parts.already_present += counts[1]

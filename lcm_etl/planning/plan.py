@@ -96,18 +96,14 @@ class TargetReader:
         finally:
             self.con.execute(f"DETACH {alias}")
 
-    def provenance(self, spellings: list[str], known_marks: list[tuple] | None = None) -> None:
-        """The target's marks (04) and what its provenance says of the source's conversations (06), this
-        source's rows under its key whichever way an older run spelled its path (`spellings`, the key first:
-        lcm_etl/sync/identity.py). `known_marks`: the target's marks when it is proved as the previous run left
-        it (lcm_etl/read/snapcache.py): 04 is not run."""
-        if known_marks is None:
-            marks_db = self.target_db if self.holds_rows else empty_target(self.scratch)
-            with closing(sqlite3.connect(f"file:{marks_db}?mode=ro", uri=True)) as lite:
-                run_stage(pipeline.TARGET_MARKS, lite)
-                known_marks = lite.execute("SELECT * FROM temp.target_marks").fetchall()
-        duck.table_of_strings(self.con, "target_marks", marks.SESSION.duck_types(), known_marks)
-        self._read("prov", pipeline.TARGET_PROVENANCE, {"lcm_etl_conversations"}, {"spellings": spellings})
+    def provenance(self) -> None:
+        """The target's marks (04) and what its provenance says of the sources' conversations (06)."""
+        marks_db = self.target_db if self.holds_rows else empty_target(self.scratch)
+        with closing(sqlite3.connect(f"file:{marks_db}?mode=ro", uri=True)) as lite:
+            run_stage(pipeline.TARGET_MARKS, lite)
+            target_marks = lite.execute("SELECT * FROM temp.target_marks").fetchall()
+        duck.table_of_strings(self.con, "target_marks", marks.SESSION.duck_types(), target_marks)
+        self._read("prov", pipeline.TARGET_PROVENANCE, {"lcm_etl_conversations"})
         self.con.execute("CREATE OR REPLACE TABLE scope_sessions (session_id VARCHAR)")
 
     def state(self, scoped: bool = False, source: SourceRows | None = None) -> None:

@@ -251,14 +251,6 @@ def wal_frames(wal: Path, limit: int | None = None) -> dict | None:
     return {"frames": n, "headers": digest.hexdigest()}
 
 
-def wal_keeps(wal: Path, earlier: dict) -> bool:
-    """The WAL still holds, unchanged, the frames `earlier` (wal_frames of an earlier copy of it) describes. A
-    reset (new salts), a WAL deleted, or frames lost and written again (a power loss under synchronous=NORMAL
-    drops commits that were not synced; SQLite then writes new frames where they were, under the same salts)
-    all change the digest of those frames' headers, whose running checksums cover every byte before them."""
-    return wal_frames(wal, earlier["frames"]) == earlier
-
-
 class SpilledPages:
     """The differing pages' bytes, kept in a file of the run's private folder rather than in memory: a re-run
     after 1 % growth of a 4.5 GB source holds about 190 MB of them from the comparison until they are written

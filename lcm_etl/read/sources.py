@@ -17,7 +17,6 @@ import os
 import shutil
 import sqlite3
 import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -25,7 +24,6 @@ from typing import Callable
 from lcm_etl.errors import BadInput, RunFailed
 from lcm_etl.interrupts import Worker
 from lcm_etl.read import runfolder
-from lcm_etl.read.pages import wal_frames
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 
@@ -72,84 +70,6 @@ def check_sqlite_file(path: Path, what: str = "source") -> Path:
     return path
 
 
-# The snapshot's digest is a hash list: the SHA-256 of the SHA-256s of each 64 KiB of the file, in order. A
-# sync re-run brings the kept copy up to date page by page (lcm_etl/read/snapcache.py) and hashes again only
-# the chunks it wrote, not the whole file (0.47 s of a core for a 452 MB source). 64 KiB is a multiple of every
-# SQLite page size, so a page lies in one chunk.
-DIGEST_CHUNK = 1 << 16
-
-
-@dataclass
-class KnownDigests:
-    """The chunk digests of a file as it was (`size` bytes long), and the chunks written since."""
-    digests: list[bytes]
-    size: int
-    written: set[int]
-
-
-def chunk_digests(path: Path, known: KnownDigests | None = None) -> list[bytes]:
-    """Each DIGEST_CHUNK's SHA-256. With `known`, a chunk not written since is taken from it: only the written
-    chunks, and every chunk from the one holding the end of the shorter of the two lengths on, are read."""
-    with open(path, "rb", buffering=0) as fh:
-        size = os.fstat(fh.fileno()).st_size
-        count = -(-size // DIGEST_CHUNK)
-        if known is None:
-            known = KnownDigests([], 0, set())
-        keep = min(len(known.digests), min(size, known.size) // DIGEST_CHUNK)
-        out = []
-        buf = bytearray(1 << 22)
-        view = memoryview(buf)
-        i = 0
-        while i < count:
-            if i < keep and i not in known.written:
-                out.append(known.digests[i])
-                i += 1
-                continue
-            # read the run of chunks to hash in blocks of 4 MiB (64 chunks)
-            run = 1
-            while run < 64 and i + run < count and not (i + run < keep and i + run not in known.written):
-                run += 1
-            want = min(run * DIGEST_CHUNK, size - i * DIGEST_CHUNK)
-            got = 0
-            while got < want:   # a read may return less than asked for
-                n = os.preadv(fh.fileno(), [view[got:want]], i * DIGEST_CHUNK + got)
-                if n <= 0:
-                    raise OSError(errno.EIO, f"{path} ended at {i * DIGEST_CHUNK + got} bytes, not {size}")
-                got += n
-            for at in range(0, got, DIGEST_CHUNK):
-                out.append(hashlib.sha256(view[at:min(at + DIGEST_CHUNK, got)]).digest())
-            i += run
-    return out
-
-
-def snapshot_digest(digests: list[bytes]) -> str:
-    return hashlib.sha256(b"".join(digests)).hexdigest()
-
-
-# a main file changed less than this before it was read may change again within its timestamps' resolution
-# (a second on some file systems, two on FAT) without its signature changing: its signature proves nothing
-SETTLED_NS = 2_000_000_000
-
-
-@dataclass(frozen=True)
-class SourceRead:
-    """What a snapshot was read from: the source's main file (file_signature) and its WAL's frames (pages.wal_frames;
-    None: no WAL), as they were when the copy was bracketed, and when. lcm_etl/read/snapcache.py keeps it with
-    the copy: while the main file keeps that signature and the WAL those frames, every page that can differ from
-    the copy is in the WAL (lossless-claw's writes land there; only a checkpoint writes the main file)."""
-    main: list
-    wal: dict | None
-    at_ns: int
-
-    def settled(self) -> bool:
-        """The main file had not been written for SETTLED_NS when it was read, so any later write changes
-        its signature (its ctime, which no call can set back, moves past the recorded one)."""
-        return self.at_ns - max(self.main[2], self.main[3]) > SETTLED_NS
-
-    def as_json(self) -> dict:
-        return {"main": self.main, "wal": self.wal}
-
-
 @dataclass
 class Snapshot:
     """A private, consistent, single-file copy of a source database (WAL content folded in)."""
@@ -157,11 +77,9 @@ class Snapshot:
     path: Path
     folder: Path
     size: int
-    # the digests of the copy as a previous run sealed it, with its size and the chunks written since
-    # (lcm_etl/read/snapcache.py): only those chunks are hashed again
-    known: KnownDigests | None = None
-    read: SourceRead | None = None   # what the copy was read from
-    digests: list[bytes] | None = None   # each DIGEST_CHUNK's SHA-256, once hashed (kept for the next run)
+    # how the copy's digest is made when not by hashing the whole file (lcm_etl/read/snapcache.py: a kept copy
+    # brought up to date page by page hashes the pages it wrote)
+    digest_of: Callable[[], str | None] | None = None
     _digest: threading.Thread | None = None
     _sha256: list = field(default_factory=list)
     _discard: threading.Thread | None = None
@@ -169,26 +87,21 @@ class Snapshot:
     hold: int | None = None   # the descriptor holding `folder` (lcm_etl/read/runfolder.py), let go by close()
 
     @property
-    def sha256(self) -> str:
-        """The snapshot's content digest (for the run ledger; see snapshot_digest), computed in a background
-        thread: hashlib releases the GIL, so hashing a large source overlaps with other work."""
-        self.hash_in_background().join()
+    def sha256(self) -> str | None:
+        """The snapshot's content digest (for the run ledger), computed in a background thread: hashlib
+        releases the GIL, so hashing a large source overlaps with other work."""
+        self.hash_in_background()
+        assert self._digest is not None
+        self._digest.join()
         return self._sha256[0]
 
-    def hash_in_background(self) -> threading.Thread:
+    def hash_in_background(self) -> None:
         """Start hashing, once: whichever thread first has a core to spare calls it."""
         with self._hash_lock:
             if self._digest is None:
-                self._digest = self._start_hashing()
-            return self._digest
-
-    def _start_hashing(self) -> threading.Thread:
-        def work():
-            self.digests = chunk_digests(self.path, self.known)
-            self._sha256.append(snapshot_digest(self.digests))
-        digest = Worker(target=work, name="lcm-etl-sha256")
-        digest.start()
-        return digest
+                digest_of = self.digest_of or (lambda: _file_sha256(self.path))
+                self._digest = Worker(target=lambda: self._sha256.append(digest_of()), name="lcm-etl-sha256")
+                self._digest.start()
 
     def discard_in_background(self) -> None:
         """Start deleting the folder (snapshot, plan, stage, scratch: gigabytes on a large source, seconds
@@ -208,6 +121,11 @@ class Snapshot:
         if self.hold is not None:
             os.close(self.hold)
             self.hold = None
+
+
+def _file_sha256(path: Path) -> str:
+    with open(path, "rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def file_signature(path: Path) -> list:
@@ -261,7 +179,7 @@ def take_snapshot(path: Path, what: str = "source", tmp_root: str | None = None,
     copy = into or folder / "snapshot.db"
     try:
         for _ in range(attempts):
-            at, before = time.time_ns(), file_signature(path)
+            before = file_signature(path)
             for suffix in ("-wal", "-journal"):
                 Path(str(copy) + suffix).unlink(missing_ok=True)
             copied = _counter(before, progress)
@@ -273,9 +191,8 @@ def take_snapshot(path: Path, what: str = "source", tmp_root: str | None = None,
                 break
         else:
             raise RunFailed(f"{what} kept changing while it was copied: {path}; retry when it is quieter")
-        read = SourceRead(before[0], wal_frames(Path(str(copy) + "-wal")), at)
         fold_wal(copy, path, what)
-        return Snapshot(original=path, path=copy, folder=folder, size=copy.stat().st_size, read=read, hold=hold)
+        return Snapshot(original=path, path=copy, folder=folder, size=copy.stat().st_size, hold=hold)
     except OSError as exc:
         _remove(folder, into, hold)
         if into is not None:   # the kept copy's folder: the caller copies again where a run's copy goes

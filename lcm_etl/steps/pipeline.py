@@ -51,9 +51,7 @@ SESSIONS = Stage("sessions", "duckdb", _PLAN_DB, ("10_sessions",))
 SOURCE_MARKS = Stage("source marks", "duckdb", _PLAN_DB, ("02_source_global", "03_source_marks"),
                      when="the previous run's snapshot is not kept (lcm_etl/read/snapcache.py), or the run plans everything")
 TARGET_MARKS = Stage("target marks", "sqlite", "a read-only connection to the target (an empty Remnic schema when "
-                     "there is none); plan.py hands the rows to DuckDB", ("04_target_marks",),
-                     when="the target is not proved as the previous run left it (its file unchanged since: "
-                          "then its marks are the ones that run stored, lcm_etl/read/snapcache.py)")
+                     "there is none); plan.py hands the rows to DuckDB", ("04_target_marks",))
 SYNC_SCOPE = Stage("sync scope", "duckdb", _PLAN_DB + "; the source views are narrowed to the scope after target state (delta.enter_scope)",
                    ("10_sessions", "08_sync_scope"), when="the previous migrate of this source stored marks")
 CARRIED_MARKS = Stage("carried marks", "duckdb", "the plan database, the scope's rows read through the src_* views "
@@ -77,7 +75,7 @@ WRITE_REST = Stage("per batch: parts, summaries, changes, boundary events", "sql
                    ("80_write_parts", "85_write_summaries", "86_index_summaries", "87_apply_changes",
                     "90_write_boundary"))
 PROVENANCE = Stage("provenance", "sqlite", "the target, in the run's last transaction (with the ledger row)",
-                   ("93_adopt_typed_paths", "94_target_marks_after", "95_write_provenance"))
+                   ("94_target_marks_after", "95_write_provenance"))
 
 # a new target from integer source ids (lcm_etl/load/fresh.py): two threads, two files
 BUILD = Stage("build parts and message FTS rows", "sqlite", "the new target's private building file, on a "

@@ -1,8 +1,9 @@
 """lcm-etl's own tables in the target (`lcm_etl_*`): their schema and its version, and the run ledger.
 
-Remnic ignores these tables. They carry a schema version of their own (`lcm_etl_meta.schema_version`,
-SCHEMA_VERSION below), so they can change safely: `ensure` creates what is missing and upgrades a target
-an older lcm-etl wrote (version 1, no lcm_etl_meta) in the same write transaction as the run's first rows.
+Remnic ignores these tables. They carry a layout version of their own (`lcm_etl_meta.schema_version`,
+SCHEMA_VERSION below): `ensure` creates them on a target that has none, in the same write transaction as the
+run's first rows. lcm-etl's first release defines version 1, so there is nothing to upgrade from: a target
+whose lcm-etl tables have another layout (another version, or none recorded) is refused in one line naming it.
 
 The ledger (`lcm_etl_runs`) has one row per real run, made by one constructor (`RunRecord.new`); no-op runs
 in a row share one (`complete_noop`). An existing target gets the row when the run's first batch commits
@@ -10,7 +11,8 @@ in a row share one (`complete_noop`). An existing target gets the row when the r
 (or is stopped by a signal) where it can still say so. A killed run cannot: the next run or undo (which holds
 the run lock, so no other run is alive) marks every row still `running` as `killed`, and `runs` shows it so
 before then (runlock.held). A new target is built in one private transaction, so its row is written once,
-`complete`. `undo` sets a run's status to `undone` and records itself as a run of its own.
+`complete`. `undo` sets a run's status to `undone` and records itself as a run of its own. What a complete
+migrate leaves for the next run's decision is beside its row, in typed columns (store/sync_state.py).
 """
 from __future__ import annotations
 
@@ -23,11 +25,10 @@ from typing import Callable
 import orjson
 
 from lcm_etl import __version__
+from lcm_etl.errors import BadInput
 from lcm_etl.store import marks as mark_store
 
-# 1: lcm-etl before provenance (no lcm_etl_meta); 2: provenance, run status lifecycle; 3: marks as named columns
-# (lcm_etl/store/marks.py: lcm_etl_marks' colon strings moved into a table per kind of mark)
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 1
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS lcm_etl_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -59,28 +60,13 @@ CREATE INDEX IF NOT EXISTS lcm_etl_run_rows_key ON lcm_etl_run_rows(tbl, key);
 CREATE TABLE IF NOT EXISTS lcm_etl_transcript_files (path TEXT PRIMARY KEY, size INTEGER NOT NULL,
   sha256 TEXT NOT NULL, lines INTEGER NOT NULL, messages INTEGER NOT NULL, tip TEXT, header_id TEXT NOT NULL,
   version INTEGER, session_id TEXT NOT NULL, key_by TEXT NOT NULL, held_by TEXT NOT NULL, run_id TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS lcm_etl_sync_state (run_id TEXT PRIMARY KEY, source_fingerprint TEXT NOT NULL,
+  target_fingerprint TEXT NOT NULL, key_by TEXT NOT NULL, session_filter TEXT NOT NULL, marks_run TEXT,
+  shortcut_of TEXT, noop_runs INTEGER NOT NULL DEFAULT 1, totals TEXT NOT NULL);
 """
-# lcm_etl_transcript_files (where a reconcile re-run continues each transcript, lcm_etl/read/transcript_decision.py)
-# came within version 2: a table that is only added needs no data upgrade — `ensure` creates it on any target,
-# in the run's write transaction — and its rows prove themselves (a prefix hash, the recording run's status),
-# so an older lcm-etl that neither reads nor writes it can never make a later run wrong, and keeps working.
-
-# Version 1's lcm_etl_runs had `finished_at NOT NULL` (a row was written only when a run had finished) and no
-# provenance columns; SQLite cannot relax a constraint in place, so the table is rebuilt with its rows.
-_UPGRADE_1_TO_2 = """
-ALTER TABLE lcm_etl_runs RENAME TO lcm_etl_runs_v1;
-CREATE TABLE lcm_etl_runs (run_id TEXT PRIMARY KEY, tool_version TEXT NOT NULL,
-  command TEXT NOT NULL, started_at TEXT NOT NULL, finished_at TEXT, status TEXT NOT NULL,
-  source_path TEXT, source_size INTEGER, source_sha256 TEXT, options TEXT NOT NULL, counts TEXT NOT NULL,
-  provenance INTEGER NOT NULL DEFAULT 0, undone_by TEXT);
-INSERT INTO lcm_etl_runs (rowid, run_id, tool_version, command, started_at, finished_at, status, source_path,
-  source_size, source_sha256, options, counts)
-SELECT rowid, run_id, tool_version, command, started_at, finished_at, status, source_path, source_size,
-  source_sha256, options, counts FROM lcm_etl_runs_v1;
-DROP TABLE lcm_etl_runs_v1;
-"""
-
-
+# lcm_etl_sync_state (store/sync_state.py): session_filter is the sorted names as one JSON array ('[]': the whole
+# source); totals the report's figures for the whole source, which a no-op run repeats (a report kept whole, not
+# a figure any decision compares).
 def _script(con: sqlite3.Connection, sql: str) -> None:
     for stmt in sql.split(";"):
         if stmt.strip():
@@ -88,31 +74,24 @@ def _script(con: sqlite3.Connection, sql: str) -> None:
 
 
 def schema_version(con: sqlite3.Connection) -> int:
-    """0: no lcm-etl tables; 1: written by an lcm-etl before this schema had a version."""
-    names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    if "lcm_etl_meta" in names:
-        row = con.execute("SELECT value FROM lcm_etl_meta WHERE key = 'schema_version'").fetchone()
-        if row and str(row[0]).isdigit():
-            return int(row[0])
-    return 1 if "lcm_etl_runs" in names else 0
+    """0: no lcm-etl tables yet; else SCHEMA_VERSION. Any other layout is refused (BadInput, naming it)."""
+    names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'lcm_etl_%'")}
+    if not names:
+        return 0
+    row = con.execute("SELECT value FROM lcm_etl_meta WHERE key = 'schema_version'").fetchone() \
+        if "lcm_etl_meta" in names else None
+    if row is not None and row[0] == str(SCHEMA_VERSION):
+        return SCHEMA_VERSION
+    layout = f"schema version {row[0]}" if row is not None else "no schema version recorded"
+    raise BadInput(f"target's lcm-etl tables have a layout this lcm-etl does not know ({layout}; it knows version "
+                   f"{SCHEMA_VERSION}): migrate into a new target")
 
 
 def ensure(con: sqlite3.Connection) -> None:
-    """lcm-etl's tables, created or upgraded to SCHEMA_VERSION. Caller holds a write transaction."""
-    version = schema_version(con)
-    if version > SCHEMA_VERSION:
-        from lcm_etl.errors import BadInput
-
-        raise BadInput(f"target's lcm-etl tables have schema version {version}, newer than the {SCHEMA_VERSION} "
-                       "this lcm-etl knows (upgrade lcm-etl)")
-    if version == 1:
-        _script(con, _UPGRADE_1_TO_2)
-    _script(con, SCHEMA + mark_store.SCHEMA)
-    if version < 3:
-        mark_store.upgrade(con)   # version 2's colon strings into named columns, in this same transaction
-    if version < SCHEMA_VERSION:
-        con.execute("INSERT INTO lcm_etl_meta (key, value) VALUES ('schema_version', ?) "
-                    "ON CONFLICT(key) DO UPDATE SET value = excluded.value", (str(SCHEMA_VERSION),))
+    """lcm-etl's tables, created when the target has none. Caller holds a write transaction."""
+    if schema_version(con) == 0:
+        _script(con, SCHEMA + mark_store.SCHEMA)
+        con.execute("INSERT INTO lcm_etl_meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
 
 
 @dataclass
@@ -164,36 +143,6 @@ def complete(con: sqlite3.Connection, record: RunRecord, finished_at: str) -> No
     _put(con, record._row("complete", finished_at))
 
 
-NOOP_RUNS = "noop_runs"   # in a coalesced row's counts: how many no-op runs in a row it stands for
-
-
-def complete_noop(con: sqlite3.Connection, record: RunRecord, finished_at: str) -> str:
-    """A no-op run's row (the shortcut: it wrote nothing else). When the ledger's latest row is a no-op run
-    that found the same (same source, options, version and everything its counts hold: totals, marks and
-    fingerprints), that row stands for this run too: its count goes up and its finished_at becomes this
-    run's (started_at stays the first's), so a cron job that finds nothing every minute does not grow the
-    ledger by a row a minute. Returns the id of the row that records the run."""
-    row = con.execute("SELECT rowid, run_id, command, status, source_path, options, counts, tool_version "
-                      "FROM lcm_etl_runs ORDER BY rowid DESC LIMIT 1").fetchone()
-    mine = record._row("complete", finished_at)
-    if row is not None and (row[2], row[3], row[4], row[7]) == ("migrate", "complete", mine["source_path"],
-                                                                 mine["tool_version"]):
-        try:
-            options, counts = orjson.loads(row[5]), orjson.loads(row[6])
-        except orjson.JSONDecodeError:
-            options, counts = None, None
-        if isinstance(counts, dict) and counts.get("shortcut_of") and options == record.options:
-            times = counts.pop(NOOP_RUNS, 1)
-            # the run took the shortcut from that row, or from the run that row took it from
-            same = {**record.counts, "shortcut_of": counts["shortcut_of"]} == counts
-            if same and record.counts.get("shortcut_of") in (row[1], counts["shortcut_of"]):
-                con.execute("UPDATE lcm_etl_runs SET finished_at = ?, counts = ? WHERE rowid = ?",
-                            (finished_at, orjson.dumps({**counts, NOOP_RUNS: times + 1}).decode(), row[0]))
-                return row[1]
-    _put(con, mine)
-    return record.run_id
-
-
 def fail(target: Path, record: RunRecord, finished_at: str, lock_timeout: float) -> None:
     """Best effort, after the run's own transaction rolled back: a row left `running` by a run that failed
     is marked `failed` (the next run would do it anyway, so a locked or full target is not an error here)."""
@@ -211,14 +160,15 @@ RUN_COLUMNS = ("run_id", "command", "started_at", "finished_at", "status", "sour
 
 
 def read_runs(con: sqlite3.Connection) -> list[dict]:
-    """Every ledger row, oldest first, options and counts parsed; [] when the target has no ledger."""
+    """Every ledger row, oldest first, options and counts parsed, with what a no-op run's state says (`shortcut_of`,
+    and `times`: how many no-op runs in a row the row stands for); [] when the target has no ledger."""
     if schema_version(con) == 0:
         return []
-    have = {r[1] for r in con.execute("PRAGMA table_info(lcm_etl_runs)")}
-    cols = [c if c in have else f"NULL AS {c}" for c in RUN_COLUMNS]
     runs = []
-    for row in con.execute(f"SELECT rowid, {', '.join(cols)} FROM lcm_etl_runs ORDER BY rowid"):
-        run = dict(zip(("seq", *RUN_COLUMNS), row))
+    for row in con.execute(f"SELECT r.rowid, {', '.join('r.' + c for c in RUN_COLUMNS)}, s.shortcut_of, "
+                           "coalesce(s.noop_runs, 1) FROM lcm_etl_runs r LEFT JOIN lcm_etl_sync_state s USING (run_id) "
+                           "ORDER BY r.rowid"):
+        run = dict(zip(("seq", *RUN_COLUMNS, "shortcut_of", "times"), row))
         for key in ("options", "counts"):
             try:
                 run[key] = orjson.loads(run[key] or "{}")
@@ -229,16 +179,11 @@ def read_runs(con: sqlite3.Connection) -> list[dict]:
     return runs
 
 
-def last_run(con: sqlite3.Connection, source_path: str | None = None) -> tuple[str, str, str, dict] | None:
-    """(run_id, command, status, counts) of the latest ledger row, or None. The no-op shortcut takes the
-    last run to finish; a sync re-run takes the last `migrate` of `source_path` to start, so that one that
-    died (no finished_at) is the latest and its marks are not trusted."""
-    query = ("SELECT run_id, command, status, counts FROM lcm_etl_runs WHERE command = 'migrate' AND "
-             "source_path = ? ORDER BY rowid DESC LIMIT 1", (source_path,)) if source_path else (
-             "SELECT run_id, command, status, counts FROM lcm_etl_runs ORDER BY finished_at DESC, rowid DESC "
-             "LIMIT 1", ())
-    row = con.execute(*query).fetchone()
-    if row is None:
-        return None
-    counts = orjson.loads(row[3] or "{}")
-    return row[0], row[1], row[2], counts if isinstance(counts, dict) else {}
+def last_migrate(con: sqlite3.Connection, path: str, key: str | None = None) -> tuple[str, str, str] | None:
+    """(run_id, status, source_path) of the last migrate to start of the source `key` (lcm_etl/sync/identity.py), or without it
+    of any database at the real path `path` (before the source's origin is read), else None. The last to *start*:
+    one that died after a complete one is the latest, and what that one left is not trusted."""
+    row = con.execute("SELECT run_id, status, source_path FROM lcm_etl_runs WHERE command = 'migrate' AND (source_path = ?1 OR "
+                      "(?2 AND substr(source_path, 1, length(?1)) = ?1)) ORDER BY rowid DESC LIMIT 1",
+                      (key, 0) if key else (f"{path}#", 1)).fetchone()
+    return (row[0], row[1], row[2]) if row else None

@@ -10,30 +10,22 @@ columns per kind of mark, each kind declared once here.
   id, its summaries and its boundary events.
 
 A mark is equal, figure for figure, exactly when what it digests is unchanged. The digests are DuckDB's
-64-bit unsigned hashes, kept as the signed 64-bit integers SQLite holds (the same bits). Version 2 of
-lcm-etl's tables kept every mark as one colon-joined string in `lcm_etl_marks`, its figures in the same order:
-`upgrade` turns those rows into these, in the write transaction that upgrades the schema (ledger.ensure),
-and until a target is upgraded `read` reads them the same way, so a sync re-run of a target an older lcm-etl
-wrote still re-plans only what changed.
+64-bit unsigned hashes, kept as the signed 64-bit integers SQLite holds (the same bits).
 """
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from lcm_etl.read.source_tables import SOURCE_TABLES
 
-OLD_TABLE = "lcm_etl_marks"   # version 2: (source_path, kind, key, mark, run_id), mark = 'figure:figure:...'
-_HALF = 1 << 63
-
 
 @dataclass(frozen=True)
 class MarkKind:
-    kind: str                  # what it marks (lcm_etl_marks.kind in version 2)
+    kind: str                  # what it marks
     table: str                 # lcm-etl's table in the target that keeps this kind
     key: str | None            # the column naming what is marked; None: one mark per source
-    figures: tuple[str, ...]   # in the order the steps compute them (and version 2's strings held them)
+    figures: tuple[str, ...]   # in the order the steps compute them
     text: frozenset[str] = frozenset()   # text figures; the others are 64-bit integers, `*_hash` a digest
 
     @property
@@ -51,29 +43,6 @@ class MarkKind:
         pk = ", ".join(["source_path"] + ([self.key] if self.key else []))
         return (f"CREATE TABLE IF NOT EXISTS {self.table} (source_path TEXT NOT NULL, run_id TEXT NOT NULL, "
                 f"{', '.join(key + cols)}, PRIMARY KEY ({pk}));\n")
-
-    def parse(self, old: str) -> tuple | None:
-        """Version 2's string as the figures, or None when it is not one of this kind."""
-        parts = old.split(":") if isinstance(old, str) else []
-        if len(parts) != len(self.figures):
-            return None
-        out: list = []
-        for name, value in zip(self.figures, parts):
-            if name in self.text:
-                out.append(value)
-                continue
-            try:
-                n = int(value)
-            except ValueError:
-                return None
-            if name.endswith("_hash"):   # an unsigned 64-bit digest, written out in decimal
-                if not 0 <= n < 2 * _HALF:
-                    return None
-                n = n - 2 * _HALF if n >= _HALF else n
-            elif not -_HALF <= n < _HALF:
-                return None
-            out.append(n)
-        return tuple(out)
 
 
 CONVERSATION = MarkKind(
@@ -98,61 +67,10 @@ class Marks:
     source: tuple   # SOURCE.figures
 
 
-def _tables(con: sqlite3.Connection) -> set[str]:
-    return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-
-
-def read(con: sqlite3.Connection, source_paths: Sequence[str], run_id: str) -> Marks | None:
-    """The marks that run stored for the source (under any of its `source_paths`); None without the source's
-    own (then nothing is proved)."""
-    tables = _tables(con)
-    rows: dict[str, list[tuple]] = {}
-    where = f"source_path IN ({', '.join('?' * len(source_paths))}) AND run_id = ?"
-    if CONVERSATION.table in tables:
-        for k in KINDS:
-            rows[k.kind] = con.execute(f"SELECT {', '.join(k.columns)} FROM {k.table} WHERE {where}",
-                                       (*source_paths, run_id)).fetchall()
-    elif OLD_TABLE in tables:   # not upgraded yet: a dry run, or planning before the run's first write
-        rows = _old_rows(con.execute(f"SELECT kind, key, mark FROM {OLD_TABLE} WHERE {where}", (*source_paths, run_id)))
-    source = rows.get(SOURCE.kind)
-    if not source:
+def read(con: sqlite3.Connection, source_path: str, run_id: str) -> Marks | None:
+    """The marks that run stored for the source; None without the source's own (then nothing is proved)."""
+    rows = {k.kind: con.execute(f"SELECT {', '.join(k.columns)} FROM {k.table} WHERE source_path = ? AND run_id = ?",
+                                (source_path, run_id)).fetchall() for k in KINDS}
+    if not rows[SOURCE.kind]:
         return None
-    return Marks(rows.get(CONVERSATION.kind, []), rows.get(SESSION.kind, []), source[0])
-
-
-def source_paths(con: sqlite3.Connection) -> set[str]:
-    """Every source the target holds marks of, in whichever layout it has them."""
-    tables = _tables(con)
-    held = [t for t in (*TABLES, OLD_TABLE) if t in tables]
-    return {r[0] for t in held for r in con.execute(f"SELECT DISTINCT source_path FROM {t}")}
-
-
-def _old_rows(rows) -> dict[str, list[tuple]]:
-    """Version 2's (kind, key, mark) rows as each kind's columns; a string that is not a mark of its kind (a
-    hand's edit) is left out, and what it marked counts as changed (or, the source's, nothing is proved)."""
-    kinds = {k.kind: k for k in KINDS}
-    out: dict[str, list[tuple]] = {}
-    for kind, key, mark in rows:
-        k = kinds.get(kind)
-        figures = k.parse(mark) if k else None
-        if k is not None and figures is not None:
-            out.setdefault(kind, []).append(((str(key),) if k.key else ()) + figures)
-    return out
-
-
-def upgrade(con: sqlite3.Connection) -> int:
-    """Version 2's marks into the named columns (the tables exist: SCHEMA), and lcm_etl_marks dropped. Runs in
-    the caller's write transaction, so the target has either layout whole. Returns how many rows could not be
-    read as marks and were left out."""
-    if OLD_TABLE not in _tables(con):
-        return 0
-    old = con.execute(f"SELECT source_path, run_id, kind, key, mark FROM {OLD_TABLE}").fetchall()
-    kept = 0
-    for kind in KINDS:
-        rows = [(source_path, run_id, *row) for source_path, run_id, k, key, mark in old if k == kind.kind
-                for row in _old_rows([(k, key, mark)]).get(k, [])]
-        con.executemany(f"INSERT OR REPLACE INTO {kind.table} VALUES ({', '.join('?' * (len(kind.columns) + 2))})",
-                        rows)
-        kept += len(rows)
-    con.execute(f"DROP TABLE {OLD_TABLE}")
-    return len(old) - kept
+    return Marks(rows[CONVERSATION.kind], rows[SESSION.kind], rows[SOURCE.kind][0])

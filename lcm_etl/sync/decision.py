@@ -2,8 +2,8 @@
 
 The ways, cheapest first (lcm_etl/sync/__init__.py says when each is taken):
 - `no-op`: the source is unchanged and the target untouched since the last run: nothing is planned;
-- `WAL only`: the previous run's kept snapshot was brought up to date from the source's WAL alone;
-- `pages compared`: ... from the pages that differ between the source and the kept snapshot;
+- `pages compared`: the previous run's kept snapshot was brought up to date from the pages that differ between
+  the source and it;
 - `marks`: the source was copied whole and its marks compared with those the previous run stored;
 - `full plan`: everything was planned, for the reason given;
 - `offsets` (reconcile): transcripts read from where the last run stopped, or whole, each for a cause
@@ -17,8 +17,7 @@ from dataclasses import asdict, dataclass
 
 from lcm_etl.read.transcript_decision import CAUSES
 
-NO_OP, WAL_ONLY, PAGES, MARKS, FULL, OFFSETS = "no-op", "WAL only", "pages compared", "marks", "full plan", "offsets"
-WAYS = (NO_OP, WAL_ONLY, PAGES, MARKS, FULL, OFFSETS)
+NO_OP, PAGES, MARKS, FULL, OFFSETS = "no-op", "pages compared", "marks", "full plan", "offsets"
 
 
 @dataclass
@@ -26,7 +25,7 @@ class Decision:
     how: str
     why: str                          # in words, for the line; for a full plan, its cause
     since_run: str | None = None      # the run whose snapshot, marks or offsets this one continues from
-    pages_changed: int | None = None  # WAL only / pages compared
+    pages_changed: int | None = None  # pages compared
     sessions_replanned: int | None = None
     sessions_total: int | None = None
     conversations_changed: int | None = None
