@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Callable
 
 from lcm_etl.errors import BadInput, RunFailed
+from lcm_etl.file_identity import file_signature   # the snapshot's seal; its importers take it from here too
 from lcm_etl.interrupts import Worker
 from lcm_etl.read import runfolder
 from lcm_etl.read.pages import wal_frames
@@ -213,19 +214,6 @@ class Snapshot:
         if self.hold is not None:
             os.close(self.hold)
             self.hold = None
-
-
-def file_signature(path: Path) -> list:
-    """[inode, size, mtime_ns, ctime_ns] of the database and of its -wal (None when absent). Any write,
-    checkpoint, WAL reset or restore changes it (ctime cannot be set back)."""
-    out: list[list[int] | None] = []
-    for p in (path, Path(str(path) + "-wal")):
-        try:
-            st = p.stat()
-            out.append([st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns])
-        except FileNotFoundError:
-            out.append(None)
-    return out
 
 
 COPY_CHUNK = 8 << 20   # what copy_file moves between two reports of its progress
