@@ -145,3 +145,14 @@ def test_importing_the_cli_and_migrate_leaves_duckdb_to_the_thread_that_warms_it
             "('lcm_etl.planning.plan', 'lcm_etl.planning.delta')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_the_design_module_map_names_every_module_of_the_package():
+    """docs/design.md's map (from "Modules, one concern each" to the next section) names each module, in
+    backquotes, so a new module is placed in it when it is made."""
+    design = (PACKAGE.parent / "docs" / "design.md").read_text(encoding="utf-8")
+    start = design.index("Modules, one concern each")
+    module_map = design[start:design.index("\n## ", start)]
+    unnamed = sorted(m for m in _imports() if m.count(".") and f"`{m.rsplit('.', 1)[1]}`" not in module_map
+                     and not (PACKAGE / m.split(".", 1)[1].replace(".", "/")).is_dir())
+    assert unnamed == []
