@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import copy_fixture, make_native_target, migrate_api, run_cli
+from conftest import copy_fixture, make_native_target, run_cli
 
 ODD_SESSION = "evil\nsession\x1b[31m\u202e"   # a newline, a terminal colour sequence, a right-to-left override
 SHOWN = "evil\\nsession\\x1b[31m\\u202e"
@@ -82,102 +82,3 @@ def test_an_error_naming_a_path_with_an_escape_sequence_shows_it_escaped_on_one_
     assert (proc.returncode, proc.stdout) == (2, "")
     assert proc.stderr == (f"lcm-etl: error: source not found: {tmp_path}/lcm\\x1b[2J\\r.db "
                            "(pass --src with the path of lossless-claw's lcm.db)\n")
-
-
-def _metadata_repairs(monkeypatch) -> list[bytes]:
-    """The messages' metadata sqlite_runtime.utf8_json is called with (a part's payload holds no "source_seq"), in
-    this process: every connection the run opens takes the function from the module when views are attached."""
-    from lcm_etl import sqlite_runtime
-
-    called: list[bytes] = []
-    real = sqlite_runtime.utf8_json
-
-    def counting(value: bytes | None) -> bytes | None:
-        if value is not None and b'"source_seq"' in value:
-            called.append(value)
-        return real(value)
-
-    monkeypatch.setattr(sqlite_runtime, "utf8_json", counting)
-    return called
-
-
-def _metadata(target: Path) -> dict[int, bytes]:
-    con = sqlite3.connect(target)
-    try:
-        return dict(con.execute("SELECT id, CAST(metadata AS BLOB) FROM lcm_messages").fetchall())
-    finally:
-        con.close()
-
-
-@pytest.mark.parametrize("target_kind", ["new", "existing"])
-def test_only_the_messages_whose_metadata_holds_bytes_that_are_not_utf8_are_repaired_the_rest_written_without_the_call(
-        odd_source, tmp_path, monkeypatch, target_kind):
-    con = sqlite3.connect(odd_source)
-    with con:   # conversation 1's title goes into each of its messages' metadata; one message of another its own
-        con.execute("UPDATE conversations SET title = CAST(? AS TEXT) WHERE conversation_id = 1", (NOT_UTF8,))
-        other = con.execute("SELECT min(message_id) FROM messages WHERE conversation_id <> 1").fetchone()[0]
-        con.execute("UPDATE messages SET openclaw_sender_metadata = CAST(? AS TEXT) WHERE message_id = ?",
-                    (NOT_UTF8, other))
-        expected = con.execute("SELECT count(*) FROM messages WHERE conversation_id = 1").fetchone()[0] + 1
-        total = con.execute("SELECT count(*) FROM messages").fetchone()[0]
-    con.close()
-    target = tmp_path / "out" / "lcm.sqlite"
-    if target_kind == "existing":
-        make_native_target(target).close()
-    called = _metadata_repairs(monkeypatch)
-    migrate_api(odd_source, target)
-    metadata = _metadata(target)
-    assert len(metadata) == total > expected > 1
-    assert len(called) == expected   # the repaired messages, each once; the others' metadata never reaches Python
-    parsed = [json.loads(m) for m in metadata.values()]   # strict: bytes that are not UTF-8 fail here
-    titles = [p["title"].encode("utf-8", "surrogateescape") for p in parsed if "\udce9" in (p.get("title") or "")]
-    senders = [p["openclaw_sender_metadata"].encode("utf-8", "surrogateescape") for p in parsed
-               if "\udce9" in (p.get("openclaw_sender_metadata") or "")]
-    assert (len(titles), set(titles), senders) == (expected - 1, {NOT_UTF8}, [NOT_UTF8])
-
-
-def test_a_source_whose_text_is_all_utf8_writes_every_message_without_the_repair_call(tmp_path, monkeypatch):
-    src = copy_fixture("basic-0.15.3.db", tmp_path / "src")
-    called = _metadata_repairs(monkeypatch)
-    migrate_api(src, tmp_path / "out" / "lcm.sqlite")
-    assert len(_metadata(tmp_path / "out" / "lcm.sqlite")) > 0
-    assert called == []
-
-
-def test_metadata_refreshed_with_a_value_that_is_not_utf8_is_repaired_and_only_that_message_calls_python(
-        tmp_path, monkeypatch):
-    src = copy_fixture("basic-0.15.3.db", tmp_path / "src")
-    target = tmp_path / "out" / "lcm.sqlite"
-    migrate_api(src, target)
-    con = sqlite3.connect(src)
-    with con:   # lossless-claw fills sender metadata in later, in place: the re-run refreshes that row (87)
-        message = con.execute("SELECT min(message_id) FROM messages").fetchone()[0]
-        con.execute("UPDATE messages SET openclaw_sender_metadata = CAST(? AS TEXT) WHERE message_id = ?",
-                    (NOT_UTF8, message))
-    con.close()
-    called = _metadata_repairs(monkeypatch)
-    report = migrate_api(src, target)
-    assert report["messages"]["updated"] == 1
-    refreshed = [json.loads(m) for m in _metadata(target).values()
-                 if b"\\udce9" in m]   # the repaired bytes, escaped
-    assert [r["openclaw_sender_metadata"].encode("utf-8", "surrogateescape") for r in refreshed] == [NOT_UTF8]
-    assert len(called) == 1
-
-
-def test_a_newer_releases_message_column_not_utf8_is_repaired_and_with_such_columns_every_message_takes_the_call(
-        tmp_path, monkeypatch):
-    """The plan never reads a column it does not know (source_schema.NOT_READ): with one, every message's metadata
-    goes through the repair, which leaves UTF-8 as it is."""
-    src = copy_fixture("basic-0.15.3.db", tmp_path / "src")
-    con = sqlite3.connect(src)
-    with con:
-        con.execute("ALTER TABLE messages ADD COLUMN reaction TEXT")
-        message = con.execute("SELECT min(message_id) FROM messages").fetchone()[0]
-        con.execute("UPDATE messages SET reaction = CAST(? AS TEXT) WHERE message_id = ?", (NOT_UTF8, message))
-        total = con.execute("SELECT count(*) FROM messages").fetchone()[0]
-    con.close()
-    called = _metadata_repairs(monkeypatch)
-    migrate_api(src, tmp_path / "out" / "lcm.sqlite")
-    parsed = [json.loads(m) for m in _metadata(tmp_path / "out" / "lcm.sqlite").values()]
-    assert [p["reaction"].encode("utf-8", "surrogateescape") for p in parsed if "reaction" in p] == [NOT_UTF8]
-    assert len(called) == total == len(parsed)

@@ -1,10 +1,9 @@
 -- step: kept_sessions
 -- engine: duckdb (plan)
--- reads: sessions, src_messages, src_conversations, tgt_ids, tgt_superseded
--- produces: src_timed(message_id, ..., ts, created_iso, id_tid, sup_tid, not_utf8) — every source message with its
---           parsed time, Remnic's created_at text, the target row holding it by identity (05_target_state.sql),
---           the imported row of its identity that holds other values (sup_*: it is written beside that row) and
---           whether a value its metadata is made of is not UTF-8 (not_utf8);
+-- reads: sessions, src_messages, tgt_ids, tgt_superseded
+-- produces: src_timed(message_id, ..., ts, created_iso, id_tid, sup_tid) — every source message with its parsed
+--           time, Remnic's created_at text, the target row holding it by identity (05_target_state.sql) and
+--           the imported row of its identity that holds other values (sup_*: it is written beside that row);
 --           sessions.session_id rewritten for conversations already imported (rule_session keeps 10's)
 -- key: conversation_id
 -- why: a conversation stays in the Remnic session it was first imported into. lossless-claw rebinds a
@@ -13,26 +12,10 @@
 --      it would land in one session while their messages sit in another. New messages of such a
 --      conversation follow its history. The session a conversation has now is kept in provenance
 --      (lcm_etl_conversations.source_session_id).
---      not_utf8: SQLite keeps whatever bytes a text value is given and its JSON functions copy them as they are,
---      so the metadata 72_write_messages.sql and 87_apply_changes.sql build of a value that is not UTF-8 is made
---      valid by a Python function (sqlite_runtime.utf8_json), called for the rows found here (stage.plan_not_utf8)
---      and no other: nearly no row needs it, and calling it for every row cost 0.2 s per 200k messages. The
---      values are those metadata holds: the message's own (every release's extra columns, which the plan does
---      not read, count as not UTF-8: extra_columns is non-NULL when there are any), its conversation's title
---      and session key. DuckDB reads them anyway (03_source_marks.sql digests them) and checks them vectorised.
-CREATE OR REPLACE TEMP MACRO not_utf8(v) AS v IS NOT NULL AND try(decode(encode(CAST(v AS VARCHAR)))) IS NULL;
-
 CREATE OR REPLACE TABLE src_timed AS
-WITH bad_conv AS (
-  SELECT conversation_id FROM src_conversations
-  WHERE not_utf8(conversation_id) OR not_utf8(title) OR not_utf8(session_key)
-), t AS (
+WITH t AS (
   SELECT m.message_id, m.conversation_id, m.seq, m.role, m.token_count, m.transcript_entry_id,
-         m.created_at AS created_raw, try_cast(m.created_at AS TIMESTAMPTZ) AS ts,
-         m.extra_columns IS NOT NULL OR not_utf8(m.message_id) OR not_utf8(m.identity_hash)
-           OR not_utf8(m.transcript_entry_id) OR not_utf8(m.openclaw_sender_metadata) OR not_utf8(m.stable_event_key)
-           OR not_utf8(m.large_content) OR not_utf8(m.created_at)
-           OR m.conversation_id IN (SELECT conversation_id FROM bad_conv) AS not_utf8
+         m.created_at AS created_raw, try_cast(m.created_at AS TIMESTAMPTZ) AS ts
   FROM src_messages m
 ), c AS (
   SELECT *, coalesce(strftime(ts::TIMESTAMP, '%Y-%m-%dT%H:%M:%S.%gZ'), created_raw) AS created_iso FROM t

@@ -1,10 +1,10 @@
 -- step: stage
 -- engine: duckdb (stage: plan tables → the stage file)
 -- reads: write_messages, write_present, part_plan, session_work, write_summaries, sum_edges, sum_plan,
---        src_timed, message_refresh, summary_refresh, parent_updates, conversation_same, source_marks, source_global,
+--        message_refresh, summary_refresh, parent_updates, conversation_same, source_marks, source_global,
 --        target_marks
 -- produces: the narrow plan tables in the stage file (a private SQLite file), read by the write steps:
---           stage.plan_messages, stage.plan_not_utf8, stage.plan_present, stage.plan_present_parts, stage.plan_sessions,
+--           stage.plan_messages, stage.plan_present, stage.plan_present_parts, stage.plan_sessions,
 --           stage.plan_summaries, stage.plan_edges, stage.plan_message_refresh, stage.plan_summary_refresh,
 --           stage.plan_parent_updates, stage.plan_skipped, stage.plan_conversations, stage.plan_source_marks,
 --           stage.plan_source_global, stage.plan_target_marks
@@ -16,13 +16,6 @@ SELECT w.message_id, w.session_id, w.new_rank, w.batch,
        row_number() OVER (ORDER BY w.batch, w.session_id, w.new_rank) AS write_order, m.created_iso,
        CASE WHEN m.created_iso IS DISTINCT FROM m.created_raw THEN m.created_raw END AS created_raw, m.fixed_turn
 FROM write_messages w JOIN msg_plan m USING (message_id) ORDER BY w.batch, w.session_id, w.new_rank;
-
--- the messages written or refreshed whose metadata is made of a value that is not UTF-8 (15_kept_sessions.sql):
--- 72 and 87 repair theirs, and only theirs
-CREATE TABLE stage.plan_not_utf8 AS
-SELECT message_id FROM src_timed
-WHERE not_utf8 AND (message_id IN (SELECT message_id FROM write_messages)
-                    OR message_id IN (SELECT message_id FROM message_refresh));
 
 CREATE TABLE stage.plan_present AS
 SELECT message_id, tid_present, turn_present FROM write_present;

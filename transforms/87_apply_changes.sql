@@ -1,6 +1,6 @@
 -- step: apply_changes
 -- engine: sqlite (write, once per batch, after the batch's new summaries and before its boundary event)
--- reads: plan.plan_message_refresh, plan.plan_not_utf8, plan.plan_summary_refresh, plan.plan_parent_updates,
+-- reads: plan.plan_message_refresh, plan.plan_summary_refresh, plan.plan_parent_updates,
 --        src_messages, src_conversations, src_summaries
 -- produces: lcm_messages.metadata refreshed, lcm_summary_nodes text/token_count and their lcm_summaries_fts
 --           rows, lcm_summary_nodes.parent_id updated, lcm_etl_summaries.parent_candidates in step (the
@@ -13,17 +13,11 @@
 --      the optional ones are patched, so a value that became NULL drops its key as a first write would.
 -- count: messages_updated
 UPDATE lcm_messages
-SET metadata = CASE WHEN r.message_id IN (SELECT message_id FROM plan.plan_not_utf8)   -- valid UTF-8, as 72 writes it
-    THEN CAST(lcm_etl_utf8_json(CAST(json_patch(
+SET metadata = CAST(lcm_etl_utf8_json(CAST(json_patch(   -- valid UTF-8, as 72_write_messages.sql writes it
       json_set(metadata, '$.conversation_id', m.conversation_id, '$.identity_hash', m.identity_hash,
                '$.source_seq', m.seq, '$.title', c.title),
       json_object('session_key', c.session_key, 'transcript_entry_id', m.transcript_entry_id,
                   'openclaw_sender_metadata', m.openclaw_sender_metadata)) AS BLOB)) AS TEXT)
-    ELSE json_patch(   -- the same JSON: every value of it is UTF-8
-      json_set(metadata, '$.conversation_id', m.conversation_id, '$.identity_hash', m.identity_hash,
-               '$.source_seq', m.seq, '$.title', c.title),
-      json_object('session_key', c.session_key, 'transcript_entry_id', m.transcript_entry_id,
-                  'openclaw_sender_metadata', m.openclaw_sender_metadata)) END
 FROM plan.plan_message_refresh r
 JOIN src_messages m ON m.message_id = r.message_id
 JOIN src_conversations c ON c.conversation_id = m.conversation_id

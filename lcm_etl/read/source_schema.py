@@ -138,9 +138,6 @@ def extra_message_columns(schema: SourceSchema) -> list[str]:
 
 # Part columns with a home in lcm_message_parts (or in the part's identity); every other column goes
 # into the payload object so no source value is lost.
-# the DuckDB view's extra_columns when the source has columns the plan does not read (_messages_view)
-NOT_READ = "not read by the plan"
-
 PART_MAPPED = {"message_id", "ordinal", "tool_name", "created_at", "kind", "payload", "file_path"}
 
 
@@ -183,15 +180,11 @@ def normalized_views(schema: SourceSchema, dialect: str) -> dict[str, str]:
 def _messages_view(schema: SourceSchema, dialect: str) -> str:
     """MESSAGE_COLS, and extra_columns: a JSON object of the non-null values of a newer release's columns
     (extra_message_columns), NULL when the source has none. Built only in the SQLite dialect (the writer's);
-    DuckDB plans without it (its extra_columns is NOT_READ when there are such columns: 15_kept_sessions.sql
-    then has every message's metadata repaired, not knowing their bytes), and without content: the plan decides
-    by identity and order, and a value read into DuckDB counts against its memory budget whole (a sync re-run
-    materialises the scope's rows, and an 80 MB message ran it out of its 96 MB)."""
+    DuckDB plans without it, and without content: the plan decides by identity and order, and a value read
+    into DuckDB counts against its memory budget whole (a sync re-run materialises the scope's rows, and an
+    80 MB message ran it out of its 96 MB)."""
     extra = extra_message_columns(schema)
-    if not extra:
-        obj = "CAST(NULL AS TEXT)"
-    else:
-        obj = _json_object_of_non_null(extra) if dialect == "sqlite" else f"CAST('{NOT_READ}' AS TEXT)"
+    obj = _json_object_of_non_null(extra) if extra and dialect == "sqlite" else "CAST(NULL AS TEXT)"
     return _select(schema, "messages", MESSAGE_COLS, (f"{obj} AS extra_columns",),
                    nulled=() if dialect == "sqlite" else ("content",))
 
