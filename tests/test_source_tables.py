@@ -116,3 +116,29 @@ def test_every_module_that_lists_the_target_tables_reads_them_from_the_one_list(
     package = Path(duck.__file__).parent
     found = [str(p.relative_to(package)) for p in package.rglob("*.py") if listed.search(p.read_text())]
     assert found == [] and len(names) == 4
+
+
+def test_the_content_digest_taken_beside_02_is_the_one_content_marks_takes_alone(planned):
+    con, src = planned
+    alone = duckdb.connect()
+    delta.content_marks(alone, src)
+    assert sorted(con.execute("SELECT * FROM content_marks").fetchall()) == \
+        sorted(alone.execute("SELECT * FROM content_marks").fetchall())
+    assert len(alone.execute("SELECT * FROM content_marks").fetchall()) == 3   # the fixture's conversations
+
+
+def test_a_marks_step_failing_beside_the_content_digest_raises_its_error_and_leaves_no_thread(tmp_path, monkeypatch):
+    import threading
+
+    src = copy_fixture("basic-0.15.3.db", tmp_path)
+    schema = detect_schema(src, src)
+    con = open_source(src, schema, src, workdir=tmp_path)
+
+    def failing(step, con, params=None):
+        raise RuntimeError(f"{step.name} failed")
+
+    monkeypatch.setattr(delta, "run_step", failing)
+    with pytest.raises(RuntimeError, match="02_source_global failed"):
+        delta.mark_source(con, schema, src)
+    con.close()
+    assert [t.name for t in threading.enumerate() if t.name == "lcm-etl-content-marks"] == []

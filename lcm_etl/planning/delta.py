@@ -23,12 +23,13 @@ import duckdb
 import orjson
 
 from lcm_etl.interrupts import Worker
+from lcm_etl.sqlite_runtime import interrupt
 from lcm_etl.read.source_schema import SourceSchema, normalized_views
 from lcm_etl import duck
 from lcm_etl.steps import pipeline
 from lcm_etl.store import marks
 from lcm_etl.read import subset
-from lcm_etl.steps.engine import run_stage
+from lcm_etl.steps.engine import run_stage, run_step, step
 
 @dataclass
 class Scope:
@@ -67,8 +68,22 @@ def schema_signature(schema: SourceSchema) -> str:
 
 
 def mark_source(con: duckdb.DuckDBPyConnection, schema: SourceSchema, source_db: Path) -> None:
-    content_marks(con, source_db)
-    run_stage(pipeline.SOURCE_MARKS, con, {"schema_sig": schema_signature(schema)})
+    """The source's marks (pipeline.SOURCE_MARKS). Its content digest (content_marks: 0.16 s of CPU on 200k
+    messages, a Python call each, and up to 1.1 s of wall on a loaded machine) is taken on a thread while DuckDB
+    runs the steps before the one that reads it (02_source_global): SQLite and DuckDB both release the GIL, and
+    the digest was the planning thread's wait before 02 (docs/benchmarks.md, 2026-11-27)."""
+    params = {"schema_sig": schema_signature(schema)}
+    digest = _ContentDigest(source_db)
+    try:
+        for name in pipeline.SOURCE_MARKS.steps:
+            if name == READS_CONTENT_MARKS:
+                duck.table_of_strings(con, "content_marks", ["conversation_id", "digest"], digest.rows())
+            run_step(step(name), con, params)
+    finally:
+        digest.cancel()   # a step that failed: the digest is not waited for (done: nothing to cancel)
+
+
+READS_CONTENT_MARKS = "03_source_marks"   # the step of SOURCE_MARKS that reads content_marks
 
 
 def content_marks(con: duckdb.DuckDBPyConnection, source_db: Path) -> None:
@@ -79,11 +94,46 @@ def content_marks(con: duckdb.DuckDBPyConnection, source_db: Path) -> None:
     scanner refuses a value stored as another type, and a value of any size stays out of its memory budget).
     About 0.2 s for 200k messages (23 MB of content)."""
     with closing(sqlite3.connect(f"file:{source_db}?mode=ro", uri=True)) as lite:
-        lite.create_function("content_crc", 2, _content_crc, deterministic=True)
-        rows = lite.execute("SELECT CAST(conversation_id AS TEXT), count(*) || '.' || "
-                            "sum(content_crc(message_id, CAST(content AS BLOB))) FROM messages "
-                            "GROUP BY conversation_id").fetchall()
+        rows = _content_rows(lite)
     duck.table_of_strings(con, "content_marks", ["conversation_id", "digest"], rows)
+
+
+def _content_rows(lite: sqlite3.Connection) -> list[tuple]:
+    lite.create_function("content_crc", 2, _content_crc, deterministic=True)
+    return lite.execute("SELECT CAST(conversation_id AS TEXT), count(*) || '.' || "
+                        "sum(content_crc(message_id, CAST(content AS BLOB))) FROM messages "
+                        "GROUP BY conversation_id").fetchall()
+
+
+class _ContentDigest:
+    """content_marks' rows, read on a thread of their own (a Worker: see lcm_etl/interrupts.py)."""
+
+    def __init__(self, source_db: Path):
+        self._rows: list[tuple] = []
+        self._failed: list[BaseException] = []
+        self._con: sqlite3.Connection | None = None
+        self._thread = Worker(target=self._run, args=(source_db,), name="lcm-etl-content-marks")
+        self._thread.start()
+
+    def _run(self, source_db: Path) -> None:
+        try:
+            with closing(sqlite3.connect(f"file:{source_db}?mode=ro", uri=True, check_same_thread=False)) as lite:
+                self._con = lite
+                self._rows = _content_rows(lite)
+        except BaseException as exc:   # raised in the planning thread by rows()
+            self._failed.append(exc)
+        finally:
+            self._con = None
+
+    def rows(self) -> list[tuple]:
+        self._thread.join()
+        if self._failed:
+            raise self._failed[0]
+        return self._rows
+
+    def cancel(self) -> None:
+        interrupt(self._con)
+        self._thread.join()
 
 
 def _content_crc(message_id: object, content: bytes | None) -> int:
