@@ -137,7 +137,7 @@ def test_a_marks_step_failing_beside_the_content_digest_raises_its_error_and_lea
     def failing(step, con, params=None):
         raise RuntimeError(f"{step.name} failed")
 
-    monkeypatch.setattr(delta, "run_step", failing)
+    monkeypatch.setattr(steps, "run_step", failing)
     with pytest.raises(RuntimeError, match="02_source_global failed"):
         delta.mark_source(con, schema, src)
     con.close()
