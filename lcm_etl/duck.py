@@ -7,7 +7,7 @@ accidental `INSTALL` would fail, never silently reach the network.
 DuckDB checks the extension's signature on every LOAD: a SHA-256 over its 34 MB, about 0.1 s, which held
 the GIL while a sync re-run compared the source's pages on the main thread (0.1 s of a 1.3 s re-run). So the
 check is made once per installed file: a LOAD that passed it is remembered in the cache folder
-(lcm_etl/cachedir.py) with the file's identity (inode, size, mtime, ctime: sources.file_signature, as the kept
+(lcm_etl/cachedir.py) with the file's identity (inode, size, mtime, ctime: file_identity.file_signature, as the kept
 snapshot's seal; a ctime cannot be set back; the record is named after the file's real path), and while the file keeps that identity a connection loads it without checking it again
 (`allow_unsigned_extensions`, which the connection uses for this one file only: nothing else is ever
 LOADed, and autoloading is off). A file replaced, rewritten or touched since is checked again, and one
@@ -33,12 +33,12 @@ import orjson
 from lcm_etl.interrupts import Worker
 from lcm_etl.cachedir import cache_root, write_atomically
 from lcm_etl.errors import BadInput, LcmEtlError, RunFailed
-from lcm_etl.read.sources import file_signature
+from lcm_etl.file_identity import file_signature
+from lcm_etl.options import DEFAULT_MEMORY_LIMIT
 
 if TYPE_CHECKING:
     import duckdb
 
-DEFAULT_MEMORY_LIMIT = "96MB"
 VERIFIED_FOLDER = "verified-extensions"   # in the cache folder: one record per extension file that passed the check
 COMPRESSED_DB = "plan"   # connect(compressed=True): the default database, in memory, compressed at each checkpoint
 KEEPS_NO_RECORD = "lcm_etl_keeps_no_record"   # a connection's DuckDB variable: set by connect(keeps_records=False)

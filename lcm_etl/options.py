@@ -13,6 +13,9 @@ _UNITS = {"b": 1, "byte": 1, "bytes": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "m
           "t": 10**12, "tb": 10**12, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 _SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([a-z]+)\s*", re.IGNORECASE)
 MIN_MEMORY = 10**6   # below a megabyte DuckDB cannot even open its in-memory database
+# DuckDB's memory budget when none is given: the option's default, and duck.DEFAULT_MEMORY_LIMIT (here, not in
+# duck: duck imports this module through cachedir)
+DEFAULT_MEMORY_LIMIT = "96MB"
 
 
 def size_bytes(value: str, bare: bool = False) -> float | None:
@@ -125,7 +128,7 @@ def run_options(f):
 
 
 def memory_limit_option(f):
-    return click.option("--memory-limit", type=MEMORY_SIZE, default="96MB", show_default=True, metavar="SIZE",
+    return click.option("--memory-limit", type=MEMORY_SIZE, default=DEFAULT_MEMORY_LIMIT, show_default=True, metavar="SIZE",
                         help="DuckDB's memory budget for planning (96MB, 2GB, 512MiB...); it spills to a private folder beyond it")(f)
 
 

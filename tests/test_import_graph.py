@@ -71,19 +71,44 @@ def test_the_package_imports_relatively_nowhere():
 # what each package may import: data flows read -> planning -> load; planning reads the target store and
 # loading writes it; the steps (the SQL of transforms/ and its engine) need none of them but the source-table
 # registry (the pipeline's declared inputs are its views: lcm_etl/read/source_tables.py), and planning, loading
-# and the commands run them; the commands drive all of them
-LAYERS = {"steps": {"read"}, "read": set(), "store": {"read"}, "planning": {"read", "store", "steps"},
+# and the commands run them; the commands drive all of them. The package's top-level modules are layers too:
+# the command line ("cli": cli, __main__, docgen) sits over everything, and every other top-level module
+# ("base": errors, duck, sqlite_runtime...) under everything, importing only its own layer
+LAYERS = {"base": set(), "steps": {"read"}, "read": set(), "store": {"read"}, "planning": {"read", "store", "steps"},
           "sync": {"read", "store", "steps", "planning"},
           "load": {"read", "store", "steps", "planning", "sync"},
-          "commands": {"read", "store", "steps", "planning", "sync", "load"}}
+          "commands": {"read", "store", "steps", "planning", "sync", "load"},
+          "cli": {"read", "store", "steps", "planning", "sync", "load", "commands"}}
+COMMAND_LINE = {"lcm_etl.cli", "lcm_etl.__main__", "lcm_etl.docgen"}
+
+
+def _layer(module: str) -> str:
+    """The layer of a module of the package: its subpackage, else cli or base (lcm_etl.cli, lcm_etl.duck)."""
+    parts = module.split(".")
+    if len(parts) > 1 and (PACKAGE / parts[1]).is_dir():   # a subpackage's module, or its __init__
+        return parts[1]
+    return "cli" if module in COMMAND_LINE else "base"
+
+
+def _layering_wrongs(graph: dict[str, set[str]]) -> list[str]:
+    """Every import from a layer to one it may not import (base is below every layer)."""
+    return sorted(f"{m} imports {i}" for m, found in graph.items() for i in found
+                  if _layer(i) != _layer(m) and _layer(i) != "base" and _layer(i) not in LAYERS[_layer(m)])
 
 
 def test_each_package_imports_only_the_packages_before_it():
-    graph = _imports()
-    wrong = sorted(f"{m} imports {i}" for m, found in graph.items() for i in found
-                   if m.split(".")[1] in LAYERS and i.split(".")[1] in LAYERS
-                   and i.split(".")[1] != m.split(".")[1] and i.split(".")[1] not in LAYERS[m.split(".")[1]])
-    assert wrong == []
+    assert _layering_wrongs(_imports()) == []
+
+
+def test_every_module_of_the_package_is_in_a_known_layer():
+    assert sorted(m for m in _imports() if _layer(m) not in LAYERS) == []
+
+
+def test_a_top_level_module_importing_a_package_is_found():
+    """The arrow that ran back up (duck importing read.sources) is one the layering finds."""
+    graph = {"lcm_etl.duck": {"lcm_etl.read.sources", "lcm_etl.errors"}, "lcm_etl.read.sources": {"lcm_etl.duck"},
+             "lcm_etl.errors": set(), "lcm_etl.cli": {"lcm_etl.commands.migrate"}, "lcm_etl.commands.migrate": set()}
+    assert _layering_wrongs(graph) == ["lcm_etl.duck imports lcm_etl.read.sources"]
 
 
 # a command's module is imported by no other command: what two commands share lives in the packages below them.
@@ -120,3 +145,14 @@ def test_importing_the_cli_and_migrate_leaves_duckdb_to_the_thread_that_warms_it
             "('lcm_etl.planning.plan', 'lcm_etl.planning.delta')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_the_design_module_map_names_every_module_of_the_package():
+    """docs/design.md's map (from "Modules, one concern each" to the next section) names each module, in
+    backquotes, so a new module is placed in it when it is made."""
+    design = (PACKAGE.parent / "docs" / "design.md").read_text(encoding="utf-8")
+    start = design.index("Modules, one concern each")
+    module_map = design[start:design.index("\n## ", start)]
+    unnamed = sorted(m for m in _imports() if m.count(".") and f"`{m.rsplit('.', 1)[1]}`" not in module_map
+                     and not (PACKAGE / m.split(".", 1)[1].replace(".", "/")).is_dir())
+    assert unnamed == []

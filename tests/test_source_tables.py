@@ -116,3 +116,4 @@ def test_every_module_that_lists_the_target_tables_reads_them_from_the_one_list(
     package = Path(duck.__file__).parent
     found = [str(p.relative_to(package)) for p in package.rglob("*.py") if listed.search(p.read_text())]
     assert found == [] and len(names) == 4
+

@@ -1,6 +1,7 @@
-"""lcm_etl/sqlite_runtime.py: the CLI turns SQLite's allocation counter off before any work."""
+"""lcm_etl/sqlite_runtime.py: the CLI turns SQLite's allocation counter off before any work; utf8_json makes JSON valid UTF-8."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -39,3 +40,13 @@ def test_the_cli_turns_the_counter_off_before_it_does_anything():
              "try:\n    lcm_etl.cli.main()\nexcept SystemExit:\n    pass\nassert calls == [1]")
     used, rows = probe(setup)
     assert used == 0 and rows == 20000
+
+
+def test_utf8_json_returns_ascii_and_utf8_values_as_they_came_and_escapes_each_byte_that_is_not_utf8():
+    from lcm_etl.sqlite_runtime import utf8_json
+
+    ascii_json, utf8 = b'{"text_content":"plain"}', '{"text_content":"caf\u00e9 \u2603"}'.encode()
+    assert utf8_json(ascii_json) is ascii_json and utf8_json(utf8) is utf8 and utf8_json(None) is None
+    repaired = utf8_json(b'{"text_content":"caf\xe9 \xe2\x82"}')
+    assert repaired == b'{"text_content":"caf\\udce9 \\udce2\\udc82"}'
+    assert json.loads(repaired)["text_content"].encode("utf-8", "surrogateescape") == b"caf\xe9 \xe2\x82"

@@ -10,6 +10,7 @@ import os
 import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
+from typing import Iterable
 
 from lcm_etl.errors import BadInput, RunFailed
 from lcm_etl.report import RunReport, now_iso, one_line
@@ -27,7 +28,7 @@ def check_junit_path(path: Path) -> None:
         raise BadInput(f"--junit {path}: the folder {path.parent} does not exist")
 
 
-def junit_xml(report: RunReport, findings: list[dict], sessions: list[str]) -> bytes:
+def junit_xml(report: RunReport, findings: list[dict], sessions: Iterable[str]) -> bytes:
     by_session: dict[str, list[dict]] = {}
     for f in findings:
         by_session.setdefault(f["session_id"] or NO_SESSION, []).append(f)

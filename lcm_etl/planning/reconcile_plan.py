@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Sequence
 
 from lcm_etl.errors import BadInput
+from lcm_etl.options import DEFAULT_MEMORY_LIMIT
 from lcm_etl.planning import plan
 from lcm_etl.read.transcript_decision import Records, file_key
 from lcm_etl.read.source_schema import detect_schema
@@ -41,7 +42,7 @@ class ReconcileOptions:
     lock_timeout: float = 10.0
     batch_rows: int = 50_000
     progress: bool = False
-    memory_limit: str = "96MB"
+    memory_limit: str = DEFAULT_MEMORY_LIMIT
 
 
 def read_all(opts: ReconcileOptions, records: Records | None = None) -> Reading:

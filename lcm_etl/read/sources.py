@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Callable
 
 from lcm_etl.errors import BadInput, RunFailed
+from lcm_etl.file_identity import file_signature   # the snapshot's seal; its importers take it from here too
 from lcm_etl.interrupts import Worker
 from lcm_etl.read import runfolder
 
@@ -126,19 +127,6 @@ class Snapshot:
 def _file_sha256(path: Path) -> str:
     with open(path, "rb") as fh:
         return hashlib.file_digest(fh, "sha256").hexdigest()
-
-
-def file_signature(path: Path) -> list:
-    """[inode, size, mtime_ns, ctime_ns] of the database and of its -wal (None when absent). Any write,
-    checkpoint, WAL reset or restore changes it (ctime cannot be set back)."""
-    out: list[list[int] | None] = []
-    for p in (path, Path(str(path) + "-wal")):
-        try:
-            st = p.stat()
-            out.append([st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns])
-        except FileNotFoundError:
-            out.append(None)
-    return out
 
 
 COPY_CHUNK = 8 << 20   # what copy_file moves between two reports of its progress

@@ -118,7 +118,7 @@ _MIGRATE_INPUTS = {**SOURCE_VIEWS, **TARGET_TABLES, **_SELECTED,
                       for name in ("recorded_source_marks", "recorded_source_global", "recorded_target_marks")},
                    "page_changed_convs": "the conversations owning a changed page (lcm_etl/read/snapcache.py; delta.py "
                                          "makes it, empty when the marks decide)",
-                   "superseded_rows": "04_superseded_rows.sql's rows (plan.load_target_state; empty for a new target)",
+                   "superseded_rows": "04_superseded_rows.sql's rows (plan.TargetReader.state; empty for a new target)",
                    "content_marks": "per conversation, a digest of its messages' content computed by SQLite "
                                     "(delta.content_marks)"}
 _RECONCILE_INPUTS = {
