@@ -37,9 +37,6 @@ class Inputs:
     skipped: list[tuple[Path, str]] = field(default_factory=list)
     seen: set[Path] = field(default_factory=set)                 # the real paths of all of the above (_add)
 
-    def empty(self) -> bool:
-        return not (self.stores or self.files or self.archive_files)
-
 
 def state_folder() -> Path:
     """The default installation's state folder (OpenClaw's own rules: openclaw_home.state_dir)."""

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator
 
 from lcm_etl.errors import BadInput
+from lcm_etl.options import DEFAULT_MEMORY_LIMIT
 from lcm_etl.read.sources import Snapshot, take_snapshot
 from lcm_etl.read.store_hidden import (ColdArchive, PendingInput, cold_archives, cold_location, cold_rows, decompress,
                                        pending_inputs, unknown_tables)
@@ -156,7 +157,7 @@ def _refuse_a_hot_journal(path: Path) -> None:
 class OpenStore:
     """A store's private snapshot, attached in DuckDB as `st`. Use as a context manager."""
 
-    def __init__(self, path: Path, workdir: Path, memory_limit: str = "96MB", keeps_records: bool = True):
+    def __init__(self, path: Path, workdir: Path, memory_limit: str = DEFAULT_MEMORY_LIMIT, keeps_records: bool = True):
         from lcm_etl import duck
 
         self.path = path

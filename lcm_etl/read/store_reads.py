@@ -49,7 +49,6 @@ def read_window(store: OpenStore, w: StoreWindow, start: FileRecord | str, stric
     else:
         cause = start
     bad: list[tuple[int, str]] = []
-    size = [0]
 
     def lines():
         for seq, raw, why in store.events(w.session_id):
@@ -58,12 +57,10 @@ def read_window(store: OpenStore, w: StoreWindow, start: FileRecord | str, stric
                     raise TranscriptError(store.where(w), f"window {w.session_id} seq {seq}: {why}")
                 bad.append((seq, why or "unreadable row"))
             else:
-                size[0] += len(raw)
                 yield seq, raw
 
     t = parse_transcript(store.where(w), lines(), strict, store_rules=True)
     t.report.skipped_lines = sorted(t.report.skipped_lines + bad)
-    t.report.bytes_read = size[0]
     t.header_id, t.origin = w.session_id, w
     t.mark = ReadMark(w.max_seq, window_proof(w), w.events, len(t.messages), t.mark.tip if t.mark else None,
                       0, w.events)

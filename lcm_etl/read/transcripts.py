@@ -80,7 +80,6 @@ class TranscriptReport:
     non_persistable: dict[str, int] = field(default_factory=dict)
     cycles: list[str] = field(default_factory=list)
     projection: str = ""   # a store window: how OpenClaw's materialized path compares (store_reads._projection)
-    bytes_read: int = 0    # a store window read whole: the bytes of its lines
 
 
 @dataclass(slots=True)   # one per transcript, kept for the whole run: no __dict__ each
