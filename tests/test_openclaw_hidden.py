@@ -80,9 +80,11 @@ def test_each_window_and_archive_lands_as_its_active_path_each_entry_once(reconc
 
 
 @pytest.mark.parametrize("state", CASES)
-def test_a_second_run_adds_nothing(reconciled, state):
-    assert reconciled[state]["second"]["messages"]["inserted"] == 0
-    assert reconciled[state]["second"]["boundary_events"] == 0
+def test_a_second_run_adds_nothing_and_reads_no_archive_again(reconciled, state):
+    second = reconciled[state]["second"]
+    assert second["messages"]["inserted"] == 0 and second["boundary_events"] == 0
+    archives = [f for f in second["extra"]["files"] if f["kind"] == "archive"]
+    assert all(f["read"] == "appended" and f["lines_read"] == 0 for f in archives)
 
 
 @pytest.mark.parametrize("state", CASES)

@@ -498,8 +498,9 @@ def test_released_windows_are_spooled_in_row_groups_of_many_windows_not_one_each
     reading = read_all(ReadOptions(sessions=[str(state)]))
     try:
         assert reading.spool is not None
-        windows = sum(1 for t in reading.transcripts if t.identities == "spooled")
-        assert windows == 11 and reading.spool.rows == 109
+        released = sum(1 for t in reading.transcripts if t.identities == "spooled")
+        # 11 windows and 2 archives (the deleted session's row and its published file, 4 messages each)
+        assert released == 11 + 2 and reading.spool.rows == 109 + 2 * 4
         reading.spool.close()
         assert pq.read_metadata(reading.spool.paths["jsonl_messages"]).num_row_groups == 1
     finally:

@@ -177,6 +177,18 @@ def test_a_session_whose_held_rows_lack_entry_ids_is_read_again_whole(tmp_path):
     assert line(report).endswith("; 1 read whole: 1 re-read: its session holds rows without entry ids")
 
 
+def holds_open(pid: int, suffix: str) -> bool:
+    """Whether the process has a file ending in `suffix` open; an fd closed between the listing and its readlink is
+    not that file."""
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}").endswith(suffix):
+                return True
+        except FileNotFoundError:
+            continue
+    return False
+
+
 def test_a_record_changed_while_the_run_waited_for_the_lock_is_read_again_whole(tmp_path):
     jsonl, target = recorded(tmp_path, lines_of("tool-heavy"))
     lock = os.open(target.with_name(f".{target.name}.lcm-etl-lock"), os.O_RDWR | os.O_CREAT, 0o644)
@@ -184,10 +196,8 @@ def test_a_record_changed_while_the_run_waited_for_the_lock_is_read_again_whole(
     try:
         run = subprocess.Popen([str(LCM_ETL), "reconcile", "--json", "--sessions", str(jsonl), "--dest", str(target),
                                 "--lock-timeout", "600"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        waiting = lambda: any(os.readlink(f"/proc/{run.pid}/fd/{fd}").endswith(".lcm-etl-lock")  # noqa: E731
-                              for fd in os.listdir(f"/proc/{run.pid}/fd"))
         deadline = time.monotonic() + 120
-        while not waiting():
+        while not holds_open(run.pid, ".lcm-etl-lock"):
             assert run.poll() is None and time.monotonic() < deadline, run.communicate()
             time.sleep(0.05)
         con = sqlite3.connect(target)   # the record, as a run with another --src would have left it
@@ -242,11 +252,11 @@ def test_a_store_window_rewritten_in_place_and_one_appended_say_how_each_was_rea
         writer.close()
     causes = whys(report)
     assert (causes[PLAIN], causes[GROUP]) == (None, "rewritten in place (watermark changed)")
-    # 9 windows, and the deleted session's archive (always read whole)
-    assert len(causes) == 10 and list(causes.values()).count(None) == 8
-    assert report["sync_decision"]["read_whole"] == {"rewritten in place (watermark changed)": 1, "an archive": 1}
-    assert line(report) == ("offsets: 8 of 10 transcripts read from where the last run stopped; "
-                            "2 read whole: 1 rewritten in place (watermark changed), 1 an archive")
+    # 9 windows, and the deleted session's archive (unchanged: from its record)
+    assert len(causes) == 10 and list(causes.values()).count(None) == 9
+    assert report["sync_decision"]["read_whole"] == {"rewritten in place (watermark changed)": 1}
+    assert line(report) == ("offsets: 9 of 10 transcripts read from where the last run stopped; "
+                            "1 read whole: 1 rewritten in place (watermark changed)")
 
 
 def test_a_store_window_that_no_longer_reaches_its_recorded_seq_started_over(tmp_path):
@@ -261,17 +271,32 @@ def test_a_store_window_that_no_longer_reaches_its_recorded_seq_started_over(tmp
     con.close()
     report = decided("--sessions", store, "--dest", target)
     assert whys(report)[PLAIN] == "the window started over"
-    assert report["sync_decision"]["read_whole"] == {"the window started over": 1, "an archive": 1}
+    assert report["sync_decision"]["read_whole"] == {"the window started over": 1}
 
 
-def test_an_archive_is_always_read_whole_and_says_so(tmp_path):
+def test_an_unchanged_archive_is_not_read_again_and_a_changed_one_is_read_whole(tmp_path):
+    """An archive never grows: a re-run takes it from its record while its bytes hash the same (a store row's own
+    archive_sha256, a file's bytes), and reads it whole when they do not."""
     state = state_copy("native", tmp_path / "state")
     target = tmp_path / "t.sqlite"
     reconcile("--sessions", state, "--dest", target)
     report = reconcile("--sessions", state, "--dest", target)
     archives = [f for f in report["extra"]["files"] if f["kind"] == "archive"]
-    assert archives and {f["why"] for f in archives} == {"an archive"}
-    assert report["sync_decision"]["read_whole"] == {"an archive": len(archives)}
+    assert len(archives) == 2   # the store's row and its published file
+    assert {(f["read"], f["lines_read"], f["already_present"]) for f in archives} == {("appended", 0, 4)}
+    assert report["sync_decision"]["read_whole"] == {} and report["messages"]["inserted"] == 0
+    published = next((state / "agents" / "main" / "sessions").glob("*.jsonl.deleted.*.zst"))
+    import zstandard
+
+    text = zstandard.ZstdDecompressor().decompressobj().decompress(published.read_bytes())
+    published.write_bytes(zstandard.ZstdCompressor(level=3).compress(text))   # the same entries, other bytes
+    again = reconcile("--sessions", state, "--dest", target)
+    # the store's row, of the same session, is read again whole with it (Reading.read_whole)
+    assert again["sync_decision"]["read_whole"] == {"the archive changed": 1,
+                                                    "re-read: another transcript of its session read whole": 1}
+    assert again["messages"]["inserted"] == 0 and again["messages"]["already_present"] == 109 + 2 * 4
+    assert [(f["read"], f["already_present"]) for f in again["extra"]["files"] if f["kind"] == "archive"] == [
+        ("whole", 4), ("whole", 4)]
 
 
 def test_the_schemas_list_exactly_the_causes_the_decision_names():

@@ -39,7 +39,7 @@ _WINDOW_COLUMNS = ("session_key", "previous_session_id", "reason", "session_scop
                    "created_at", "display_name")
 _NODE_COLUMNS = ("current_session_id", "display_name", "label", "archived_at")
 _ARCHIVE_COLUMNS = ("session_id", "generation", "session_key", "reason", "encoding", "archive_blob", "archive_name",
-                    "created_at")
+                    "created_at", "archive_sha256")
 FETCH_ROWS = 2048   # rows fetched from DuckDB at a time: a window of any length streams through bounded memory
 
 
@@ -91,6 +91,7 @@ class StoreArchive:
     name: str
     created_at: int | None
     session_alive: bool = True   # its session key still names a session (false: the session itself was deleted)
+    sha256: str | None = None    # archive_sha256: the blob's, which OpenClaw records (a re-run's proof it is unchanged)
 
 
 class StoreWindows:
@@ -317,7 +318,7 @@ class OpenStore:
                                 ).fetchall()
         return [StoreArchive(self.path, agent, r["session_id"], r["session_key"], r["generation"] or "",
                              r["reason"] or "", r["encoding"] or "identity", r["archive_name"], r["created_at"],
-                             session_alive=bool(row[-1]))
+                             session_alive=bool(row[-1]), sha256=r["archive_sha256"])
                 for row in rows for r in (dict(zip(cols, row)),)]
 
     # ------------------------------------------------------------------------------------------
@@ -379,8 +380,12 @@ class OpenStore:
             "AND a.message_position IS NOT NULL ORDER BY a.active_position", [session_id]).fetchall()
         return [r[0] for r in rows]
 
-    def archive_bytes(self, archive: StoreArchive) -> bytes:
+    def archive_blob(self, archive: StoreArchive) -> bytes:
         row = self.con.execute("SELECT archive_blob FROM st.session_transcript_archives WHERE archive_name = ?",
                                [archive.name]).fetchone()
-        blob = bytes(row[0]) if row else b""
+        return bytes(row[0]) if row else b""
+
+    def archive_text(self, archive: StoreArchive, blob: bytes | None = None) -> bytes:
+        """The archive's transcript (its blob, decompressed where it is zstd); `blob` when already fetched."""
+        blob = self.archive_blob(archive) if blob is None else blob
         return decompress(blob) if archive.encoding == "zstd" else blob

@@ -8,13 +8,14 @@ Otherwise the window is read whole, which is always correct. An archive is alway
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
 from lcm_etl.read.openclaw_store import OpenStore, StoreArchive, StoreWindow
 from lcm_etl.read.store_hidden import PendingInput, decompress
 from lcm_etl.read.openclaw_state import archive_kind, archive_session_id
-from lcm_etl.read.transcript_decision import (ARCHIVE, PENDING, FileRecord, continue_path, window_proof,
+from lcm_etl.read.transcript_decision import (PENDING, FileRecord, archive_start, continue_path, window_proof,
                                               window_start)
 from lcm_etl.read.transcripts import (ReadMark, Transcript, TranscriptError, TranscriptReport, parse_transcript,
                                       transcript_of_bytes)
@@ -93,21 +94,30 @@ def _read_appended(store: OpenStore, w: StoreWindow, rec: FileRecord) -> Transcr
     return Transcript(store.where(w), w.session_id, None, rec.version, messages, report, [], mark, origin=w)
 
 
-def read_store_archive(store: OpenStore, a: StoreArchive, strict: bool) -> Transcript:
+def read_store_archive(store: OpenStore, a: StoreArchive, start: FileRecord | str, strict: bool) -> Transcript:
+    """A store's archive row: from its record (not read) while its `archive_sha256` is the recorded one, else whole."""
     label = Path(f"{store.path}#{a.name}")
-    t = transcript_of_bytes(label, store.archive_bytes(a), strict)
-    t.origin = ArchiveOrigin(a.name, a.reason or "archive", a.session_id, a.session_key, store.path, a.agent_id)
-    t.header_id = t.header_id if t.header is not None else a.session_id
-    t.mark = None   # an archive is read whole whenever it is asked for: nothing to continue from
-    t.why_whole = ARCHIVE
-    return t
+    origin = ArchiveOrigin(a.name, a.reason or "archive", a.session_id, a.session_key, store.path, a.agent_id)
+    blob = store.archive_blob(a) if a.sha256 is None else None
+    proof = a.sha256 or hashlib.sha256(blob or b"").hexdigest()
+    start = archive_start(start, proof)
+    if isinstance(start, FileRecord):
+        return _unchanged(label, origin, start)
+    t = transcript_of_bytes(label, store.archive_text(a, blob), strict)
+    return _archive_read(t, origin, a.session_id, proof, start)
 
 
-def read_archive_file(path: Path, session_key: str | None, strict: bool) -> Transcript:
+def read_archive_file(path: Path, session_key: str | None, start: FileRecord | str, strict: bool) -> Transcript:
+    """An archive file (a published `.deleted.`/`.reset.` copy, the doctor's original or archive-tier file): from its
+    record (hashed, not parsed) while its bytes are the recorded ones, else whole."""
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise TranscriptError(path, f"cannot be read ({exc.strerror or exc})") from None
+    proof = hashlib.sha256(data).hexdigest()
+    start = archive_start(start, proof)
+    if isinstance(start, FileRecord):
+        return _unchanged(path, ArchiveOrigin(path.name, archive_kind(path), start.header_id, session_key), start)
     if path.name.endswith(".zst"):
         try:
             data = decompress(data)
@@ -115,10 +125,24 @@ def read_archive_file(path: Path, session_key: str | None, strict: bool) -> Tran
             raise TranscriptError(path, f"not a zstd-compressed transcript ({exc})") from None
     t = transcript_of_bytes(path, data, strict)
     sid = t.header_id if t.header is not None else archive_session_id(path)
-    t.header_id = sid
-    t.origin = ArchiveOrigin(path.name, archive_kind(path), sid, session_key)
-    t.mark = None
-    t.why_whole = ARCHIVE
+    return _archive_read(t, ArchiveOrigin(path.name, archive_kind(path), sid, session_key), sid, proof, start)
+
+
+def _archive_read(t: Transcript, origin: ArchiveOrigin, session_id: str, proof: str, why: str) -> Transcript:
+    """An archive read whole: its record is its bytes' SHA-256 (archive_start), its messages and tip."""
+    t.origin = origin
+    t.header_id = t.header_id if t.header is not None else session_id
+    assert t.mark is not None
+    t.mark = ReadMark(max(t.mark.size, 1), proof, t.mark.lines, t.mark.messages, t.mark.tip, 0, t.mark.lines_read)
+    t.why_whole = why
+    return t
+
+
+def _unchanged(path: Path, origin: ArchiveOrigin, rec: FileRecord) -> Transcript:
+    """An archive the last run read, unchanged since: nothing read, its messages counted from the record."""
+    mark = ReadMark(rec.size, rec.sha256, rec.lines, rec.messages, rec.tip, rec.size, 0)
+    t = Transcript(path, rec.header_id, None, rec.version, [], TranscriptReport(), [], mark, origin=origin)
+    t.record = rec
     return t
 
 

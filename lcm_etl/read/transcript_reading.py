@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from lcm_etl import duck
 from lcm_etl.read import runfolder
@@ -61,10 +62,20 @@ class Reading:
     content: ContentSpool | None = None  # their content rows, in the stage file (None: a run that stages nothing)
     session_filter: frozenset[str] = frozenset()   # only these sessions' content is spooled (none: every one)
     left_out: set[str] = field(default_factory=set)  # session ids of the archives --exclude-deleted left out
+    archive_reads: dict[int, Callable] = field(default_factory=dict)   # read order -> how to read that archive
 
     def add_window(self, store: OpenStore, w: StoreWindow, start: FileRecord | str) -> None:
         t = self._window(store, w, start, len(self.transcripts), self.spool)
         self.transcripts.shelve(t, None if t.staged else (start, self.strict))
+
+    def add_archive(self, read: Callable[..., Transcript], start: FileRecord | str) -> None:
+        """An archive (a store's row or a file: `read(start, strict)`), released as it is read, as a window is: a
+        first run of an installation upgraded from JSONL reads every doctor's original, and 100 archives of 5,000
+        lines held in memory took 1.6 GB. `read` is kept to read it again whole (read_whole)."""
+        order = len(self.transcripts)
+        self.archive_reads[order] = read
+        self.transcripts.append(self._released(functools.partial(_guarded, read, start, self.strict), order,
+                                               self.spool))
 
     def revive(self, t: Transcript, remake) -> None:
         """A shelved window's reload, made again from the read's arguments (window_shelf.Transcripts)."""
@@ -77,22 +88,28 @@ class Reading:
             t = self.transcripts[i]
             if isinstance(t.origin, StoreWindow):
                 self.transcripts[i] = self._window(self.open_stores[t.origin.store], t.origin, why, i, None)
+            elif i in self.archive_reads:
+                self.transcripts[i] = self._released(
+                    functools.partial(_guarded, self.archive_reads[i], why, self.strict), i, None)
             else:
                 self.transcripts[i] = _guarded(offsets.read, t.path, why, self.strict)
 
     def _window(self, store: OpenStore, w: StoreWindow, start: FileRecord | str, order: int,
                 spool: IdentitySpool | None) -> Transcript:
-        """A window read (past its record, or whole), and released as soon as it is read: its plan rows to the
-        spool (transcript_rows.release), its content rows to the stage file (content_spool.ContentSpool) when
-        the run stages, its parse dropped. What Python holds while reading is one window's parse, whatever the
-        store's size and however much of it is new (docs/benchmarks.md, 2026-11-26). A window whose content was
-        not spooled (a session the run leaves out) is read again if it is ever staged (t.reload)."""
-        t = _guarded(read_window, store, w, start, self.strict)
+        return self._released(functools.partial(_guarded, read_window, store, w, start, self.strict), order, spool)
+
+    def _released(self, read: Callable[[], Transcript], order: int, spool: IdentitySpool | None) -> Transcript:
+        """A window or an archive read (past its record, or whole), and released as soon as it is read: its plan
+        rows to the spool (transcript_rows.release), its content rows to the stage file (content_spool.ContentSpool)
+        when the run stages, its parse dropped. What Python holds while reading is one transcript's parse, whatever
+        the store's size and however much of it is new (docs/benchmarks.md, 2026-11-26). One whose content was not
+        spooled (a session the run leaves out) is read again if it is ever staged (t.reload)."""
+        t = read()
         session = file_session(t, self.key_by, self.keys_by_folder)
         if self.content is not None and (not self.session_filter or session.session_id in self.session_filter):
             self.content.add(t, order, session.session_key)
         if not t.staged:   # kept only where it may be needed: 10,000 windows' partials are about 2 MB
-            t.reload = functools.partial(_guarded, read_window, store, w, start, self.strict)
+            t.reload = read
         release(t, order, session, self.fallback_time, spool)
         return t
 
@@ -133,6 +150,9 @@ def read_all(opts: ReadOptions, records: Records | None = None) -> Reading:
     def start(key: str) -> FileRecord | str:
         return known.start(key, opts.key_by, opts.held_by)
 
+    def archived(key: str) -> FileRecord | str:   # an archive needs no tip: nothing continues it
+        return known.trusted(key, opts.key_by, opts.held_by)
+
     work = runfolder.Held()
     reading = Reading(Transcripts(Path(work.name)), opts.strict, list(inputs.skipped), work=work, key_by=opts.key_by,
                       spool=IdentitySpool(Path(work.name)), session_filter=frozenset(opts.session_filter))
@@ -140,14 +160,14 @@ def read_all(opts: ReadOptions, records: Records | None = None) -> Reading:
     try:
         if not opts.dry_run:   # a run that writes stages the windows' content as they are read
             reading.content = ContentSpool(Path(work.name) / "stage.sqlite")
-        _read_into(reading, inputs, opts, start)
+        _read_into(reading, inputs, opts, start, archived)
     except BaseException:
         reading.close()
         raise
     return reading
 
 
-def _read_into(reading: Reading, inputs: Inputs, opts: ReadOptions, start) -> None:
+def _read_into(reading: Reading, inputs: Inputs, opts: ReadOptions, start, archived) -> None:
     assert reading.work is not None
     for path in inputs.stores:
         store = reading.open_stores[path] = OpenStore(path, Path(reading.work.name), opts.memory_limit,
@@ -164,7 +184,8 @@ def _read_into(reading: Reading, inputs: Inputs, opts: ReadOptions, start) -> No
         for a in c.archives:
             wanted = not (opts.exclude_deleted and deleted_on_purpose(a.reason, a.session_alive))
             if wanted:
-                reading.transcripts.append(_guarded(read_store_archive, store, a, opts.strict))
+                reading.add_archive(functools.partial(read_store_archive, store, a),
+                                    archived(file_key(Path(f"{path}#{a.name}"))))
             else:
                 reading.left_out.add(a.session_id)
             origin = ArchiveOrigin(a.name, a.reason, a.session_id, a.session_key, path, a.agent_id)
@@ -179,10 +200,11 @@ def _read_into(reading: Reading, inputs: Inputs, opts: ReadOptions, start) -> No
         sid = archive_session_id(f)
         wanted = f.resolve() in inputs.named or not (
             sid in reading.left_out or opts.exclude_deleted and deleted_on_purpose(archive_kind(f), sid in live))
-        t = _guarded(read_archive_file, f, None, opts.strict) if wanted else None
-        origin = t.origin if t is not None else ArchiveOrigin(f.name, archive_kind(f), sid, None)
-        if t is not None:
-            reading.transcripts.append(t)
+        if wanted:
+            reading.add_archive(functools.partial(read_archive_file, f, None), archived(file_key(f)))
+            origin = reading.transcripts[len(reading.transcripts) - 1].origin
+        else:
+            origin = ArchiveOrigin(f.name, archive_kind(f), sid, None)
         reading.archives.append(archive_listing(origin, str(f.parent), wanted, origin.session_id in live))
 
 
