@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 import time
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -244,13 +245,9 @@ def _audit_transcripts(opts: AuditOptions, source: Snapshot | None, target_db: P
             WHERE p.is_new ORDER BY p.session_id, p.file_order, p.path_index""").fetchall()
         # each missing message says where its history lives (a cold window, an archive, a pending input...)
         kinds = {order: where_kind(t) for order, t in enumerate(reading.transcripts)} if rows else {}
+        if rows:
+            report.extra["transcript_messages_pending_by_where"] = dict(Counter(kinds[r[5]] for r in rows))
         rows = [(*r[:4], f"{r[4]}, {kinds[r[5]]}") for r in rows]
-        by_where: dict[str, int] = {}
-        for r in rows:
-            where = r[4].split(", ", 1)[1]
-            by_where[where] = by_where.get(where, 0) + 1
-        if by_where:
-            report.extra["transcript_messages_pending_by_where"] = by_where
         report.extra["transcript_messages_pending"] = len(rows)
         # rows a branch left after they were imported: kept (the target is the archive), never missing
         report.extra["transcript_rows_off_path"] = con.execute(

@@ -244,9 +244,9 @@ class OpenStore:
             agent = self.path.parent.parent.name   # agents/<agentId>/agent/openclaw-agent.sqlite
         contents = StoreContents(self.path, self._user_version(), agent,
                                  compressed="event_zstd" in self.columns["transcript_events"])
-        contents.cold = cold_archives(self.con, self.columns, self.path, self._user_version())
+        contents.cold = cold_archives(self.con, self.columns, self.path, contents.user_version)
         contents.windows = self._windows(agent, bool(contents.cold))
-        contents.findings += unknown_tables(self.columns, self.path, self._user_version())
+        contents.findings += unknown_tables(self.columns, self.path, contents.user_version)
         self.cold, self.findings = contents.cold, contents.findings
         contents.archives = self._archives(agent)
         contents.pending = pending_inputs(self.con, self.columns, self.path, agent, contents.findings)

@@ -4,13 +4,18 @@ A window is read whole, or on a re-run only past the seq the last complete run r
 `lcm_etl_transcript_files`, the one a JSONL file gets too), as lcm_etl/read/transcript_decision.py decides: the
 record made under this run's options, the window's rewrite watermark the recorded one and the recorded seq still
 in it (`window_start`), and every row past it extending the active branch from the recorded tip (`continue_path`).
-Otherwise the window is read whole, which is always correct. An archive is always read whole.
+Otherwise the window is read whole, which is always correct. A cold window is read the same way, from its archive
+(store_hidden.cold_rows). An archive is read whole once, and then from its record while its bytes are unchanged
+(`archive_start`); a pending input is read whole every run.
 """
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
+
+import orjson
 
 from lcm_etl.read.openclaw_store import OpenStore, StoreArchive, StoreWindow
 from lcm_etl.read.store_hidden import PendingInput, decompress
@@ -82,7 +87,8 @@ def _projection(store: OpenStore, w: StoreWindow, t: Transcript) -> str:
 
 def _read_appended(store: OpenStore, w: StoreWindow, rec: FileRecord) -> Transcript | str:
     report = TranscriptReport()
-    rows = [(seq, raw) for seq, raw, _why in store.events(w.session_id, rec.size)]
+    # nothing past the record: no rows to ask for (a cold window's would be its archive verified and decoded again)
+    rows = [] if w.max_seq == rec.size else [(seq, raw) for seq, raw, _why in store.events(w.session_id, rec.size)]
     appended = continue_path(rows, rec.tip, report)
     if isinstance(appended, str):
         return appended
@@ -166,10 +172,6 @@ def read_pending(p: PendingInput, strict: bool) -> Transcript:
     """The input as its window would have held it: a message entry after the window's header. It has no entry id
     (OpenClaw gives one when it writes the entry): the plan matches it by identity, so the entry OpenClaw may write
     later, with the same content, is the same message (r20_match.sql), never a second one."""
-    from datetime import datetime, timezone
-
-    import orjson
-
     message = orjson.loads(p.message_json)   # a message: store_hidden.pending_inputs checked it
     when = (datetime.fromtimestamp(p.accepted_at / 1000, timezone.utc).isoformat(timespec="milliseconds")
             .replace("+00:00", "Z") if p.accepted_at is not None else None)
