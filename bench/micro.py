@@ -29,7 +29,7 @@ from pathlib import Path
 if sys.argv[3] == "off":
     from lcm_etl.sqlite_runtime import disable_memstatus
     assert disable_memstatus()
-from lcm_etl.read import source_schema
+from lcm_etl.read.lcmdb import source_schema
 from lcm_etl.steps import engine
 from lcm_etl.sqlite_runtime import attach_all
 src = Path(sys.argv[1])
@@ -58,7 +58,7 @@ def flatten(src: Path, threads: int, counter: str) -> str:
 def payload(src: Path) -> None:
     import sqlite3
 
-    from lcm_etl.read import source_schema
+    from lcm_etl.read.lcmdb import source_schema
 
     con = sqlite3.connect(f"file:{src}?mode=ro", uri=True)
     extra = [c for c in source_schema.detect_schema(src, src).columns["message_parts"] if c not in source_schema.PART_MAPPED]
@@ -73,7 +73,7 @@ def utf8_repair(src: Path) -> None:
     import sqlite3
 
     from lcm_etl import duck, sqlite_runtime
-    from lcm_etl.read import source_schema
+    from lcm_etl.read.lcmdb import source_schema
 
     views = source_schema.normalized_views(source_schema.detect_schema(src, src), "sqlite")
     repaired = f"CAST({sqlite_runtime.UTF8_JSON}(CAST("

@@ -29,7 +29,7 @@ import pyarrow as pa
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from lcm_etl.read import pages  # noqa: E402
+from lcm_etl.read.snapshot import pages  # noqa: E402
 
 PAGE = 4096
 

@@ -93,7 +93,7 @@ def median_of(runs: list[dict]) -> dict:
 
 # sync re-runs: (growth share, how the growth arrives, with the kept snapshot). "file": the grown file is copied
 # over the earlier one (every page may have changed); "wal": a writer holding the source open, as lossless-claw
-# does, commits the growth to the -wal and no checkpoint runs before the re-run (lcm_etl/read/snapcache.py);
+# does, commits the growth to the -wal and no checkpoint runs before the re-run (lcm_etl/read/snapshot/snapcache.py);
 # "watch": the same, synced by a `migrate --watch` already running (the sync's own time, from its --json line)
 SYNC_CASES = ((0.01, "file", True), (0.001, "file", True), (0.01, "wal", True), (0.001, "wal", True),
               (0.01, "watch", True), (0.001, "watch", True), (0.01, "file", False), (0.001, "file", False))
@@ -164,7 +164,7 @@ def bench_size(n: int, repeat: int = 1, sync_repeat: int = 1, sync_only: bool = 
     work.mkdir(parents=True)
     rows = []
 
-    # kept snapshots (lcm_etl/read/snapcache.py) go into the work folder, not ~/.cache, and go with it
+    # kept snapshots (lcm_etl/read/snapshot/snapcache.py) go into the work folder, not ~/.cache, and go with it
     cached = {"LCM_ETL_CACHE_DIR": str(work / "cache")}
 
     def timed(name: str, cmd: list[str], stdin: Path | None = None, env: dict | None = None) -> dict:

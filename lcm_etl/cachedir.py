@@ -1,7 +1,7 @@
 """Where lcm-etl keeps what a later run may reuse: the previous run's snapshot of each (source, target) pair
-(lcm_etl/read/snapcache.py) and the record that the installed sqlite_scanner passed DuckDB's signature check
+(lcm_etl/read/snapshot/snapcache.py) and the record that the installed sqlite_scanner passed DuckDB's signature check
 (lcm_etl/duck.py). $LCM_ETL_CACHE_DIR, else $XDG_CACHE_HOME/lcm-etl, else ~/.cache/lcm-etl; LCM_ETL_CACHE_DIR=off
-keeps nothing. $LCM_ETL_CACHE_SIZE bounds the kept snapshots (lcm_etl/read/cache_bounds.py). Everything in it may
+keeps nothing. $LCM_ETL_CACHE_SIZE bounds the kept snapshots (lcm_etl/read/snapshot/cache_bounds.py). Everything in it may
 be deleted at any time: a run then does the work again."""
 from __future__ import annotations
 

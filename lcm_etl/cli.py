@@ -20,8 +20,8 @@ from lcm_etl.options import (TEXT_PATH, inspected_option, key_by_option, lock_ti
                              target_options, transcripts_options, watch_options, write_options)
 from lcm_etl.steps.pipeline import COMMANDS
 from lcm_etl.report import emit, one_line
-from lcm_etl.read.openclaw_home import default_lcm_db, lcm_db_beside, profile_sessions, profile_state
-from lcm_etl.read.sources import expand
+from lcm_etl.read.openclaw.openclaw_home import default_lcm_db, lcm_db_beside, profile_sessions, profile_state
+from lcm_etl.read.lcmdb.sources import expand
 from lcm_etl.sqlite_runtime import disable_memstatus
 
 
@@ -159,7 +159,7 @@ def _fleet(manifest, discover, dest_root, scheduler, retries, src, dest, memory_
     run = functools.partial(_dask_runner(), **dask_opts) if scheduler else functools.partial(run_fleet, jobs=jobs)
     dry_run, found = template.keywords["dry_run"], None
     if discover:
-        from lcm_etl.read.discover import Discovered, discover as find
+        from lcm_etl.read.lcmdb.discover import Discovered, discover as find
 
         root = expand(discover).absolute()
         pairs = find(root, expand(dest_root).absolute())
@@ -239,7 +239,7 @@ def audit(sessions, exclude_deleted, src, dest, memory_dir, session_filter, key_
     from lcm_etl.errors import EXIT_PENDING
     from lcm_etl.store.target import resolve_target
 
-    from lcm_etl.read.openclaw_state import state_folder
+    from lcm_etl.read.openclaw.openclaw_state import state_folder
 
     if junit:
         check_junit_path(expand(junit))

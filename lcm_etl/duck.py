@@ -97,7 +97,7 @@ def connect(workdir: Path | None = None, memory_limit: str = DEFAULT_MEMORY_LIMI
 class Warmup:
     """DuckDB's import and the planning modules' (about 0.1 s), connect() and the scanner's LOAD (about 0.15 s
     more), on a thread while the caller does other work: a sync re-run compares the source with its kept
-    snapshot meanwhile (lcm_etl/read/snapcache.py), which waits on reads; DuckDB releases the GIL while it loads."""
+    snapshot meanwhile (lcm_etl/read/snapshot/snapcache.py), which waits on reads; DuckDB releases the GIL while it loads."""
 
     def __init__(self, memory_limit: str = DEFAULT_MEMORY_LIMIT, imports: tuple[str, ...] = (),
                  keeps_records: bool = True):

@@ -62,7 +62,7 @@ INSERT INTO lcm_meta (key, value) VALUES ('schema_version', '2');
 
 @pytest.fixture(autouse=True, scope="session")
 def _private_snapshot_cache(tmp_path_factory):
-    """Kept snapshots (lcm_etl/read/snapcache.py) go to the test session's temporary folder, never ~/.cache:
+    """Kept snapshots (lcm_etl/read/snapshot/snapcache.py) go to the test session's temporary folder, never ~/.cache:
     the CLI subprocesses inherit the environment."""
     import os
     before = os.environ.get("LCM_ETL_CACHE_DIR")

@@ -61,7 +61,7 @@ def event(store: Path, session_id: str, entry_id: str) -> dict:
 
 def js_message_sha256(message: dict) -> str:
     """SHA-256 of JSON.stringify(message): compact, keys in stored order, no ASCII escaping."""
-    from lcm_etl.read.transcript_blocks import js_stringify
+    from lcm_etl.read.transcript.transcript_blocks import js_stringify
 
     return hashlib.sha256(js_stringify(message).encode("utf-8", "surrogatepass")).hexdigest()
 

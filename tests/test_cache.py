@@ -1,4 +1,4 @@
-"""The cache is a cache (lcm_etl/read/cache_bounds.py, lcm_etl/commands/cache.py): what an interrupted run left
+"""The cache is a cache (lcm_etl/read/snapshot/cache_bounds.py, lcm_etl/commands/cache.py): what an interrupted run left
 is removed by the next run of any pair, the kept snapshots stay within LCM_ETL_CACHE_SIZE (least recently used
 first out), a cache folder that cannot be written is one warning line and a run without a kept snapshot, a kept
 snapshot that cannot be used is said, and `lcm-etl cache` lists, prunes and clears. Each test has its own cache
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURE_DIR, copy_fixture, run_cli
-from lcm_etl.read import snapcache
+from lcm_etl.read.snapshot import snapcache
 
 FIXTURE = "basic-0.15.3.db"
 

@@ -1,4 +1,4 @@
-"""What `--sessions` names (lcm_etl/read/openclaw_state.py): each way of naming one agent's store finds that store,
+"""What `--sessions` names (lcm_etl/read/openclaw/openclaw_state.py): each way of naming one agent's store finds that store,
 and a reconcile through any of them lands the same messages."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import pytest
 
 from conftest import run_cli
-from lcm_etl.read.openclaw_state import find_inputs
+from lcm_etl.read.openclaw.openclaw_state import find_inputs
 from storelib import state_copy, store_of
 
 # how a user may name the main agent's store: the file, the folder holding it, the agent's folder

@@ -13,7 +13,7 @@ import subprocess
 import pytest
 
 from conftest import LCM_ETL, folder_state, run_cli, target_rows
-from lcm_etl.read.transcript_blocks import extract_content, without_surrogates
+from lcm_etl.read.transcript.transcript_blocks import extract_content, without_surrogates
 from storelib import (ROLES, StoreWriter, event, expected, js_message_sha256, make_schema_19, octet_length,
                       session_entries, state_copy, store_of)
 
@@ -51,7 +51,7 @@ def test_each_window_lands_as_exactly_its_active_path(reconciled, case):
     for (entry_id, _, content), want in zip(got, case["activePath"]):
         line = event(store, case["sessionId"], entry_id)
         assert js_message_sha256(line["message"]) == want["message_sha256"]
-        # lone surrogates have no UTF-8 form: U+FFFD in content, as lossless-claw stores them (transcripts.py)
+        # lone surrogates have no UTF-8 form: U+FFFD in content, as lossless-claw stores them (transcript/transcripts.py)
         assert content == without_surrogates(extract_content(line["message"]["content"], strip_binary=True))
 
 
@@ -399,7 +399,7 @@ def _scan(entries: list[dict]) -> list[str]:
     """The message ids on the active path of a window of these entries (OpenClaw 2026.7.2+'s scan rules)."""
     from pathlib import Path
 
-    from lcm_etl.read.transcripts import parse_transcript
+    from lcm_etl.read.transcript.transcripts import parse_transcript
 
     lines = [(0, json.dumps({"type": "session", "version": 4, "id": "w"}).encode())]
     lines += [(seq, json.dumps(e).encode()) for seq, e in enumerate(entries, 1)]
@@ -427,7 +427,7 @@ def test_a_side_entry_and_a_side_leaf_control_do_not_move_the_leaf():
 def test_a_missing_parent_continues_from_the_leaf_in_a_store_and_from_the_line_before_in_a_jsonl_file():
     from pathlib import Path
 
-    from lcm_etl.read.transcripts import parse_transcript
+    from lcm_etl.read.transcript.transcripts import parse_transcript
 
     entries = [_msg("a", None), _msg("b", "a"), _msg("side", "b", appendMode="side"), _msg("c", "gone")]
     assert _scan(entries) == ["a", "b", "c"]

@@ -1,4 +1,4 @@
-"""The kept snapshot (lcm_etl/read/snapcache.py, lcm_etl/read/pages.py): a re-run compares the source with the previous
+"""The kept snapshot (lcm_etl/read/snapshot/snapcache.py, lcm_etl/read/snapshot/pages.py): a re-run compares the source with the previous
 run's snapshot page by page and re-plans only the conversations owning a changed row. Each test changes a
 migrated source the way lossless-claw (or a hand) does and checks what was read, what was re-planned, and
 that the target is what the same re-run gives without a kept snapshot (LCM_ETL_CACHE_DIR=off)."""
@@ -20,7 +20,8 @@ from lcm_etl import duck
 from conftest import copy_fixture, migrate_json, run_cli
 from undolib import digest
 from lcm_etl.commands import migrate as migrate_module
-from lcm_etl.read import page_owners, pages, snapcache, sources
+from lcm_etl.read.snapshot import page_owners, pages, snapcache
+from lcm_etl.read.lcmdb import sources
 
 FIXTURE = "basic-0.15.3.db"   # three conversations, one session each
 

@@ -1,4 +1,4 @@
-"""The kept snapshot while lossless-claw writes to its WAL (lcm_etl/read/snapcache.py): a re-run compares the
+"""The kept snapshot while lossless-claw writes to its WAL (lcm_etl/read/snapshot/snapcache.py): a re-run compares the
 main file with the copy page by page and folds the WAL in, every page its frames name counted as changed, and
 ends where the same runs without a kept snapshot end, whatever happened to the WAL (a checkpoint, a reset,
 commits lost in a power cut). A copy changed behind its file identity never brings a row in.
@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from conftest import copy_fixture, migrate_api, migrate_json
 from test_snapcache import APPEND, FIXTURE, forge_identity, kept, remnic_content, without_cache
-from lcm_etl.read import sources
+from lcm_etl.read.lcmdb import sources
 
 
 @contextmanager

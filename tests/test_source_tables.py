@@ -1,4 +1,4 @@
-"""Each thing said once (issue 23): the source tables lcm-etl reads are listed in lcm_etl/read/source_tables.py,
+"""Each thing said once (issue 23): the source tables lcm-etl reads are listed in lcm_etl/read/lcmdb/source_tables.py,
 the target's in lcm_etl/store/target.py, the marks' figures in lcm_etl/store/marks.py. What reads those lists
 follows them by construction; the SQL steps that name tables or figures themselves are checked against them
 here, so a table added to one and not the other fails a test."""
@@ -16,9 +16,10 @@ from lcm_etl import duck
 from lcm_etl.planning import delta
 from lcm_etl.steps import engine as steps, pipeline
 from lcm_etl.planning.plan import open_source
-from lcm_etl.read import page_owners, subset
-from lcm_etl.read.source_schema import KNOWN_TABLES, REQUIRED_TABLES, detect_schema, normalized_views
-from lcm_etl.read.source_tables import SOURCE_TABLES
+from lcm_etl.read.snapshot import page_owners
+from lcm_etl.read.lcmdb import subset
+from lcm_etl.read.lcmdb.source_schema import KNOWN_TABLES, REQUIRED_TABLES, detect_schema, normalized_views
+from lcm_etl.read.lcmdb.source_tables import SOURCE_TABLES
 from lcm_etl.store import marks
 from lcm_etl.store.target import REMNIC_SCHEMA, REMNIC_TABLES
 

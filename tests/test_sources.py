@@ -195,7 +195,7 @@ _cell = st.one_of(st.none(), st.text(st.characters(blacklist_categories=("Cs",))
 @given(rows=st.lists(st.tuples(*[_cell] * len(PAYLOAD_COLUMNS)), min_size=1, max_size=20))
 def test_the_part_payload_has_the_bytes_of_json_patch_over_json_object_for_any_values(rows):
     # the payload is built with printf for speed; it must equal SQLite's own null-dropping JSON object
-    from lcm_etl.read.source_schema import _json_object_of_non_null
+    from lcm_etl.read.lcmdb.source_schema import _json_object_of_non_null
 
     con = sqlite3.connect(":memory:")
     con.execute(f"CREATE TABLE p ({', '.join(PAYLOAD_COLUMNS)})")

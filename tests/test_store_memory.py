@@ -114,7 +114,7 @@ def test_the_spool_holds_a_bounded_number_of_windows_however_few_rows_each_bring
     import duckdb
 
     from lcm_etl.read.transcript_rows import SPOOL_WINDOWS, FileSession, IdentitySpool, _tables
-    from lcm_etl.read.transcripts import Transcript, TranscriptMessage, TranscriptReport
+    from lcm_etl.read.transcript.transcripts import Transcript, TranscriptMessage, TranscriptReport
 
     def message(eid: str) -> TranscriptMessage:
         return TranscriptMessage(eid, None, 1, "user", "hi", "hi", 1, "h" * 64, None, None, None, {},

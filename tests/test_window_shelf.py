@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lcm_etl.read.transcripts import ReadMark, Transcript, TranscriptReport
+from lcm_etl.read.transcript.transcripts import ReadMark, Transcript, TranscriptReport
 from lcm_etl.read.window_shelf import Transcripts
 
 

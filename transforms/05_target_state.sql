@@ -21,7 +21,7 @@
 --      restored backup's) message that happens to carry the same id. Only identities and the small
 --      attributes that can drift are read here: content never passes through the plan. A sync re-run
 --      (lcm_etl/planning/delta.py) reads only the sessions it re-plans: `tgt` is then a copy of just their rows
---      (lcm_etl/read/subset.py), so no step filters on the scope (a filter joining scope_sessions made DuckDB
+--      (lcm_etl/read/lcmdb/subset.py), so no step filters on the scope (a filter joining scope_sessions made DuckDB
 --      carry the whole metadata column and run out of its 96 MB on a 310k-message target).
 CREATE OR REPLACE TABLE tgt_lc AS
 SELECT id, session_id, turn_index, role, created_at,

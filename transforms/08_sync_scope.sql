@@ -2,7 +2,7 @@
 -- engine: duckdb (plan; a re-run whose previous run stored marks — lcm_etl/planning/delta.py)
 -- reads: source_marks (03), target_marks (04), recorded_source_marks, recorded_target_marks (the marks the
 --        previous run stored, lcm_etl/store/marks.py),
---        page_changed_convs (the owners of changed pages, lcm_etl/read/snapcache.py), sessions (10),
+--        page_changed_convs (the owners of changed pages, lcm_etl/read/snapshot/snapcache.py), sessions (10),
 --        tgt_conversations (06)
 -- produces: changed_convs(conv_key), changed_sessions(session_id), scope_sessions(session_id),
 --           scope_convs(conv_key) — what this run re-plans; conv_sessions(conv_key, session_id) — the links the

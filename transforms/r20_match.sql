@@ -1,6 +1,6 @@
 -- step: reconcile_match
 -- engine: duckdb (plan)
--- reads: jsonl_messages (active-path messages of every transcript, from lcm_etl/read/transcripts.py),
+-- reads: jsonl_messages (active-path messages of every transcript, from lcm_etl/read/transcript/transcripts.py),
 --        jsonl_appended (sessions whose files were read from the offset a previous run recorded),
 --        jsonl_abandoned (entry id, role, inner timestamp of messages off the path), held_lcm (lcm.db rows, when --src is given), held_tgt (target rows), selected
 -- produces: jsonl_plan(message_id, session_id, matched_by, rewritten, rewrite_of, is_new, new_rank, plan_turn, ...);

@@ -18,13 +18,13 @@ import duckdb
 
 from lcm_etl import duck
 from lcm_etl.sync import identity as source_identity
-from lcm_etl.read import runfolder
+from lcm_etl.read.snapshot import runfolder
 from lcm_etl.planning import plan
 from lcm_etl.planning.reconcile_plan import ReconcileOptions, plan_transcripts, read_all
 from lcm_etl.report import RunReport, one_line_each, unknown_lines
-from lcm_etl.read.source_schema import detect_schema, normalized_views
+from lcm_etl.read.lcmdb.source_schema import detect_schema, normalized_views
 from lcm_etl.read.store_reads import where_kind
-from lcm_etl.read.sources import Snapshot, take_snapshot
+from lcm_etl.read.lcmdb.sources import Snapshot, take_snapshot
 from lcm_etl.sqlite_runtime import attach_all, private_file, quote_path
 from lcm_etl.steps.pipeline import AUDIT_SOURCE
 from lcm_etl.steps.engine import run_stage

@@ -1,4 +1,4 @@
-"""`cache`: the kept snapshots (lcm_etl/read/snapcache.py) in the cache folder (lcm_etl/cachedir.py), listed, and
+"""`cache`: the kept snapshots (lcm_etl/read/snapshot/snapcache.py) in the cache folder (lcm_etl/cachedir.py), listed, and
 with --prune or --clear removed. Listing changes nothing and never makes the folder."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 from lcm_etl.cachedir import cache_bound, cache_root
 from lcm_etl.errors import BadInput
-from lcm_etl.read import cache_bounds, runfolder
+from lcm_etl.read.snapshot import cache_bounds, runfolder
 from lcm_etl.report import SCHEMA_VERSION, one_line_each
 
 _STATES = {"sealed": "", "in use": "in use by a run now",
@@ -22,7 +22,7 @@ class CacheReport:
     bound_bytes: int
     snapshots: list[dict] = field(default_factory=list)
     removed: list[dict] = field(default_factory=list)
-    run_folders_removed: int = 0   # killed runs' temporary folders (lcm_etl/read/runfolder.py), with --prune/--clear
+    run_folders_removed: int = 0   # killed runs' temporary folders (lcm_etl/read/snapshot/runfolder.py), with --prune/--clear
 
     @property
     def total_bytes(self) -> int:

@@ -25,8 +25,8 @@ from tqdm import tqdm
 from lcm_etl.errors import EXIT_FAILURE, BadInput, LcmEtlError
 from lcm_etl.interrupts import in_a_worker, interruption, pair_in_worker, worker_stopped
 from lcm_etl.commands.migrate import MigrateOptions, migrate
-from lcm_etl.read.discover import Discovered
-from lcm_etl.read.sources import expand
+from lcm_etl.read.lcmdb.discover import Discovered
+from lcm_etl.read.lcmdb.sources import expand
 from lcm_etl.report import SCHEMA_VERSION, one_line, one_line_each
 from lcm_etl.sqlite_runtime import disable_memstatus
 from lcm_etl.store.target import resolve_target
@@ -48,8 +48,8 @@ def installation_transcripts(src: Path) -> Path | None:
     """The state folder holding the pair's lcm.db (or the pair's source, a state folder without one), when its
     agents keep transcripts (a session store, registered ones included, or JSONL): a pair is the whole
     installation, lcm.db first, then what its transcripts hold beyond it (docs/fleet.md)."""
-    from lcm_etl.read.openclaw_home import is_state_dir
-    from lcm_etl.read.openclaw_state import find_inputs
+    from lcm_etl.read.openclaw.openclaw_home import is_state_dir
+    from lcm_etl.read.openclaw.openclaw_state import find_inputs
 
     folder = src if src.is_dir() else src.parent
     if not is_state_dir(folder):

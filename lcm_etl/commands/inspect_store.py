@@ -7,8 +7,8 @@ from contextlib import closing
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from lcm_etl.read import runfolder
-from lcm_etl.read.openclaw_store import OpenStore
+from lcm_etl.read.snapshot import runfolder
+from lcm_etl.read.openclaw.openclaw_store import OpenStore
 from lcm_etl.read.store_reads import read_window
 from lcm_etl.read.transcript_decision import NEW
 from lcm_etl.report import SCHEMA_VERSION, one_line_each

@@ -12,13 +12,13 @@ from lcm_etl import duck
 from lcm_etl.store import ledger, target as tgt
 from lcm_etl.sync import identity as source_identity, shortcut
 from lcm_etl.sync.lcm_db import Asked, LcmDbSync
-from lcm_etl.read import snapcache
+from lcm_etl.read.snapshot import snapcache
 from lcm_etl.cachedir import cache_root
 from lcm_etl.store.runlock import target_lock
 from lcm_etl.progress import Progress
 from lcm_etl.report import RunReport, now_iso, one_line
-from lcm_etl.read.source_schema import detect_schema, normalized_views
-from lcm_etl.read.sources import Snapshot, check_sqlite_file, file_signature, take_snapshot
+from lcm_etl.read.lcmdb.source_schema import detect_schema, normalized_views
+from lcm_etl.read.lcmdb.sources import Snapshot, check_sqlite_file, file_signature, take_snapshot
 from lcm_etl.load.loader import SourceParts, Strategy, choose, load, staged
 from lcm_etl.steps.pipeline import PROVENANCE, WRITE_MESSAGES, WRITE_REST
 from lcm_etl.load.write import WriteJob, record_noop, write_failure
@@ -76,7 +76,7 @@ class _Planned:
     """What loading needs from planning: the stage file, its batches, and the rows the writer reads."""
     stage: Path
     batches: list[int]
-    src: Path   # the snapshot, or a sync re-run's small copy of its scope (lcm_etl/read/subset.py)
+    src: Path   # the snapshot, or a sync re-run's small copy of its scope (lcm_etl/read/lcmdb/subset.py)
 
 
 class _Run:
@@ -105,7 +105,7 @@ class _Run:
         size = sum(side[1] for side in file_signature(opts.src) if side is not None)   # the file and its -wal
         self.bars.phase("reading source", size, unit="B")   # a whole copy counts its bytes (sources.copy_file)
         # a run that stores marks keeps its snapshot for the next run of the pair, which then copies and reads
-        # only the pages that changed (lcm_etl/read/snapcache.py); a dry run or a filtered run leaves it alone
+        # only the pages that changed (lcm_etl/read/snapshot/snapcache.py); a dry run or a filtered run leaves it alone
         if not (opts.dry_run or opts.session_filter):
             self.cache = snapcache.SnapshotCache.for_pair(opts.src, opts.target)
         # DuckDB starts while the source is read; a dry run keeps no record of the scanner's check (lcm_etl/duck.py)

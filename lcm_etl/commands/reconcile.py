@@ -1,7 +1,7 @@
 """`reconcile`: crash recovery from OpenClaw's transcripts (docs/cli.md, docs/mapping.md).
 
-Transcripts are each agent's session store windows (lcm_etl/read/openclaw_store.py, store_reads.py) and legacy
-JSONL files, read in Python (lcm_etl/read/transcripts.py: OpenClaw's active path, lossless-claw's identity and
+Transcripts are each agent's session store windows (lcm_etl/read/openclaw/openclaw_store.py, store_reads.py) and legacy
+JSONL files, read in Python (lcm_etl/read/transcript/transcripts.py: OpenClaw's active path, lossless-claw's identity and
 token formula), handed to DuckDB as Arrow tables (or a Parquet spool: transcript_rows.IdentitySpool), matched
 against what lcm.db and the target already hold by the declarative steps r20/r60
 (lcm_etl/planning/reconcile_plan.py), staged by r65 and written by the shared SQLite writer. Every transcript is
@@ -19,7 +19,7 @@ from typing import Iterable
 import duckdb
 
 from lcm_etl.sync.decision import of_transcripts
-from lcm_etl.read import runfolder
+from lcm_etl.read.snapshot import runfolder
 from lcm_etl.store import ledger
 from lcm_etl.planning import plan
 from lcm_etl.planning.reconcile_plan import ReconcileOptions, held_by, plan_transcripts, read_all
@@ -27,14 +27,14 @@ from lcm_etl.read import transcript_offsets as offsets
 from lcm_etl.read import transcript_decision as decide
 from lcm_etl.report import RunReport, now_iso
 from lcm_etl.store.runlock import target_lock
-from lcm_etl.read.sources import take_snapshot
+from lcm_etl.read.lcmdb.sources import take_snapshot
 from lcm_etl.steps import pipeline
 from lcm_etl.steps.engine import run_stage
 from lcm_etl.store.target import check_target, target_view
 from lcm_etl.read.transcript_rows import IDENTITY_OCCURRENCE, file_sessions, stage_content
-from lcm_etl.read.openclaw_store import StoreWindow
+from lcm_etl.read.openclaw.openclaw_store import StoreWindow
 from lcm_etl.read.store_reads import PendingOrigin, where_kind
-from lcm_etl.read.transcripts import Transcript
+from lcm_etl.read.transcript.transcripts import Transcript
 from lcm_etl.read.transcript_reading import Reading
 from lcm_etl.load.loader import choose, load
 from lcm_etl.load.write import WriteJob

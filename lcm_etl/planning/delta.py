@@ -6,7 +6,7 @@ conversation, figures of every value the plan reads or lossless-claw can change 
 per source the schema and its rows of no conversation (02), and per target session its figures after the run
 (04_target_marks.sql). Here: computing the source's marks (mark_source, content_marks), loading the recorded
 ones (recorded_tables), narrowing the plan to the scope's rows (enter_scope: small copies,
-lcm_etl/read/subset.py; the steps after it are the usual ones) and the report's figures for what the scope left
+lcm_etl/read/lcmdb/subset.py; the steps after it are the usual ones) and the report's figures for what the scope left
 out (add_unchanged).
 """
 from __future__ import annotations
@@ -21,18 +21,18 @@ from pathlib import Path
 import duckdb
 import orjson
 
-from lcm_etl.read.source_schema import SourceSchema, normalized_views
+from lcm_etl.read.lcmdb.source_schema import SourceSchema, normalized_views
 from lcm_etl import duck
 from lcm_etl.steps import pipeline
 from lcm_etl.store import marks
-from lcm_etl.read import subset
+from lcm_etl.read.lcmdb import subset
 from lcm_etl.steps.engine import run_stage
 
 @dataclass
 class Scope:
     """What a sync re-run plans (lcm_etl/sync/lcm_db.py decides it): the sessions of scope_sessions."""
     since_run: str
-    source_subset: Path   # the scope's rows (lcm_etl/read/subset.py): what the plan reads, and the writer reads
+    source_subset: Path   # the scope's rows (lcm_etl/read/lcmdb/subset.py): what the plan reads, and the writer reads
     carry_marks: bool     # the changed conversations are the kept snapshot's: the others' marks are carried (09)
 
     @classmethod
@@ -81,7 +81,7 @@ def recorded_tables(con: duckdb.DuckDBPyConnection, recorded: marks.Marks) -> No
 
 
 def enter_scope(con: duckdb.DuckDBPyConnection, scope: Scope, schema: SourceSchema) -> None:
-    """From here on `src` is the scope's rows only (lcm_etl/read/subset.py): the views and the steps are the
+    """From here on `src` is the scope's rows only (lcm_etl/read/lcmdb/subset.py): the views and the steps are the
     same."""
     rows = scope.source_subset
     con.execute("DETACH src")

@@ -17,12 +17,12 @@ import duckdb
 
 from lcm_etl import duck
 from lcm_etl.steps import pipeline
-from lcm_etl.read import subset
+from lcm_etl.read.lcmdb import subset
 from lcm_etl.store import marks
 from lcm_etl.errors import BadInput
 from lcm_etl.progress import Progress
 from lcm_etl.report import RunReport
-from lcm_etl.read.source_schema import SourceSchema, normalized_views
+from lcm_etl.read.lcmdb.source_schema import SourceSchema, normalized_views
 from lcm_etl.store.target import REMNIC_TABLE_NAMES, REMNIC_TABLES, apply_schema
 from lcm_etl.steps.engine import run_stage
 
@@ -108,7 +108,7 @@ class TargetReader:
 
     def state(self, scoped: bool = False, source: SourceRows | None = None) -> None:
         """The target's identities (transforms/05_target_state.sql). `scoped`: only the sessions of
-        scope_sessions (a sync re-run), found through the target's indexes (lcm_etl/read/subset.py). `source`
+        scope_sessions (a sync re-run), found through the target's indexes (lcm_etl/read/lcmdb/subset.py). `source`
         (migrate, audit): the lcm.db whose rows the target's imported rows are compared with
         (04_superseded_rows.sql); without it (reconcile) none is superseded."""
         subset_db = None

@@ -16,8 +16,8 @@ from lcm_etl.errors import BadInput
 from lcm_etl.options import DEFAULT_MEMORY_LIMIT
 from lcm_etl.planning import plan
 from lcm_etl.read.transcript_decision import Records, file_key
-from lcm_etl.read.source_schema import detect_schema
-from lcm_etl.read.sources import Snapshot
+from lcm_etl.read.lcmdb.source_schema import detect_schema
+from lcm_etl.read.lcmdb.sources import Snapshot
 from lcm_etl.read.transcript_reading import Reading, ReadOptions, read_all as read_transcripts
 from lcm_etl.read.transcript_rows import FileSession, arrow_tables, file_sessions
 from lcm_etl.steps import pipeline

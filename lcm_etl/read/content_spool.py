@@ -22,9 +22,9 @@ from typing import Iterable
 
 import orjson
 
-from lcm_etl.read.openclaw_store import StoreWindow
-from lcm_etl.read.transcript_blocks import js_stringify
-from lcm_etl.read.transcripts import Transcript, TranscriptMessage
+from lcm_etl.read.openclaw.openclaw_store import StoreWindow
+from lcm_etl.read.transcript.transcript_blocks import js_stringify
+from lcm_etl.read.transcript.transcripts import Transcript, TranscriptMessage
 from lcm_etl.sqlite_runtime import private_file
 
 SCHEMA = ("CREATE TABLE IF NOT EXISTS jsonl_content (message_id INTEGER PRIMARY KEY, content TEXT NOT NULL, "

@@ -1,4 +1,4 @@
-"""A session store's windows and the transcripts' archives, read into Transcripts (lcm_etl/read/transcripts.py).
+"""A session store's windows and the transcripts' archives, read into Transcripts (lcm_etl/read/transcript/transcripts.py).
 
 A window is read whole, or on a re-run only past the seq the last complete run recorded for it (its record in
 `lcm_etl_transcript_files`, the one a JSONL file gets too), as lcm_etl/read/transcript_decision.py decides: the
@@ -17,12 +17,12 @@ from pathlib import Path
 
 import orjson
 
-from lcm_etl.read.openclaw_store import OpenStore, StoreArchive, StoreWindow
-from lcm_etl.read.store_hidden import PendingInput, decompress
-from lcm_etl.read.openclaw_state import archive_kind, archive_session_id
+from lcm_etl.read.openclaw.openclaw_store import OpenStore, StoreArchive, StoreWindow
+from lcm_etl.read.openclaw.store_hidden import PendingInput, decompress
+from lcm_etl.read.openclaw.openclaw_state import archive_kind, archive_session_id
 from lcm_etl.read.transcript_decision import (PENDING, FileRecord, archive_start, continue_path, window_proof,
                                               window_start)
-from lcm_etl.read.transcripts import (ReadMark, Transcript, TranscriptError, TranscriptReport, parse_transcript,
+from lcm_etl.read.transcript.transcripts import (ReadMark, Transcript, TranscriptError, TranscriptReport, parse_transcript,
                                       transcript_of_bytes)
 
 

@@ -38,9 +38,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Sequence
 
-from lcm_etl.read.openclaw_store import StoreWindow
+from lcm_etl.read.openclaw.openclaw_store import StoreWindow
 from lcm_etl.read.transcript_rows import FileSession
-from lcm_etl.read.transcripts import (_BLANK, CANONICAL_TYPES, Transcript, TranscriptReport, _Node, _parse_line,
+from lcm_etl.read.transcript.transcripts import (_BLANK, CANONICAL_TYPES, Transcript, TranscriptReport, _Node, _parse_line,
                                       message_of)
 
 # why a transcript was read whole: the report's fixed vocabulary (per file `why`, the `sync:` line's counts), in

@@ -5,7 +5,7 @@ A record (the target's `lcm_etl_transcript_files`, lcm_etl/store/ledger.py) hold
 read (up to the end of the last complete line), their SHA-256, their lines and path messages, and the entry an
 append must continue from. The next run hashes the recorded prefix again and parses only the lines after it
 (transcript_decision.prefix_proved, continue_path); a file that is not the recorded prefix plus an append to its
-active branch is read whole (lcm_etl/read/transcripts.py), which is always correct. Hashing costs a sequential
+active branch is read whole (lcm_etl/read/transcript/transcripts.py), which is always correct. Hashing costs a sequential
 read at SHA-256 speed, a small fraction of parsing the same bytes (docs/benchmarks.md).
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from lcm_etl.read.transcript_decision import PREFIX_CHANGED, FileRecord, continue_path, prefix_proved, transcript_key
-from lcm_etl.read.transcripts import ReadMark, Transcript, TranscriptReport, _lines, read_transcript
+from lcm_etl.read.transcript.transcripts import ReadMark, Transcript, TranscriptReport, _lines, read_transcript
 
 
 def read(path: Path, start: FileRecord | str, strict: bool) -> Transcript:

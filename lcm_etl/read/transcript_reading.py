@@ -1,8 +1,8 @@
 """Reading OpenClaw's transcripts for `reconcile` and `audit`: every session store's windows, live JSONL files and
 the archives asked for, before the target is looked at (docs/design.md, "OpenClaw's session store").
 
-What `--sessions` names is sorted by lcm_etl/read/openclaw_state.py; a store's windows are read by store_reads.py
-from its snapshot (openclaw_store.py), a file by transcript_offsets.py, each from its record or whole as
+What `--sessions` names is sorted by lcm_etl/read/openclaw/openclaw_state.py; a store's windows are read by store_reads.py
+from its snapshot (openclaw/openclaw_store.py), a file by transcript_offsets.py, each from its record or whole as
 transcript_decision.py decides. A transcript that cannot be read is bad
 input (exit 2), and nothing is written.
 """
@@ -14,18 +14,18 @@ from pathlib import Path
 from typing import Callable
 
 from lcm_etl import duck
-from lcm_etl.read import runfolder
+from lcm_etl.read.snapshot import runfolder
 from lcm_etl.errors import BadInput
 from lcm_etl.read import transcript_offsets as offsets
 from lcm_etl.read.content_spool import ContentSpool
 from lcm_etl.read.transcript_decision import FileRecord, Records, file_key
-from lcm_etl.read.openclaw_state import Inputs, archive_kind, archive_session_id, find_inputs, state_folder
-from lcm_etl.read.openclaw_store import OpenStore, StoreWindow
-from lcm_etl.read.sources import expand
+from lcm_etl.read.openclaw.openclaw_state import Inputs, archive_kind, archive_session_id, find_inputs, state_folder
+from lcm_etl.read.openclaw.openclaw_store import OpenStore, StoreWindow
+from lcm_etl.read.lcmdb.sources import expand
 from lcm_etl.read.store_reads import (ArchiveOrigin, archive_listing, read_archive_file, read_pending,
                                       read_store_archive, read_window)
 from lcm_etl.read.transcript_rows import IdentitySpool, file_session, release
-from lcm_etl.read.transcripts import Transcript, TranscriptError
+from lcm_etl.read.transcript.transcripts import Transcript, TranscriptError
 from lcm_etl.read.window_shelf import Transcripts
 from lcm_etl.report import now_iso
 

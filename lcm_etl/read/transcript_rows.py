@@ -15,9 +15,9 @@ from typing import Iterable, Sequence, cast
 from pathlib import Path
 
 from lcm_etl.read.content_spool import add_occurrences, open_stage, write_message
-from lcm_etl.read.openclaw_state import legacy_session_keys
-from lcm_etl.read.transcript_files import load_session_keys
-from lcm_etl.read.transcripts import Transcript, TranscriptMessage
+from lcm_etl.read.openclaw.openclaw_state import legacy_session_keys
+from lcm_etl.read.openclaw.transcript_files import load_session_keys
+from lcm_etl.read.transcript.transcripts import Transcript, TranscriptMessage
 
 # Declared, not inferred from the data: a column with no value at all (an empty file, a header-only
 # file, v1 files without entry ids) would be typed NULL or INTEGER and fail to bind in the plan.

@@ -20,7 +20,7 @@ from collections.abc import MutableSequence
 from pathlib import Path
 from typing import Callable, Iterator, overload
 
-from lcm_etl.read.transcripts import Transcript
+from lcm_etl.read.transcript.transcripts import Transcript
 from lcm_etl.sqlite_runtime import private_file
 
 CACHE_KIB = 1024   # written once, read in order: SQLite's page cache need not hold the file

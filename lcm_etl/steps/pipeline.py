@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from lcm_etl.read.source_tables import SOURCE_TABLES
+from lcm_etl.read.lcmdb.source_tables import SOURCE_TABLES
 
 
 @dataclass(frozen=True)
@@ -49,14 +49,14 @@ TARGET_PROVENANCE = Stage("target provenance", "duckdb", "the plan database, lcm
 SESSIONS = Stage("sessions", "duckdb", _PLAN_DB, ("10_sessions",))
 # cost follows the change (lcm_etl/planning/delta.py): marks of the source and the target, and what a sync re-run re-plans
 SOURCE_MARKS = Stage("source marks", "duckdb", _PLAN_DB, ("02_source_global", "03_source_marks"),
-                     when="the previous run's snapshot is not kept (lcm_etl/read/snapcache.py), or the run plans everything")
+                     when="the previous run's snapshot is not kept (lcm_etl/read/snapshot/snapcache.py), or the run plans everything")
 TARGET_MARKS = Stage("target marks", "sqlite", "a read-only connection to the target (an empty Remnic schema when "
                      "there is none); plan.py hands the rows to DuckDB", ("04_target_marks",))
 SYNC_SCOPE = Stage("sync scope", "duckdb", _PLAN_DB + "; the source views are narrowed to the scope after target state (delta.enter_scope)",
                    ("10_sessions", "08_sync_scope"), when="the previous migrate of this source stored marks")
 CARRIED_MARKS = Stage("carried marks", "duckdb", "the plan database, the scope's rows read through the src_* views "
-                      "(lcm_etl/read/subset.py)", ("03_source_marks", "09_carried_marks"),
-                      when="a sync re-run whose changes were found page by page (lcm_etl/read/snapcache.py)")
+                      "(lcm_etl/read/lcmdb/subset.py)", ("03_source_marks", "09_carried_marks"),
+                      when="a sync re-run whose changes were found page by page (lcm_etl/read/snapshot/snapcache.py)")
 KEPT_SESSIONS = Stage("kept sessions", "duckdb", _PLAN_DB, ("15_kept_sessions",))
 _PLAN_HEAD = ("20_turn_index", "30_message_parts", "40_summaries", "50_parent_collapse", "52_in_place_changes")
 PLAN = Stage("plan", "duckdb", _PLAN_DB, (*_PLAN_HEAD, "55_batch_weights", "57_assign_batches", "60_batches"))
@@ -116,7 +116,7 @@ _SELECTED = {"selected": "the sessions the run covers (plan.py / reconcile_plan.
 _MIGRATE_INPUTS = {**SOURCE_VIEWS, **TARGET_TABLES, **_SELECTED,
                    **{name: "the marks the previous run stored (delta.recorded_tables, from lcm_etl/store/marks.py)"
                       for name in ("recorded_source_marks", "recorded_source_global", "recorded_target_marks")},
-                   "page_changed_convs": "the conversations owning a changed page (lcm_etl/read/snapcache.py; delta.py "
+                   "page_changed_convs": "the conversations owning a changed page (lcm_etl/read/snapshot/snapcache.py; delta.py "
                                          "makes it, empty when the marks decide)",
                    "superseded_rows": "04_superseded_rows.sql's rows (plan.TargetReader.state; empty for a new target)",
                    "content_marks": "per conversation, a digest of its messages' content computed by SQLite "

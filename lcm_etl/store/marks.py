@@ -2,7 +2,7 @@
 columns per kind of mark, each kind declared once here.
 
 - per source conversation (`lcm_etl_conversation_marks`, 03_source_marks.sql): a digest of its own row, and for
-  each source table that holds rows of it (lcm_etl/read/source_tables.py, `mark`) how many and a digest of
+  each source table that holds rows of it (lcm_etl/read/lcmdb/source_tables.py, `mark`) how many and a digest of
   them, and a digest of its messages' content (delta.content_marks);
 - per source (`lcm_etl_source_marks`, 02_source_global.sql): the schema's signature and, for each table whose
   rows of no conversation count (`orphans`), how many there are;
@@ -17,7 +17,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 
-from lcm_etl.read.source_tables import SOURCE_TABLES
+from lcm_etl.read.lcmdb.source_tables import SOURCE_TABLES
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from lcm_etl.store import ledger
 from lcm_etl.errors import BadInput, RunFailed
-from lcm_etl.read.sources import SQLITE_HEADER, Snapshot, take_snapshot
+from lcm_etl.read.lcmdb.sources import SQLITE_HEADER, Snapshot, take_snapshot
 
 
 
@@ -25,7 +25,7 @@ class RemnicTable:
     rows: str             # what the reports call its rows (undo, provenance.committed)
     ranged: bool          # its AUTOINCREMENT id: a run's rows are id ranges (lcm_etl/store/provenance.py)
     # its rows of a set of sessions (temp.scope), by its own session_id or through its message's, for the
-    # small copy a sync re-run reads (lcm_etl/read/subset.py; lcm_messages is copied first)
+    # small copy a sync re-run reads (lcm_etl/read/lcmdb/subset.py; lcm_messages is copied first)
     scope_rows: str
 
 
@@ -85,7 +85,7 @@ def indexes_after_load(con: sqlite3.Connection, *tables: str):
 
 
 def resolve_target(dest: str | None, memory_dir: str | None) -> Path:
-    from lcm_etl.read.sources import expand
+    from lcm_etl.read.lcmdb.sources import expand
 
     if dest and memory_dir:
         raise BadInput("give either --dest or --memory-dir, not both")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import orjson
 
-from lcm_etl.read.sources import real_path
+from lcm_etl.read.lcmdb.sources import real_path
 
 # a database with no conversation yet has no origin: its first conversation gives it one, and that run plans
 # the source whole (nothing of it is in the target to re-use)

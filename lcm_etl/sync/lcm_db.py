@@ -3,7 +3,7 @@
 It is made in three steps, each as soon as what it needs has been read:
 
 1. `before_read` (no source read yet): the no-op shortcut (lcm_etl/sync/shortcut.py).
-2. `after_snapshot` (the snapshot taken, whole, or from the kept one by its changed pages: lcm_etl/read/snapcache.py):
+2. `after_snapshot` (the snapshot taken, whole, or from the kept one by its changed pages: lcm_etl/read/snapshot/snapcache.py):
    whose marks the target holds for this source (lcm_etl/store/marks.py, stored by its last complete migrate over the
    whole source with the same options), and whether the changed pages since that run name the changed
    conversations (`pages compared`) or the source's marks must be computed and compared (`marks`). Without
@@ -26,7 +26,7 @@ from lcm_etl.store.marks import Marks, read as read_marks
 from lcm_etl.sync import shortcut
 from lcm_etl.sync.decision import FULL, MARKS, NO_OP, PAGES, Decision
 from lcm_etl.sync.identity import SourceIdentity
-from lcm_etl.read.sources import real_path
+from lcm_etl.read.lcmdb.sources import real_path
 
 
 @dataclass

@@ -148,7 +148,7 @@ def cache_warning(cache) -> str:
 
 
 def test_a_full_cache_folder_is_one_warning_line_and_a_run_without_a_kept_snapshot(source, small_disk, tmp_path):
-    """The kept snapshot (lcm_etl/read/snapcache.py) is written where LCM_ETL_CACHE_DIR says; the cache is optional."""
+    """The kept snapshot (lcm_etl/read/snapshot/snapcache.py) is written where LCM_ETL_CACHE_DIR says; the cache is optional."""
     cache = small_disk(1024 * KB, "cache")
     target = tmp_path / "remnic" / "lcm.sqlite"
     proc = run("migrate", "--src", source, "--dest", target, "-q", tmp=tmp_path / "tmp",

@@ -221,7 +221,7 @@ def test_the_kill_soak_script_runs_its_trials_and_reports_them(tmp_path):
 
 def test_the_copy_and_run_folder_of_a_first_run_killed_while_reading_are_removed_by_the_next_run(world, tmp_path):
     """kill -9 while the source is copied into the cache: the unsealed copy (the source's size) and the run's
-    temporary folder stay behind; the next run, of another pair, removes both (lcm_etl/read/cache_bounds.py)."""
+    temporary folder stay behind; the next run, of another pair, removes both (lcm_etl/read/snapshot/cache_bounds.py)."""
     import subprocess
 
     from faultlib import LCM_ETL, env_for, wait_until

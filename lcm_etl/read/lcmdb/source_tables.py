@@ -2,8 +2,8 @@
 read from here.
 
 For each table: its identity, the normalised view over it and the columns that view maps
-(lcm_etl/read/source_schema.py), the one or two conversations that own a row of it (lcm_etl/read/page_owners.py
-places a changed page by them), which of its rows a sync re-run's scope holds (lcm_etl/read/subset.py copies
+(lcm_etl/read/lcmdb/source_schema.py), the one or two conversations that own a row of it (lcm_etl/read/snapshot/page_owners.py
+places a changed page by them), which of its rows a sync re-run's scope holds (lcm_etl/read/lcmdb/subset.py copies
 them), and the figures it adds to a conversation's mark and to the source's global mark
 (lcm_etl/store/marks.py names them; 02_source_global.sql and 03_source_marks.sql compute them, and
 tests/test_source_tables.py checks that those steps read every view listed here and compute every figure).

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lcm_etl.errors import BadInput
-from lcm_etl.read.openclaw_home import LEGACY_NAME, STATE_NAME, is_state_dir, is_profile_name
+from lcm_etl.read.openclaw.openclaw_home import LEGACY_NAME, STATE_NAME, is_state_dir, is_profile_name
 
 STATE_DB = "lcm.db"
 

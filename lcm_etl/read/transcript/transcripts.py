@@ -2,8 +2,8 @@
 
 ``read_transcript`` returns the messages on a transcript's *active path* as OpenClaw itself computes
 it, plus a report of everything it skipped; each message carries lossless-claw's content, token count
-(transcript_tokens.py) and identity hash (transcript_identity.py), and its Remnic parts
-(transcript_blocks.py). transcript_files.py finds the files and their session keys. Pure Python, no I/O
+(transcript/transcript_tokens.py) and identity hash (transcript/transcript_identity.py), and its Remnic parts
+(transcript/transcript_blocks.py). openclaw/transcript_files.py finds the files and their session keys. Pure Python, no I/O
 besides reading the named file.
 
 Reading rules: bytes split on ``b"\\n"`` only (raw U+2028/U+2029/U+0085 stay inside their line), a
@@ -29,10 +29,10 @@ from typing import Any, Iterable
 
 import orjson
 
-from lcm_etl.read.transcript_blocks import build_parts, extract_content, reject_constant, without_surrogates
-from lcm_etl.read.transcript_files import file_stem
-from lcm_etl.read.transcript_identity import identity_hash
-from lcm_etl.read.transcript_tokens import lc_token_count
+from lcm_etl.read.transcript.transcript_blocks import build_parts, extract_content, reject_constant, without_surrogates
+from lcm_etl.read.openclaw.transcript_files import file_stem
+from lcm_etl.read.transcript.transcript_identity import identity_hash
+from lcm_etl.read.transcript.transcript_tokens import lc_token_count
 
 PERSISTABLE_ROLES = {"user": "user", "assistant": "assistant", "system": "system", "tool": "tool",
                      "toolResult": "tool"}
@@ -191,7 +191,7 @@ def transcript_of_bytes(path: Path, data: bytes, strict: bool = False) -> Transc
 def parse_transcript(path: Path, lines: Iterable[tuple[int, bytes]], strict: bool = False, *,
                      store_rules: bool = False, whole_lines: bool = True) -> Transcript:
     """The active path of a transcript given as numbered lines: a file's (1-based line numbers) or a session
-    store window's rows (their seqs, lcm_etl/read/openclaw_store.py). `store_rules`: OpenClaw 2026.7.2+'s
+    store window's rows (their seqs, lcm_etl/read/openclaw/openclaw_store.py). `store_rules`: OpenClaw 2026.7.2+'s
     scan for a missing parent and for entries after a `reset` (see _active_path). The returned mark holds
     the path's message count and tip; its byte fields are the caller's to fill."""
     report = TranscriptReport()

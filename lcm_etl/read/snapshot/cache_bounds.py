@@ -1,5 +1,5 @@
 """The kept snapshots' folder as a cache: each pair's folder held by its run, what interrupted runs left removed,
-the whole kept within a bound, least recently used first out (lcm_etl/read/snapcache.py keeps one pair's copy).
+the whole kept within a bound, least recently used first out (lcm_etl/read/snapshot/snapcache.py keeps one pair's copy).
 
 - A run holds its pair's folder with `fcntl.flock` on the folder itself from before it reads or writes the
   copy until it has sealed or discarded it. The OS drops the lock when the run dies, kill -9 included.
@@ -20,8 +20,8 @@ from pathlib import Path
 
 import orjson
 
-from lcm_etl.read.runfolder import held, remove_unheld
-from lcm_etl.read.sources import file_signature
+from lcm_etl.read.snapshot.runfolder import held, remove_unheld
+from lcm_etl.read.lcmdb.sources import file_signature
 
 SNAPSHOT, SEAL, PAIR = "snapshot.db", "seal.json", "pair.json"
 _PAIR_FOLDER = re.compile(r"[0-9a-f]{24}")   # snapcache.SnapshotCache.for_pair's names

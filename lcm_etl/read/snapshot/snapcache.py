@@ -4,7 +4,7 @@ A first `migrate` of a source into a target copies the source whole (sources.tak
 keeps that copy in a cache folder, one per (source, target) pair, and seals it with the id of the run that
 read it once the run has committed. The next run of the pair compares the source with the copy page by
 page: it writes only the pages that differ into the copy, which is then the new snapshot, and it knows
-which source conversations own a row on a differing page (lcm_etl/read/pages.py): everything else is proved
+which source conversations own a row on a differing page (lcm_etl/read/snapshot/pages.py): everything else is proved
 unchanged by its bytes. Every page is compared, so no page of the copy is trusted unread; the copy is used
 only when its file is the one sealed (inode, size, mtime and ctime: a ctime cannot be set back), and what the
 changed pages prove counts only when the target's ledger names the sealing run as the last complete migrate
@@ -12,7 +12,7 @@ of the source with marks (lcm_etl/sync/lcm_db.py). Before the copy is changed it
 that dies leaves no copy that could be trusted.
 
 Where: lcm_etl/cachedir.py (LCM_ETL_CACHE_DIR=off keeps no copy: every run copies the source whole); the size
-of the source per pair, within LCM_ETL_CACHE_SIZE (lcm_etl/read/cache_bounds.py). A cache folder that cannot
+of the source per pair, within LCM_ETL_CACHE_SIZE (lcm_etl/read/snapshot/cache_bounds.py). A cache folder that cannot
 take the copy (full, unwritable) is a `warning` and a run without a kept snapshot, never a failure; a kept copy
 that cannot be used is `dropped`, with the reason, and the source is copied whole.
 """
@@ -31,9 +31,9 @@ from typing import Callable
 import orjson
 
 from lcm_etl.cachedir import cache_bound, cache_root, write_atomically
-from lcm_etl.read import cache_bounds, page_owners, pages, runfolder
+from lcm_etl.read.snapshot import cache_bounds, page_owners, pages, runfolder
 from lcm_etl.errors import RunFailed
-from lcm_etl.read.sources import (CacheUnwritable, Snapshot, file_signature, fold_wal, real_path, take_snapshot,
+from lcm_etl.read.lcmdb.sources import (CacheUnwritable, Snapshot, file_signature, fold_wal, real_path, take_snapshot,
                                   unchanged_but_appended, why_failed)
 
 # more differing pages than this share of the source (or than 1 MB of pages on a small one): not worth

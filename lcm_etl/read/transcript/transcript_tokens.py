@@ -13,7 +13,7 @@ import math
 import re
 from typing import Any
 
-from lcm_etl.read.transcript_blocks import js_stringify, js_trim, reject_constant
+from lcm_etl.read.transcript.transcript_blocks import js_stringify, js_trim, reject_constant
 
 _LC_PART_TYPES = {
     "text": "text", "thinking": "reasoning", "redacted_thinking": "reasoning", "reasoning": "reasoning",

@@ -7,7 +7,7 @@ still live only in `lcm.db-wal` must be read. So the main file and its `-wal` ar
 temporary folder (retrying while a live writer changes them under us), the copy is checkpointed there,
 and every reader attaches the copy. `immutable=1` is never used: it silently ignores the WAL.
 
-What the copy holds (its schema generation, read as one fixed column set) is source_schema.py's concern.
+What the copy holds (its schema generation, read as one fixed column set) is lcmdb/source_schema.py's concern.
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from typing import Callable
 from lcm_etl.errors import BadInput, RunFailed
 from lcm_etl.file_identity import file_signature   # the snapshot's seal; its importers take it from here too
 from lcm_etl.interrupts import Worker
-from lcm_etl.read import runfolder
+from lcm_etl.read.snapshot import runfolder
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 
@@ -78,14 +78,14 @@ class Snapshot:
     path: Path
     folder: Path
     size: int
-    # how the copy's digest is made when not by hashing the whole file (lcm_etl/read/snapcache.py: a kept copy
+    # how the copy's digest is made when not by hashing the whole file (lcm_etl/read/snapshot/snapcache.py: a kept copy
     # brought up to date page by page hashes the pages it wrote)
     digest_of: Callable[[], str | None] | None = None
     _digest: threading.Thread | None = None
     _sha256: list = field(default_factory=list)
     _discard: threading.Thread | None = None
     _hash_lock: threading.Lock = field(default_factory=threading.Lock)
-    hold: int | None = None   # the descriptor holding `folder` (lcm_etl/read/runfolder.py), let go by close()
+    hold: int | None = None   # the descriptor holding `folder` (lcm_etl/read/snapshot/runfolder.py), let go by close()
 
     @property
     def sha256(self) -> str | None:
@@ -155,7 +155,7 @@ def copy_file(src: Path | str, dst: Path | str, copied: Callable[[int], None] | 
 def take_snapshot(path: Path, what: str = "source", tmp_root: str | None = None, attempts: int = 20,
                   into: Path | None = None, progress: Callable[[int, int], None] | None = None) -> Snapshot:
     """Copy db + -wal until an unchanged signature brackets the copy, then checkpoint the copy. The copy is
-    made in a private temporary folder, or at `into` (the kept copy of lcm_etl/read/snapcache.py).
+    made in a private temporary folder, or at `into` (the kept copy of lcm_etl/read/snapshot/snapcache.py).
     `progress(done, total)` follows the copy in bytes (an attempt that has to start over starts at 0).
 
     A live writer appending to the WAL cannot hurt a copy: SQLite reads WAL frames only up to the last
@@ -193,7 +193,7 @@ def take_snapshot(path: Path, what: str = "source", tmp_root: str | None = None,
 
 
 class CacheUnwritable(Exception):
-    """The cache folder could not take a kept copy (lcm_etl/read/snapcache.py goes on without one)."""
+    """The cache folder could not take a kept copy (lcm_etl/read/snapshot/snapcache.py goes on without one)."""
 
     def __init__(self, cause: OSError):
         super().__init__(why_failed(cause))

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Mapping
 
 from lcm_etl.errors import BadInput, LcmEtlError
-from lcm_etl.read.sources import take_snapshot
+from lcm_etl.read.lcmdb.sources import take_snapshot
 
 STATE_NAME = ".openclaw"
 LEGACY_NAME = ".clawdbot"

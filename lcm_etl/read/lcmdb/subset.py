@@ -12,7 +12,7 @@ import sqlite3
 from contextlib import closing
 from pathlib import Path
 
-from lcm_etl.read.source_tables import SOURCE_TABLES
+from lcm_etl.read.lcmdb.source_tables import SOURCE_TABLES
 
 def source_subset(snapshot: Path, out: Path, conversations: list[str]) -> Path:
     """The scope's conversations and every row of theirs the plan reads. Keys arrive as text

@@ -1,6 +1,6 @@
 """What `--sessions` names, sorted into what reconcile reads: session stores, live JSONL files, archives.
 
-OpenClaw's state folder (found as OpenClaw finds it: lcm_etl/read/openclaw_home.py) holds one folder per agent:
+OpenClaw's state folder (found as OpenClaw finds it: lcm_etl/read/openclaw/openclaw_home.py) holds one folder per agent:
 
     agents/<agentId>/agent/openclaw-agent.sqlite        the session store (OpenClaw 2026.7.2+)
     agents/<agentId>/sessions/<id>.jsonl                 a live JSONL transcript (legacy: OpenClaw <= 2026.7.1)
@@ -20,9 +20,9 @@ from pathlib import Path
 
 import orjson
 
-from lcm_etl.read.openclaw_home import is_state_dir, registered_databases, state_dir
-from lcm_etl.read.sources import SQLITE_HEADER
-from lcm_etl.read.transcript_files import classify_file_name, discover_transcripts, file_stem
+from lcm_etl.read.openclaw.openclaw_home import is_state_dir, registered_databases, state_dir
+from lcm_etl.read.lcmdb.sources import SQLITE_HEADER
+from lcm_etl.read.openclaw.transcript_files import classify_file_name, discover_transcripts, file_stem
 
 STORE_NAME = "openclaw-agent.sqlite"
 IMPORT_ARCHIVE = "session-sqlite-import-archive"

@@ -12,7 +12,7 @@ import json
 import re
 from typing import Any
 
-from lcm_etl.read.transcript_blocks import JS_WS, js_stringify, js_trim, reject_constant, utf8
+from lcm_etl.read.transcript.transcript_blocks import JS_WS, js_stringify, js_trim, reject_constant, utf8
 
 _META_RE = re.compile(r"^(Conversation info \(untrusted metadata\)|Sender \(untrusted metadata\)):\r?\n```json\r?\n([\s\S]*?)\r?\n```")
 _DELIVERY_RE = re.compile(r"^Delivery:[\s\S]*?\r?\n\r?\n(?=Conversation info \(untrusted metadata\):)")

@@ -14,14 +14,14 @@ from pathlib import Path
 import orjson
 
 from lcm_etl.errors import BadInput
-from lcm_etl.read.source_tables import BY_NAME, LEFT_OUT, SOURCE_TABLES
-from lcm_etl.read.sources import unreadable
+from lcm_etl.read.lcmdb.source_tables import BY_NAME, LEFT_OUT, SOURCE_TABLES
+from lcm_etl.read.lcmdb.sources import unreadable
 from lcm_etl.sqlite_runtime import UTF8_JSON
 
 # The one rule for every command (inspect, migrate, reconcile --src, audit): a table every lossless-claw release
 # creates (0.1.0 on, and the peer importer's test shape too) must be there, or the file is not a lossless-claw
 # database; a table a shape lcm-etl reads can lack (the peer's test shape has no message_parts or large_files)
-# is read as empty (normalized_views). Which is which: lcm_etl/read/source_tables.py.
+# is read as empty (normalized_views). Which is which: lcm_etl/read/lcmdb/source_tables.py.
 REQUIRED_TABLES = tuple(t.name for t in SOURCE_TABLES if t.required)
 
 
@@ -120,7 +120,7 @@ def detect_schema(db: Path, original: Path) -> SourceSchema:
 # --------------------------------------------------------------------------------------------------
 # Normalised views: one fixed column set per table whatever the generation.
 
-# the columns each view maps: lcm_etl/read/source_tables.py (message_parts maps every column, _parts_view)
+# the columns each view maps: lcm_etl/read/lcmdb/source_tables.py (message_parts maps every column, _parts_view)
 MESSAGE_COLS = list(BY_NAME["messages"].columns or ())
 _MAPPED_COLUMNS = {t.name: list(t.columns) for t in SOURCE_TABLES if t.columns is not None}
 # the metadata keys 72_write_messages.sql writes from the mapped columns: a message column of a newer release

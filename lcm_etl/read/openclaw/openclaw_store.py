@@ -5,7 +5,7 @@ Since 2026.7.2 OpenClaw keeps each agent's transcripts in SQLite: one `transcrip
 (a window: a session id), one `session_nodes` row per session key, archives of deleted windows in
 `session_transcript_archives` (docs/mapping.md, "OpenClaw's session store").
 
-The store is read like lcm.db: through a private snapshot (lcm_etl/read/sources.py: its -wal counts, nothing is
+The store is read like lcm.db: through a private snapshot (lcm_etl/read/lcmdb/sources.py: its -wal counts, nothing is
 created beside it), attached in DuckDB. Columns are detected, never a schema version pinned: a store names
 exactly the columns it lacks (exit 2). A window's rows become the numbered lines of a transcript
 (transcripts.parse_transcript, with OpenClaw 2026.7.2+'s scan rules), numbered by their seq.
@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Callable, Iterator
 
 from lcm_etl.errors import BadInput
 from lcm_etl.options import DEFAULT_MEMORY_LIMIT
-from lcm_etl.read.sources import Snapshot, take_snapshot
-from lcm_etl.read.store_hidden import (ColdArchive, PendingInput, cold_archives, cold_location, cold_rows, decompress,
+from lcm_etl.read.lcmdb.sources import Snapshot, take_snapshot
+from lcm_etl.read.openclaw.store_hidden import (ColdArchive, PendingInput, cold_archives, cold_location, cold_rows, decompress,
                                        pending_inputs, unknown_tables)
 
 if TYPE_CHECKING:

@@ -1,5 +1,5 @@
 """Which source conversations own the rows on the pages that differ between the kept snapshot and the source
-(lcm_etl/read/pages.py places a page; this reads its rows). The kept snapshot (snapcache.py) asks it twice,
+(lcm_etl/read/snapshot/pages.py places a page; this reads its rows). The kept snapshot (snapshot/snapcache.py) asks it twice,
 of the copy before the changed pages are written and after, and re-plans the owners of every row that differs.
 """
 from __future__ import annotations
@@ -9,7 +9,8 @@ import sqlite3
 from contextlib import closing
 from pathlib import Path
 
-from lcm_etl.read import pages, source_tables
+from lcm_etl.read.snapshot import pages
+from lcm_etl.read.lcmdb import source_tables
 
 _LOWEST, _HIGHEST = -(1 << 63), (1 << 63) - 1
 

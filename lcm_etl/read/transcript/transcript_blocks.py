@@ -3,7 +3,7 @@ and their flattening into Remnic ``lcm_message_parts`` rows.
 
 ``extract_content`` ports lossless-claw's ``extractMessageContent`` and must reproduce the oracle dumps in
 ``fixtures/sessions/expected/`` exactly, quirks included (``fixtures/sessions/README.md`` says how they were made). The token count
-(transcript_tokens.py) and the identity hash (transcript_identity.py) build on the JavaScript-compatible
+(transcript/transcript_tokens.py) and the identity hash (transcript/transcript_identity.py) build on the JavaScript-compatible
 helpers here.
 
 Strings may hold lone surrogates (``\\ud83d`` escapes survive JSON parsing).

@@ -1,0 +1,1 @@
+"""Reading a lossless-claw lcm.db: the source snapshot, its schema generations, the tables read."""
