@@ -47,12 +47,14 @@ def reconcile(opts: ReconcileOptions) -> RunReport:
     # where the last complete run stopped in each transcript
     with decide.recorded(opts.target, hint=True, dry_run=opts.dry_run) as records:
         read = read_all(opts, records)   # transcript problems are reported first, then target problems, then a wait
+    report = None
     try:
         check_target(opts.target, open_it=not opts.dry_run)
         with target_lock(opts.target, opts.lock_timeout, opts.dry_run):   # one run per target (lcm_etl/store/runlock.py)
-            return _reconcile(opts, read, started, t0)
-    finally:
-        read.close()
+            report = _reconcile(opts, read, started, t0)
+            return report
+    finally:   # the stores' snapshots kept for the next run once this one committed (openclaw_store.OpenStore.close)
+        read.close(report.run_id if report is not None else None)
 
 
 def _reconcile(opts: ReconcileOptions, read: Reading, started: str, t0: float) -> RunReport:

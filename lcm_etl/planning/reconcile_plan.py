@@ -50,7 +50,7 @@ def read_all(opts: ReconcileOptions, records: Records | None = None) -> Reading:
     return read_transcripts(ReadOptions(
         sessions=opts.sessions, strict=opts.strict, exclude_deleted=opts.exclude_deleted, key_by=opts.key_by,
         memory_limit=opts.memory_limit, dry_run=opts.dry_run, held_by=held_by(opts),
-        session_filter=tuple(opts.session_filter)), records)
+        session_filter=tuple(opts.session_filter), target=opts.target), records)
 
 
 def held_by(opts: ReconcileOptions) -> str:

@@ -40,6 +40,7 @@ class ReadOptions:
     dry_run: bool = False   # read-only: the store reader's DuckDB keeps no record (duck.connect)
     held_by: str = ""       # the --src whose rows count as held (a record made with another is not used)
     session_filter: tuple[str, ...] = ()   # the sessions the run may write (none: every one)
+    target: Path | None = None   # the target a run that writes commits to: each store's snapshot is kept for it
 
 
 @dataclass
@@ -117,14 +118,15 @@ class Reading:
         """History the sources hold that could not be read (a cold archive missing or failing verification)."""
         return [f for store in self.open_stores.values() for f in store.findings]
 
-    def close(self) -> None:
+    def close(self, committed: str | None = None) -> None:
+        """`committed`: the run that read this and committed (the stores' kept snapshots are sealed for it)."""
         self.transcripts.close()
         if self.spool is not None:
             self.spool.close()
         if self.content is not None:
             self.content.close()
         for store in self.open_stores.values():
-            store.close()
+            store.close(committed)
         self.open_stores.clear()
         if self.work is not None:
             self.work.cleanup()
@@ -171,12 +173,13 @@ def _read_into(reading: Reading, inputs: Inputs, opts: ReadOptions, start, archi
     assert reading.work is not None
     for path in inputs.stores:
         store = reading.open_stores[path] = OpenStore(path, Path(reading.work.name), opts.memory_limit,
-                                                      keeps_records=not opts.dry_run)
+                                                      keeps_records=not opts.dry_run,
+                                                      target=None if opts.dry_run else opts.target)
         c = store.contents
         reading.stores.append({"store": str(path), "agent_id": c.agent_id, "user_version": c.user_version,
                                "windows": len(c.windows), "archives": len(c.archives),
                                "cold_windows": len(c.cold), "pending_inputs": len(c.pending),
-                               "compressed_rows": c.compressed})
+                               "compressed_rows": c.compressed, "kept_snapshot": store.kept_note()})
         # each window is made as it is read, and shelved with its transcript (window_shelf.py): none held here
         for w in c.windows:
             reading.add_window(store, w, start(w.record_key()))

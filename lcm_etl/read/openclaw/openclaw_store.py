@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Callable, Iterator
 from lcm_etl.errors import BadInput
 from lcm_etl.options import DEFAULT_MEMORY_LIMIT
 from lcm_etl.read.lcmdb.sources import Snapshot, take_snapshot
+from lcm_etl.read.snapshot.page_owners import Owned
+from lcm_etl.read.snapshot.snapcache import Changes, SnapshotCache
 from lcm_etl.read.openclaw.store_hidden import (ColdArchive, PendingInput, cold_archives, cold_location, cold_rows, decompress,
                                        pending_inputs, unknown_tables)
 
@@ -40,6 +42,8 @@ _WINDOW_COLUMNS = ("session_key", "previous_session_id", "reason", "session_scop
 _NODE_COLUMNS = ("current_session_id", "display_name", "label", "archived_at")
 _ARCHIVE_COLUMNS = ("session_id", "generation", "session_key", "reason", "encoding", "archive_blob", "archive_name",
                     "created_at", "archive_sha256")
+# the rows a kept snapshot of the store places when their pages change (snapcache.py): a window's events, by window
+_OWNED = {"transcript_events": Owned("e", "e.session_id, e.session_id", "FROM transcript_events e")}
 FETCH_ROWS = 2048   # rows fetched from DuckDB at a time: a window of any length streams through bounded memory
 
 
@@ -158,16 +162,25 @@ def _refuse_a_hot_journal(path: Path) -> None:
 class OpenStore:
     """A store's private snapshot, attached in DuckDB as `st`. Use as a context manager."""
 
-    def __init__(self, path: Path, workdir: Path, memory_limit: str = DEFAULT_MEMORY_LIMIT, keeps_records: bool = True):
+    def __init__(self, path: Path, workdir: Path, memory_limit: str = DEFAULT_MEMORY_LIMIT, keeps_records: bool = True,
+                 target: Path | None = None):
         from lcm_etl import duck
 
         self.path = path
         self._rows: sqlite3.Connection | None = None
         _refuse_a_hot_journal(path)
-        self.snapshot: Snapshot = take_snapshot(path, WHAT, tmp_root=str(workdir))
+        # a run that writes `target` keeps the store's snapshot for it (snapcache.py: sealed by close() once the run
+        # committed), and the next run of the pair copies only the pages that changed and counts only the windows
+        # whose rows changed (_live); a dry run, or the cache off, copies the store whole every run
+        self.cache = None if target is None else SnapshotCache.for_pair(path, target, tables=_OWNED, what=WHAT)
+        self.changes: Changes | None = None
         import duckdb
 
         try:
+            if self.cache is None:
+                self.snapshot: Snapshot = take_snapshot(path, WHAT, tmp_root=str(workdir))
+            else:
+                self.snapshot, self.changes = self.cache.snapshot()
             # keeps_records=False: a command that writes nothing keeps no record of the scanner's check (duck.connect)
             self.con: duckdb.DuckDBPyConnection = duck.connect(workdir, memory_limit, keeps_records)
             duck.attach_sqlite(self.con, str(self.snapshot.path), "st")
@@ -186,7 +199,8 @@ class OpenStore:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def close(self) -> None:
+    def close(self, committed: str | None = None) -> None:
+        """`committed`: the run that read the store and committed (its kept snapshot is sealed for the next run)."""
         if self._rows is not None:
             self._rows.close()
             self._rows = None
@@ -194,7 +208,25 @@ class OpenStore:
         if con is not None:
             con.close()
             self.con = None   # type: ignore[assignment]
-        self.snapshot.close()
+        try:
+            if self.cache is not None:
+                self.cache.finish(committed, lambda: None)
+                self.cache = None
+        finally:
+            if hasattr(self, "snapshot"):
+                self.snapshot.close()
+
+    def kept_note(self) -> str:
+        """What the report says of the store's kept snapshot: how much of the store this run compared and counted."""
+        c, cache = self.changes, self.cache
+        if cache is None:
+            return "none kept (a dry run, or the cache is off): copied whole, every window counted"
+        if c is None:
+            why = cache.warning or (f"the kept one was dropped: {cache.dropped}" if cache.dropped else "none kept yet")
+            return f"copied whole ({why}), every window counted"
+        if c.conversations is None or not isinstance(cache.sealed, dict):
+            return f"{c.pages} pages changed since run {c.since} ({c.why or 'no window counts kept'}), every window counted"
+        return f"{c.pages} pages changed since run {c.since}: {len(c.conversations)} windows' rows changed"
 
     # ------------------------------------------------------------------------------------------
     # what the store holds
@@ -261,9 +293,14 @@ class OpenStore:
         # a cold window has no rows left in transcript_events: its archive row says how many it had, and to what seq
         cold = ("UNION ALL SELECT session_id, last_seq, event_count, storage FROM st.session_transcript_cold_archives "
                 "WHERE session_id NOT IN (SELECT session_id FROM live)") if cold_windows else ""
+        import pyarrow as pa
+
+        live = self._live()
+        self.con.register("live_windows", pa.table({"session_id": pa.array(list(live), pa.string()),
+                                                    "max_seq": pa.array([v[0] for v in live.values()], pa.int64()),
+                                                    "events": pa.array([v[1] for v in live.values()], pa.int64())}))
         sql = f"""
-            WITH live AS (SELECT session_id, max(seq) AS max_seq, count(*) AS events, NULL::VARCHAR AS cold
-                          FROM st.transcript_events GROUP BY 1),
+            WITH live AS (SELECT session_id, max_seq, events, NULL::VARCHAR AS cold FROM live_windows),
                  ev AS (SELECT * FROM live {cold})
             SELECT ev.session_id, ev.max_seq, ev.events, ev.cold,
                    {self._pick("session_windows", "w", _WINDOW_COLUMNS) if windows else
@@ -285,6 +322,34 @@ class OpenStore:
         # raised during that import: a Ctrl-C landing there was lost (interrupts.swallowed)
         import pyarrow.compute  # noqa: F401
         return StoreWindows(self.con.execute(sql).to_arrow_table(), functools.partial(self._window, agent))
+
+    def _live(self) -> dict[str, tuple[int, int]]:
+        """Each window with rows in transcript_events: its last seq and its rows. With the kept snapshot's changed
+        rows placed, only the windows owning one are counted (in SQLite, by the table's key); every other window's
+        rows are on pages of the same bytes as in the snapshot the last run sealed, so its counts are the ones that
+        run kept. Otherwise every window's rows are counted, in proportion to the store."""
+        sealed, c = getattr(self.cache, "sealed", None), self.changes
+        if c is None or c.conversations is None or not isinstance(sealed, dict):
+            live = {sid: (int(m), int(n)) for sid, m, n in self.con.execute(
+                "SELECT session_id, max(seq), count(*) FROM st.transcript_events GROUP BY 1").fetchall()}
+        else:
+            live = {sid: counts for sid, counts in sealed.items() if sid not in c.conversations}
+            for sid in c.conversations:
+                m, n = self._lite().execute("SELECT max(seq), count(*) FROM transcript_events WHERE session_id = ?",
+                                            (sid,)).fetchone()
+                if n:
+                    live[sid] = (int(m), int(n))
+        if self.cache is not None:
+            self.cache.keep = live   # sealed with the copy, for the next run
+        return live
+
+    def _lite(self) -> sqlite3.Connection:
+        """SQLite's read of the snapshot (rows are read by transcript_events' key: events())."""
+        if self._rows is None:
+            self._rows = sqlite3.connect(f"{self.snapshot.path.absolute().as_uri()}?mode=ro", uri=True,
+                                         check_same_thread=False)
+            self._rows.text_factory = bytes   # lines go to the parser as bytes, as a file's do
+        return self._rows
 
     def _window(self, agent: str | None, one, r: tuple) -> StoreWindow:
         sid, max_seq, events, cold = r[0], r[1], r[2], r[3]
@@ -337,11 +402,7 @@ class OpenStore:
             return
         zstd = "event_zstd" in self.columns["transcript_events"]
         size = "event_utf8_bytes" in self.columns["transcript_events"]
-        if self._rows is None:
-            self._rows = sqlite3.connect(f"{self.snapshot.path.absolute().as_uri()}?mode=ro", uri=True,
-                                         check_same_thread=False)
-            self._rows.text_factory = bytes   # lines go to the parser as bytes, as a file's do
-        cur = self._rows.execute(
+        cur = self._lite().execute(
             f"SELECT seq, event_json, {'event_zstd' if zstd else 'NULL'}, {'event_utf8_bytes' if size else 'NULL'} "
             "FROM transcript_events WHERE session_id = ? AND seq > ? ORDER BY seq", (session_id, after_seq))
         try:

@@ -8,6 +8,7 @@ import hashlib
 import sqlite3
 from contextlib import closing
 from pathlib import Path
+from typing import Mapping, NamedTuple
 
 from lcm_etl.read.snapshot import pages
 from lcm_etl.read.lcmdb import source_tables
@@ -15,27 +16,36 @@ from lcm_etl.read.lcmdb import source_tables
 _LOWEST, _HIGHEST = -(1 << 63), (1 << 63) - 1
 
 
-def _owner_query(name: str, values: bool, by_range: bool = True) -> str:
-    """The rows of a rowid range (lo, hi], or the row of one rowid, with the one or two conversations owning
-    each (source_tables.SourceTable.owners: NULL for a row of no conversation): (rowid, owner, owner[, the
-    row's own columns...]); with their values or without."""
-    t = source_tables.BY_NAME[name]
+class Owned(NamedTuple):
+    """A table whose changed rows are placed (as source_tables.SourceTable is): `alias` in `joins`, and the row's one
+    or two owners as two SQL columns."""
+    alias: str
+    owners: str
+    joins: str
+
+
+def _owner_query(t, values: bool, by_range: bool = True) -> str:
+    """The rows of a rowid range (lo, hi], or the row of one rowid, with the one or two owners of each
+    (source_tables.SourceTable.owners: NULL for a row of no conversation): (rowid, owner, owner[, the row's own
+    columns...]); with their values or without. `t`: a table's alias, owners and joins (a SourceTable)."""
     where = f"{t.alias}.rowid > ? AND {t.alias}.rowid <= ?" if by_range else f"{t.alias}.rowid = ?"
     return f"SELECT {t.alias}.rowid, {t.owners}{f', {t.alias}.*' if values else ''} {t.joins} WHERE {where}"
 
 
 def owners(db: Path, changed: set[int], index_cells: bool = False, memo: dict | None = None,
-           against: dict | None = None) -> tuple[dict, set[int]]:
-    """In one copy: the conversations owning rows on the changed pages, and the changed pages accounted
+           against: dict | None = None, tables: Mapping | None = None) -> tuple[dict, set[int]]:
+    """In one copy: the owners of rows on the changed pages (lcm.db's conversations, or what `tables` says: the
+    tables whose rows are placed, by name; lcm.db's by default), and the changed pages accounted
     for (b-tree pages, free pages, overflow pages of rows on changed table leaves and, with `index_cells`,
     of index entries on changed index pages, the lock-byte page). `against`: the other copy's rows; a row
     not among them is changed whatever it holds, so it is not digested (most rows of a grown source)."""
+    tables = source_tables.BY_NAME if tables is None else tables
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
-        roots, table_of = _trees(con)
+        roots, table_of = _trees(con, tables)
         with pages.PageFile(db) as pf:
             lay = pages.layout(pf, roots, changed, memo)
-            explained = {n for n in changed if n in lay.btree or n in lay.free or n > pf.pages}
+            explained = {n for n in changed if n in lay.btree or n in lay.free or n > pf.pages or pages.is_ptrmap(pf, n)}
             explained.add(pages.LOCK_BYTE_OFFSET // pf.page_size + 1)
             for n in changed & set(lay.btree):
                 if n in lay.leaves or (index_cells and not roots.get(lay.btree[n], False)):
@@ -44,7 +54,7 @@ def owners(db: Path, changed: set[int], index_cells: bool = False, memo: dict | 
         for n in changed:
             leaf = lay.leaves.get(n)
             name = table_of.get(leaf.tree) if leaf else None
-            if leaf is not None and name in source_tables.BY_NAME:
+            if leaf is not None and name in tables:
                 lo = _LOWEST if leaf.lo is None else leaf.lo
                 ranges.setdefault(name, []).append((lo, _HIGHEST if leaf.hi is None else leaf.hi))
         rows: dict[tuple[str, int], tuple] = {}
@@ -52,10 +62,10 @@ def owners(db: Path, changed: set[int], index_cells: bool = False, memo: dict | 
             for lo, hi in _merged(spans):
                 # beside a sealed copy's rows, only the keys: the values of a row the other copy lacks are not
                 # digested, and are most of a grown source's (its new messages' content, its parts' payloads)
-                for row in con.execute(_owner_query(name, values=against is None), (lo, hi)):
+                for row in con.execute(_owner_query(tables[name], values=against is None), (lo, hi)):
                     rows[(name, row[0])] = (row[1], row[2], None if against is not None else _digest(row[3:]))
         for name, rowid in rows.keys() & (against or {}).keys():   # rows on both sides: digested, one by one
-            row = con.execute(_owner_query(name, values=True, by_range=False), (rowid,)).fetchone()
+            row = con.execute(_owner_query(tables[name], values=True, by_range=False), (rowid,)).fetchone()
             rows[(name, rowid)] = (row[1], row[2], _digest(row[3:]))
         return rows, explained & changed
     finally:
@@ -75,7 +85,7 @@ def of_changed_rows(old: dict, new: dict) -> set:
     return out
 
 
-def _trees(con: sqlite3.Connection) -> tuple[dict[int, bool], dict[int, str]]:
+def _trees(con: sqlite3.Connection, tables: Mapping = source_tables.BY_NAME) -> tuple[dict[int, bool], dict[int, str]]:
     """Every b-tree's root page (-> is it a rowid table), and the tables' names by root page."""
     objects = con.execute("SELECT type, name, tbl_name, rootpage, coalesce(sql, '') FROM sqlite_master "
                           "WHERE rootpage > 0").fetchall()
@@ -83,7 +93,7 @@ def _trees(con: sqlite3.Connection) -> tuple[dict[int, bool], dict[int, str]]:
     table_of: dict[int, str] = {}
     for kind, name, _tbl, root, sql in objects:
         without_rowid = kind == "table" and "WITHOUT ROWID" in sql.upper().replace("\n", " ")
-        if name in source_tables.BY_NAME and without_rowid:
+        if name in tables and without_rowid:
             raise pages.NotComparable(f"{name} is a WITHOUT ROWID table")
         roots[root] = kind == "table" and not without_rowid
         if kind == "table":

@@ -103,8 +103,6 @@ def layout(pf: PageFile, roots: dict[int, bool], wanted: set[int], memo: dict | 
     read: a million-leaf table costs the few hundred interior pages above its leaves. `memo`, shared by the
     walks of two copies whose pages outside `wanted` hold the same bytes, keeps each interior page's child
     pointers, so the second walk parses only the pages that changed."""
-    if pf.auto_vacuum:
-        raise NotComparable("auto-vacuum moves pages")
     out = Layout(pf.page_size, pf.usable, pf.pages)
     cells: dict = {} if memo is None else memo
     for root, is_table in roots.items():
@@ -118,6 +116,17 @@ def layout(pf: PageFile, roots: dict[int, bool], wanted: set[int], memo: dict | 
         out.free.update(int.from_bytes(page[8 + 4 * k: 12 + 4 * k], "big") for k in range(min(n, pf.usable // 4)))
         trunk, seen = int.from_bytes(page[0:4], "big"), seen + 1 + n
     return out
+
+
+def is_ptrmap(pf: PageFile, n: int) -> bool:
+    """A pointer-map page of an auto-vacuum file (OpenClaw's stores are incremental): it holds each page's parent,
+    no row. Auto-vacuum may move a page; the rows on a moved page are compared at its new place as any changed
+    page's are (file format, 1.6: ptrmapPageno)."""
+    if not pf.auto_vacuum or n < 2:
+        return False
+    per = pf.usable // 5 + 1
+    first = 2 + (n - 2) // per * per
+    return n == (first + 1 if first == LOCK_BYTE_OFFSET // pf.page_size + 1 else first)
 
 
 def _kind(pf: PageFile, n: int) -> int:

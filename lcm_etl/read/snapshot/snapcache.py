@@ -26,7 +26,7 @@ import shutil
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 import orjson
 
@@ -54,19 +54,26 @@ class Changes:
 class SnapshotCache:
     """The kept copy of one (source, target) pair."""
 
-    def __init__(self, folder: Path, source: Path, target: Path):
+    def __init__(self, folder: Path, source: Path, target: Path, tables: Mapping | None = None, what: str = "source"):
         self.folder, self.source, self.target = folder, source, target
+        # the tables whose changed rows are placed, and by what owner (page_owners.owners; None: lcm.db's)
+        self.tables, self.what = tables, what
         self.db, self.seal_file = folder / "snapshot.db", folder / "seal.json"
         # the copy's b-tree interior pages, parsed (pages.layout's memo): kept beside the seal, so a re-run
         # parses only the interior pages that changed, not the thousand above a 200k-message source's leaves
         self.memo_file = folder / "layout.marshal"
         self._memo: dict | None = None   # the memo for the copy as this run leaves it
+        # what the reader knew of the copy, sealed with it (a store's windows' counts: openclaw_store.py): `sealed`
+        # as the sealing run left it (None when not kept), `keep` as this run leaves it, for the next run
+        self.facts_file = folder / "facts.marshal"
+        self.sealed: object = None
+        self.keep: object = None
         self.dropped: str | None = None   # why the kept copy this run would have used was not: said in the report
         self.warning: str | None = None   # why this run keeps no copy (the cache folder is full, unwritable...)
         self._hold: int | None = None     # this run holds the pair's folder (cache_bounds.hold)
 
     @classmethod
-    def for_pair(cls, source: Path, target: Path) -> SnapshotCache | None:
+    def for_pair(cls, source: Path, target: Path, **kw) -> SnapshotCache | None:
         """The pair's kept copy, named by the source's and the target's real paths: any spelling of them is the
         same pair, its seal and its `lcm-etl cache` entry."""
         root = cache_root()
@@ -74,7 +81,7 @@ class SnapshotCache:
             return None
         source, target = Path(real_path(source)), Path(real_path(target))
         pair = f"{source}\0{target}".encode()
-        return cls(root / hashlib.sha256(pair).hexdigest()[:24], source, target)
+        return cls(root / hashlib.sha256(pair).hexdigest()[:24], source, target, **kw)
 
     def sealed_run(self) -> str | None:
         """The run whose snapshot the copy is, when its seal vouches for it."""
@@ -90,6 +97,7 @@ class SnapshotCache:
     def unseal(self) -> None:
         self.seal_file.unlink(missing_ok=True)
         self.memo_file.unlink(missing_ok=True)
+        self.facts_file.unlink(missing_ok=True)
 
     def finish(self, committed: str | None, digest: Callable[[], str | None]) -> str | None:
         """At the end of the run: when it committed, the cache brought within its bound and the copy sealed (the
@@ -134,13 +142,13 @@ class SnapshotCache:
                 Path(str(self.db) + suffix).unlink(missing_ok=True)
             (self.folder / cache_bounds.PAIR).unlink(missing_ok=True)
 
-    def _sealed_memo(self) -> dict:
-        """The interior pages of the sealed copy, parsed when it was sealed (empty when not kept)."""
+    def _sealed(self, file: Path) -> object:
+        """What was kept in `file` beside the sealed copy, when it is of the copy as it is now (else None)."""
         try:
-            signature, memo = marshal.loads(self.memo_file.read_bytes())
+            signature, kept = marshal.loads(file.read_bytes())
         except (OSError, EOFError, ValueError, TypeError):
-            return {}
-        return memo if signature == file_signature(self.db)[0] and isinstance(memo, dict) else {}
+            return None
+        return kept if signature == file_signature(self.db)[0] else None
 
     def seal(self, run_id: str, digest: str | None) -> None:
         """The run that read the copy has committed: the copy is its snapshot, `digest` the one its ledger row holds.
@@ -150,8 +158,9 @@ class SnapshotCache:
         signature = file_signature(self.db)[0]
         body = orjson.dumps({"run_id": run_id, "source": str(self.source), "target": str(self.target),
                              "signature": signature, "sha256": digest})
-        if self._memo:
-            write_atomically(self.memo_file, marshal.dumps((signature, self._memo)))
+        for file, kept in ((self.memo_file, self._memo), (self.facts_file, self.keep)):
+            if kept:
+                write_atomically(file, marshal.dumps((signature, kept)))
         if not write_atomically(self.seal_file, body):
             self.warning = (f"the snapshot this run kept in {self.folder} could not be sealed (the cache folder "
                             "cannot be written): the next run copies the source whole")
@@ -170,7 +179,9 @@ class SnapshotCache:
         if seal is None and self.db.exists():
             self.dropped = why
         if seal is not None:
-            memo = self._sealed_memo()
+            memo = self._sealed(self.memo_file)
+            memo = memo if isinstance(memo, dict) else {}
+            self.sealed = self._sealed(self.facts_file)
             self.unseal()
             folder, hold = runfolder.make(None)
             try:
@@ -192,7 +203,7 @@ class SnapshotCache:
         self.unseal()
         self._memo = None
         try:
-            snap = take_snapshot(self.source, "source", None, into=self.db, progress=progress)
+            snap = take_snapshot(self.source, self.what, None, into=self.db, progress=progress)
         except CacheUnwritable as exc:
             return self._without_cache(exc.why, progress), None
         return snap, None
@@ -206,7 +217,7 @@ class SnapshotCache:
         self.dropped = None
         if self._hold is not None:
             self._let_go_of_folder()
-        return take_snapshot(self.source, "source", None, progress=progress)
+        return take_snapshot(self.source, self.what, None, progress=progress)
 
     def _refresh(self, scratch: Path, memo: dict, spill: pages.SpilledPages,
                  since: str) -> tuple[Changes, int, set[int]] | None:
@@ -234,14 +245,14 @@ class SnapshotCache:
             if unchanged_but_appended(before, file_signature(self.source)):
                 break
         else:
-            raise RunFailed(f"source kept changing while it was copied: {self.source}; retry when it is quieter")
+            raise RunFailed(f"{self.what} kept changing while it was copied: {self.source}; retry when it is quieter")
         if diff is None:
             self.dropped = f"more than {limit} of its pages changed: a whole copy costs less"
             return None
         try:
             changed = set(diff) | (pages.wal_pages(incoming, page_size) if incoming.exists() else set())
             # interior pages outside `changed` hold the same bytes in the sealed copy, the old one and the new
-            old_owners, old_explained = page_owners.owners(self.db, changed, memo=memo)
+            old_owners, old_explained = page_owners.owners(self.db, changed, memo=memo, tables=self.tables)
         except (pages.NotComparable, sqlite3.Error) as exc:
             self.dropped = f"its changed pages cannot be read: {exc}"
             return None
@@ -253,19 +264,20 @@ class SnapshotCache:
             fh.truncate(new_pages * page_size)
         if incoming.exists():
             os.replace(incoming, str(self.db) + "-wal")
-        fold_wal(self.db, self.source, "source")
+        fold_wal(self.db, self.source, self.what)
         # page 1: the header SQLite rewrites when the folded copy leaves WAL mode
         written = changed | {1}
         for n in changed:   # parsed again from the new copy where it still is an interior page
             memo.pop(n, None)
         try:
-            new_owners, new_explained = page_owners.owners(self.db, changed, memo=memo, against=old_owners)
+            new_owners, new_explained = page_owners.owners(self.db, changed, memo=memo, against=old_owners,
+                                                           tables=self.tables)
         except (pages.NotComparable, sqlite3.Error) as exc:
             return Changes(since, None, len(changed), f"cannot read the changed pages: {exc}"), page_size, written
         self._memo = memo
         unexplained = changed - old_explained - new_explained
         if unexplained:   # overflow pages of index entries (rare: an indexed value of over ~1000 bytes)
-            unexplained -= page_owners.owners(self.db, changed, index_cells=True, memo=memo)[1]
+            unexplained -= page_owners.owners(self.db, changed, index_cells=True, memo=memo, tables=self.tables)[1]
         if unexplained:
             why = f"{len(unexplained)} changed pages are not rows lcm-etl can place"
             return Changes(since, None, len(changed), why), page_size, written
