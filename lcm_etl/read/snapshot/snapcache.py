@@ -142,6 +142,11 @@ class SnapshotCache:
                 Path(str(self.db) + suffix).unlink(missing_ok=True)
             (self.folder / cache_bounds.PAIR).unlink(missing_ok=True)
 
+    def _sealed_memo(self) -> dict:
+        """The interior pages of the sealed copy, parsed when it was sealed (empty when not kept)."""
+        memo = self._sealed(self.memo_file)
+        return memo if isinstance(memo, dict) else {}
+
     def _sealed(self, file: Path) -> object:
         """What was kept in `file` beside the sealed copy, when it is of the copy as it is now (else None)."""
         try:
@@ -179,8 +184,7 @@ class SnapshotCache:
         if seal is None and self.db.exists():
             self.dropped = why
         if seal is not None:
-            memo = self._sealed(self.memo_file)
-            memo = memo if isinstance(memo, dict) else {}
+            memo = self._sealed_memo()
             self.sealed = self._sealed(self.facts_file)
             self.unseal()
             folder, hold = runfolder.make(None)
