@@ -1,0 +1,138 @@
+"""A session store's kept snapshot (lcm_etl/read/openclaw/openclaw_store.py, lcm_etl/read/snapshot/snapcache.py): a
+re-run copies only the store's pages that changed and counts only the windows whose rows changed; every other
+window is taken from its record, and a window changed in any other way than an append still reads whole."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+from pathlib import Path
+
+from conftest import ROOT, folder_state, run_cli
+from storelib import StoreWriter, session_entries, state_copy, store_of
+
+PLAIN, GROUP = "0198a1b2-0001-7c3d-8e4f-a1b2c3d4e501", "0198a1b2-0008-7c3d-8e4f-a1b2c3d4e508"
+
+
+def env_for(tmp_path: Path, cache: str | None = None) -> dict:
+    return {**os.environ, "LCM_ETL_CACHE_DIR": cache or str(tmp_path / "cache")}
+
+
+def reconcile(env: dict, *args) -> dict:
+    proc = run_cli("reconcile", "--json", *args, env=env)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def windows(report: dict) -> dict[str, dict]:
+    return {f["window"]: f for f in report["extra"]["files"] if f["kind"] == "window"}
+
+
+def kept_note(report: dict) -> str:
+    [store] = report["extra"]["stores"]
+    return store["kept_snapshot"]
+
+
+def setup(tmp_path: Path) -> tuple[Path, Path, dict, dict]:
+    """The native fixture's main store reconciled once into a new target, its snapshot kept: (store, target, env,
+    the first report)."""
+    state = state_copy("native", tmp_path / "state")
+    store, target, env = store_of(state, "main"), tmp_path / "t.sqlite", env_for(tmp_path)
+    first = reconcile(env, "--sessions", store, "--dest", target)
+    assert kept_note(first) == "copied whole (none kept yet), every window counted"
+    return store, target, env, first
+
+
+def test_a_second_sync_of_an_unchanged_store_reads_no_window_and_counts_none(tmp_path):
+    store, target, env, first = setup(tmp_path)
+    before = folder_state(store.parent)
+    again = reconcile(env, "--sessions", store, "--dest", target)
+    assert re.fullmatch(rf"\d+ pages changed since run {first['run_id']}: 0 windows' rows changed", kept_note(again))
+    assert {(f["read"], f["lines_read"], f["imported"]) for f in windows(again).values()} == {("appended", 0, 0)}
+    assert len(windows(again)) == 9 and again["messages"]["inserted"] == 0
+    assert again["sync_decision"]["line"].startswith("offsets: 10 of 10 transcripts read from where the last run")
+    assert folder_state(store.parent) == before   # the store's bytes, and no file made beside it
+    third = reconcile(env, "--sessions", store, "--dest", target)   # sealed by the second run in turn
+    assert re.fullmatch(rf"\d+ pages changed since run {again['run_id']}: 0 windows' rows changed", kept_note(third))
+
+
+def test_a_window_appended_to_is_read_from_its_record_and_lands_its_rows(tmp_path):
+    store, target, env, _ = setup(tmp_path)
+    writer = StoreWriter(store)
+    try:
+        new = writer.append(PLAIN, ["one more question", "one more answer", "and a third", "and a fourth"])
+        report = reconcile(env, "--sessions", store, "--dest", target)
+    finally:
+        writer.close()
+    assert kept_note(report).endswith(": 1 windows' rows changed")
+    files = windows(report)
+    assert (files[PLAIN]["read"], files[PLAIN]["lines_read"], files[PLAIN]["imported"]) == ("appended", 4, 4)
+    assert {(f["read"], f["lines_read"]) for w, f in files.items() if w != PLAIN} == {("appended", 0)}
+    assert [i for i, _, _ in session_entries(target, PLAIN)][-4:] == new
+    # the same as a run that keeps no snapshot and counts every window
+    fresh = tmp_path / "fresh.sqlite"
+    reconcile(env_for(tmp_path, "off"), "--sessions", store, "--dest", fresh)
+    assert session_entries(fresh, PLAIN) == session_entries(target, PLAIN)
+
+
+def test_a_window_rewritten_in_place_or_started_over_is_read_whole(tmp_path):
+    store, target, env, _ = setup(tmp_path)
+    writer = StoreWriter(store)
+    try:
+        first_user = session_entries(target, GROUP)[0]
+        writer.rewrite(GROUP, first_user[0], "Conversation info (untrusted metadata):", "Conversation info: ⟦x⟧")
+        writer.con.execute("DELETE FROM transcript_events WHERE session_id = ? AND seq > 2", (PLAIN,))
+        report = reconcile(env, "--sessions", store, "--dest", target)
+    finally:
+        writer.close()
+    assert kept_note(report).endswith(": 2 windows' rows changed")
+    files = windows(report)
+    assert (files[GROUP]["read"], files[GROUP]["why"]) == ("whole", "rewritten in place (watermark changed)")
+    assert (files[PLAIN]["read"], files[PLAIN]["why"]) == ("whole", "the window started over")
+    assert files[PLAIN]["lines_read"] == 3   # seq 0..2: the window's count made again, not the kept one
+
+
+def test_after_an_undo_or_under_another_src_every_window_is_read_whole(tmp_path):
+    store, target, env, first = setup(tmp_path)
+    undone = run_cli("undo", first["run_id"], "--dest", target, "--json", env=env)
+    assert undone.returncode == 0, undone.stderr
+    report = reconcile(env, "--sessions", store, "--dest", target)
+    assert kept_note(report).endswith(": 0 windows' rows changed")
+    assert {(f["read"], f["why"]) for f in windows(report).values()} == {
+        ("whole", "its last run was undone or did not complete")}
+    assert report["messages"]["inserted"] == first["messages"]["inserted"]   # what the undo removed lands again
+    src = ROOT / "fixtures" / "lossless-claw" / "basic-1.0.0-beta.4.db"
+    other = reconcile(env, "--sessions", store, "--src", src, "--dest", target)
+    assert kept_note(other).endswith(": 0 windows' rows changed")
+    assert {(f["read"], f["why"]) for f in windows(other).values()} == {
+        ("whole", "recorded under another --key-by or --src")}
+
+
+def test_cache_lists_the_stores_snapshot_and_a_dry_run_keeps_none(tmp_path):
+    state = state_copy("native", tmp_path / "state")
+    store, target = store_of(state, "main"), tmp_path / "t.sqlite"
+    env = env_for(tmp_path)
+    dry = reconcile(env, "--sessions", store, "--dest", target, "--dry-run")
+    assert kept_note(dry) == "none kept (a dry run, or the cache is off): copied whole, every window counted"
+    assert not (tmp_path / "cache").exists() and not target.exists()
+    first = reconcile(env, "--sessions", store, "--dest", target)
+    listed = run_cli("cache", "--json", env=env)
+    assert listed.returncode == 0, listed.stderr
+    [kept] = json.loads(listed.stdout)["snapshots"]
+    assert (kept["source"], kept["target"], kept["state"], kept["sealed_run"]) == (
+        str(store.resolve()), str(target.resolve()), "sealed", first["run_id"])
+    files = {p: p.read_bytes() for p in Path(kept["folder"]).iterdir()}
+    reconcile(env, "--sessions", store, "--dest", target, "--dry-run")   # a dry run changes nothing kept either
+    assert {p: p.read_bytes() for p in Path(kept["folder"]).iterdir()} == files
+
+
+def test_a_failed_run_leaves_no_copy_and_the_next_copies_whole(tmp_path):
+    store, target, env, _ = setup(tmp_path)
+    con = sqlite3.connect(target)   # a target another tool's schema holds: the run fails before it writes
+    con.execute("DROP TABLE lcm_messages")
+    con.close()
+    failed = run_cli("reconcile", "--json", "--sessions", store, "--dest", target, env=env)
+    assert failed.returncode != 0
+    listed = json.loads(run_cli("cache", "--json", env=env).stdout)
+    assert listed["snapshots"] == []
