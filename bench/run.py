@@ -9,8 +9,8 @@ committed to its -wal by a writer that holds it open, synced by a re-run or by a
 running, timed by its sync's own elapsed_s); `reconcile` of the 5,000-message transcript
 into a new target and into one that already holds it; and `reconcile` of one agent's OpenClaw session store
 (fixtures/generate_store.py; --store-sizes, default 50,000 and 500,000 events; 5000000 is the 10x store whose
-peak memory must stay that of 500,000: 2.8 GB, 20+ minutes) into a new target, again, and after 1 % of its
-events were appended. It prints wall time, peak RSS and the ratio to
+peak memory must stay that of 500,000: 2.8 GB, 20+ minutes) into a new target, again, the sync of a `reconcile
+--watch` after a handful of events were appended, and after 5,000 and 1 % of its events were appended. It prints wall time, peak RSS and the ratio to
 the yardstick, and writes the figures to bench/out/results.json. Nothing here asserts a time.
 
 The disk and the shared host make single timings vary by ±20-50 %, so `--repeat N` runs the yardstick
@@ -282,13 +282,16 @@ def store(n: int) -> Path:
 
 
 FIXED_APPEND = 5_000   # events appended to every size of store: the same change, whatever the store's size
+HANDFUL = 6   # the events a watch sync finds appended: a turn in each of three windows, as a busy gateway commits them
 
 
 def bench_store(sizes: list[int]) -> list[dict]:
-    """reconcile of one agent's session store: a first run, a re-run with nothing new, a re-run after 5,000 events
-    were appended (the same change at every size), one after 1 % of the events were appended (a change that grows
-    with the store; fixtures/generate_store.py --append-percent: new turns at the ends of the windows, a commit per
-    window, as the gateway appends), and the peak memory of each size (it must not grow with the store)."""
+    """reconcile of one agent's session store: a first run, a re-run with nothing new, the sync of a `reconcile
+    --watch` already running after a handful of events were appended (docs/design.md's store targets: the same at
+    every size, a sliver of a first run), a re-run after 5,000 events were appended (the same change at every size),
+    one after 1 % of the events were appended (a change that grows with the store; fixtures/generate_store.py
+    --append-percent: new turns at the ends of the windows, a commit per window, as the gateway appends), and the
+    peak memory of each size (it must not grow with the store). The store's snapshot is kept in the work folder."""
     rows = []
     for n in sizes:
         work = OUT / f"work-store-{n}"
@@ -297,15 +300,48 @@ def bench_store(sizes: list[int]) -> list[dict]:
         src = work / "agent" / "openclaw-agent.sqlite"
         shutil.copyfile(store(n), src)
         target = work / "lcm.sqlite"
-        rows.append(_store_case(n, src, target, "reconcile store (new target)"))
-        rows.append(_store_case(n, src, target, "reconcile store (nothing new)"))
+        env = {"LCM_ETL_CACHE_DIR": str(work / "cache")}
+        rows.append(_store_case(n, src, target, "reconcile store (new target)", env))
+        rows.append(_store_case(n, src, target, "reconcile store (nothing new)", env))
+        rows.append(_store_watch(n, src, target, env))
         for percent, name in ((FIXED_APPEND * 100 / n, f"{FIXED_APPEND:,} events appended"), (1, "1% appended")):
-            subprocess.run([sys.executable, str(ROOT / "fixtures" / "generate_store.py"), str(src),
-                            "--append-percent", str(percent)], check=True, stdout=subprocess.DEVNULL)
-            rows.append(_store_case(n, src, target, f"reconcile store ({name})"))
+            _append(src, percent)
+            rows.append(_store_case(n, src, target, f"reconcile store ({name})", env))
         shutil.rmtree(work, ignore_errors=True)
     _store_flatness(rows)
     return rows
+
+
+def _append(src: Path, percent: float) -> None:
+    subprocess.run([sys.executable, str(ROOT / "fixtures" / "generate_store.py"), str(src), "--append-percent",
+                    str(percent)], check=True, stdout=subprocess.DEVNULL)
+
+
+def _store_watch(n: int, src: Path, target: Path, env: dict) -> dict:
+    """A `reconcile --watch` started, its first sync awaited, HANDFUL events appended: the sync that imported them,
+    timed by its own elapsed_s (no interpreter start: the watch is already running)."""
+    proc = subprocess.Popen([str(LCM_ETL), "reconcile", "--sessions", str(src), "--dest", str(target), "--watch",
+                             "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, **env})
+    assert proc.stdout is not None
+    first = json.loads(proc.stdout.readline())   # the store as it was: nothing new
+    os.sync()
+    time.sleep(1)
+    _append(src, HANDFUL * 100 / n)
+    while True:
+        line = proc.stdout.readline()
+        if not line:
+            raise SystemExit(f"the watch ended before syncing the append: {proc.stderr.read().decode()[-300:]}")
+        sync = json.loads(line)
+        if sync["messages"]["inserted"]:
+            break
+    proc.send_signal(signal.SIGINT)
+    _, status, usage = os.wait4(proc.pid, 0)
+    r = {"wall_s": round(sync["elapsed_s"], 2), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+         "exit": os.waitstatus_to_exitcode(status), "stderr": "", "first_sync_s": first["elapsed_s"],
+         "size": n, "case": f"reconcile --watch (sync after {HANDFUL} events appended)"}
+    print(f"  {n:>9,}  {r['case']:<34} {r['wall_s']:>8.2f} s  {r['peak_rss_mb']:>7.1f} MB  exit {r['exit']} "
+          f"(its first sync, nothing new: {first['elapsed_s']:.2f} s)", flush=True)
+    return r
 
 
 def _store_flatness(rows: list[dict]) -> None:
@@ -321,8 +357,8 @@ def _store_flatness(rows: list[dict]) -> None:
             print(f"    {case:<44} {a:7.1f} -> {b:7.1f} MB ({(b - a) / a:+.1%})", flush=True)
 
 
-def _store_case(n: int, src: Path, target: Path, name: str) -> dict:
-    r = run([str(LCM_ETL), "reconcile", "--sessions", str(src), "--dest", str(target), "-q"])
+def _store_case(n: int, src: Path, target: Path, name: str, env: dict) -> dict:
+    r = run([str(LCM_ETL), "reconcile", "--sessions", str(src), "--dest", str(target), "-q"], env=env)
     r.update(size=n, case=name)
     print(f"  {n:>9,}  {name:<34} {r['wall_s']:>8.2f} s  {r['peak_rss_mb']:>7.1f} MB  exit {r['exit']}", flush=True)
     return r
@@ -332,10 +368,14 @@ def table(rows: list[dict]) -> str:
     lines = ["| messages | case | wall (s) | peak RSS (MB) | ratio to yardstick | share of the first run |",
              "|---:|---|---:|---:|---:|---:|"]
     yard = {r["size"]: r["wall_s"] for r in rows if r["case"].startswith("yardstick")}
-    first = {r["size"]: r["wall_s"] for r in rows if r["case"] == "migrate (new target)"}
+    # each migrate's share of the first migrate of its size; each store reconcile's, of the store's first reconcile
+    kind = {"migrate": "migrate", "reconcile store": "store", "reconcile --watch": "store"}
+    of = lambda r: next((k for p, k in kind.items() if r["case"].startswith(p)), None)   # noqa: E731
+    first = {(r["size"], of(r)): r["wall_s"] for r in rows if r["case"].endswith("(new target)")}
     for r in rows:
         ratio = f"{r['wall_s'] / yard[r['size']]:.2f}x" if r["size"] in yard else "-"
-        share = f"{r['wall_s'] / first[r['size']]:.1%}" if r["size"] in first and r["case"].startswith("migrate") else "-"
+        whole = first.get((r["size"], of(r)))
+        share = f"{r['wall_s'] / whole:.1%}" if whole else "-"
         wall = f"{r['wall_s']:.2f}" + (f" (median of {r['runs']}: {r['wall_min_s']:.2f}-{r['wall_max_s']:.2f})"
                                        if r.get("runs") else "")
         rss = f"{r['peak_rss_mb']:.0f}" + (f" (max {r['peak_rss_max_mb']:.0f})" if r.get("runs") else "")

@@ -293,12 +293,10 @@ class OpenStore:
         # a cold window has no rows left in transcript_events: its archive row says how many it had, and to what seq
         cold = ("UNION ALL SELECT session_id, last_seq, event_count, storage FROM st.session_transcript_cold_archives "
                 "WHERE session_id NOT IN (SELECT session_id FROM live)") if cold_windows else ""
-        import pyarrow as pa
+        from lcm_etl import duck
 
-        live = self._live()
-        self.con.register("live_windows", pa.table({"session_id": pa.array(list(live), pa.string()),
-                                                    "max_seq": pa.array([v[0] for v in live.values()], pa.int64()),
-                                                    "events": pa.array([v[1] for v in live.values()], pa.int64())}))
+        duck.table_of_strings(self.con, "live_windows", {"session_id": "VARCHAR", "max_seq": "BIGINT", "events": "BIGINT"},
+                              [(sid, *counts) for sid, counts in self._live().items()])
         sql = f"""
             WITH live AS (SELECT session_id, max_seq, events, NULL::VARCHAR AS cold FROM live_windows),
                  ev AS (SELECT * FROM live {cold})
