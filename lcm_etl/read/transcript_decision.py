@@ -26,6 +26,12 @@ so a session is read from records only when every transcript of it is, each from
 holds (RECORD_CHANGED) and into the session it was recorded under (OTHER_SESSION, sessions.json moved it); the
 others of a session with one read whole are read again whole (SESSION_WHOLE), and so is a session whose held rows
 lack entry ids, which only a whole path can count (BY_IDENTITY: the plan finds them, lcm_etl/commands/reconcile.py).
+A store's window whose rows are on pages of the same bytes as in the snapshot the last complete run sealed (the
+store's kept snapshot, openclaw_store.OpenStore) is taken from its record without reading or counting its events:
+its last seq and its count are the ones that run kept with the seal, so the checks above are made against the
+window as it is, and with nothing past the recorded seq no row is asked for. Only the windows owning a changed row
+are counted again; the record is still checked as above, so an undo, other options, a rewrite or a window started
+over read it whole as ever.
 An archive (a store's archive row, a published or the doctor's archive file) never grows: it is read from its record,
 which is to say not read, while its bytes hash to the recorded SHA-256 (`archive_start`: a store row's own
 `archive_sha256`, a file's bytes), else whole (ARCHIVE_CHANGED). A pending input is always read whole (PENDING).

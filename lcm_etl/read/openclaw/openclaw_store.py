@@ -6,7 +6,8 @@ Since 2026.7.2 OpenClaw keeps each agent's transcripts in SQLite: one `transcrip
 `session_transcript_archives` (docs/mapping.md, "OpenClaw's session store").
 
 The store is read like lcm.db: through a private snapshot (lcm_etl/read/lcmdb/sources.py: its -wal counts, nothing is
-created beside it), attached in DuckDB. Columns are detected, never a schema version pinned: a store names
+created beside it), or a run that writes through the one it keeps for its target (lcm_etl/read/snapshot/snapcache.py:
+a re-run copies the pages that changed and counts only the windows owning a changed row), attached in DuckDB. Columns are detected, never a schema version pinned: a store names
 exactly the columns it lacks (exit 2). A window's rows become the numbered lines of a transcript
 (transcripts.parse_transcript, with OpenClaw 2026.7.2+'s scan rules), numbered by their seq.
 

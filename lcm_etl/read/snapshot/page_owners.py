@@ -54,7 +54,7 @@ def owners(db: Path, changed: set[int], index_cells: bool = False, memo: dict | 
         for n in changed:
             leaf = lay.leaves.get(n)
             name = table_of.get(leaf.tree) if leaf else None
-            if leaf is not None and name in tables:
+            if leaf is not None and name is not None and name in tables:
                 lo = _LOWEST if leaf.lo is None else leaf.lo
                 ranges.setdefault(name, []).append((lo, _HIGHEST if leaf.hi is None else leaf.hi))
         rows: dict[tuple[str, int], tuple] = {}

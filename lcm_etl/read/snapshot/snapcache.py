@@ -67,7 +67,7 @@ class SnapshotCache:
         # as the sealing run left it (None when not kept), `keep` as this run leaves it, for the next run
         self.facts_file = folder / "facts.marshal"
         self.sealed: object = None
-        self.keep: object = None
+        self.keep: dict | None = None
         self.dropped: str | None = None   # why the kept copy this run would have used was not: said in the report
         self.warning: str | None = None   # why this run keeps no copy (the cache folder is full, unwritable...)
         self._hold: int | None = None     # this run holds the pair's folder (cache_bounds.hold)
@@ -163,6 +163,7 @@ class SnapshotCache:
         signature = file_signature(self.db)[0]
         body = orjson.dumps({"run_id": run_id, "source": str(self.source), "target": str(self.target),
                              "signature": signature, "sha256": digest})
+        kept: dict | None
         for file, kept in ((self.memo_file, self._memo), (self.facts_file, self.keep)):
             if kept:
                 write_atomically(file, marshal.dumps((signature, kept)))
