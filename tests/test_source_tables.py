@@ -88,7 +88,7 @@ def test_every_row_of_every_source_table_is_placed_with_its_conversation_and_cop
     copy = subset.source_subset(src, tmp_path / "scope.sqlite", [str(c) for c in conversations])
     copied = sqlite3.connect(copy)
     for t in SOURCE_TABLES:
-        rows = lite.execute(page_owners._owner_query(t.name, values=False), (-(1 << 63), (1 << 63) - 1)).fetchall()
+        rows = lite.execute(page_owners._owner_query(t, values=False), (-(1 << 63), (1 << 63) - 1)).fetchall()
         assert len(rows) == lite.execute(f"SELECT count(*) FROM {t.name}").fetchone()[0]
         assert {owner for row in rows for owner in row[1:3]} <= conversations, t.name
         assert copied.execute(f"SELECT count(*) FROM {t.name}").fetchone()[0] == len(rows), t.name
