@@ -129,10 +129,11 @@ def test_cache_lists_the_stores_snapshot_and_a_dry_run_keeps_none(tmp_path):
 
 def test_a_failed_run_leaves_no_copy_and_the_next_copies_whole(tmp_path):
     store, target, env, _ = setup(tmp_path)
-    con = sqlite3.connect(target)   # a target another tool's schema holds: the run fails before it writes
+    con = sqlite3.connect(target)   # the run reads the store, plans, and fails as it writes
     con.execute("DROP TABLE lcm_messages")
     con.close()
     failed = run_cli("reconcile", "--json", "--sessions", store, "--dest", target, env=env)
-    assert failed.returncode != 0
+    assert failed.returncode == 1
+    assert f"lcm-etl: error: writing {target} failed: no such table: main.lcm_messages" in failed.stderr
     listed = json.loads(run_cli("cache", "--json", env=env).stdout)
     assert listed["snapshots"] == []
