@@ -251,3 +251,30 @@ def test_cli_and_deterministic(tmp_path, store):
     assert a.execute(q).fetchall() == b.execute(q).fetchall()
     a.close()
     b.close()
+
+
+def test_bench_append_fallback_and_its_check(store, tmp_path):
+    """bench/openclaw_append.py without OpenClaw: generate_store appends, says so, and its check passes; the check
+    catches a rewritten event and an index left for a rebuild."""
+    path = tmp_path / store.name
+    shutil.copyfile(store, path)
+    env = {k: v for k, v in __import__("os").environ.items() if k != "LCM_ETL_BENCH_OPENCLAW"}
+    out = subprocess.run([sys.executable, str(ROOT / "bench" / "openclaw_append.py"), str(path), "--messages", "25",
+                          "--verify"], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "appended 25 messages" in out.stdout and "generate_store.py --append-events" in out.stdout
+    assert "earlier events unchanged" in out.stdout
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import openclaw_append
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    before = openclaw_append.snapshot(path)
+    assert openclaw_append.check(path, before, 0) == []
+    c = gen.connect(path)
+    c.execute("UPDATE transcript_events SET event_json = replace(event_json, 'a', 'b') WHERE seq = 3")
+    c.execute("UPDATE session_transcript_index_state SET needs_rebuild = 1 WHERE rowid = 1")
+    c.commit()
+    c.close()
+    problems = openclaw_append.check(path, before, 0)
+    assert sum("rewritten" in p for p in problems) == 6 and any("rebuild" in p for p in problems), problems
