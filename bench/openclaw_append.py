@@ -65,9 +65,13 @@ def _connect(store: Path) -> sqlite3.Connection:
 
 
 def snapshot(store: Path) -> dict:
-    """Each window's last seq and a digest of its events, to tell an append from a rewrite."""
-    out = {}
+    """Each window's last seq and a digest of its events, to tell an append from a rewrite; and the full-text rows'
+    ids, which a rebuild of a window's transcript index replaces (an append indexed forward keeps them)."""
+    out: dict = {}
     with closing(_connect(store)) as con:
+        out[None] = hashlib.sha256(repr(con.execute("SELECT id, session_id, message_id FROM session_transcript_fts_rows "
+                                                    "ORDER BY id").fetchall()).encode()).hexdigest(), \
+            con.execute("SELECT coalesce(max(id), 0) FROM session_transcript_fts_rows").fetchone()[0]
         for sid, in con.execute("SELECT session_id FROM session_windows"):
             h = hashlib.sha256()
             last = -1
@@ -83,14 +87,21 @@ def check(store: Path, before: dict, appended: int) -> list[str]:
     """What is wrong with the store after an append (nothing: [])."""
     problems = []
     with closing(_connect(store)) as con:
+        fts_digest, fts_last = before[None]
+        if hashlib.sha256(repr(con.execute("SELECT id, session_id, message_id FROM session_transcript_fts_rows WHERE "
+                                           "id <= ? ORDER BY id", (fts_last,)).fetchall()).encode()).hexdigest() \
+                != fts_digest:
+            problems.append("transcript index rebuilt (earlier full-text rows replaced), not carried forward")
         for sid, (last, digest) in before.items():
+            if sid is None:
+                continue
             h = hashlib.sha256()
             for row in con.execute("SELECT seq, event_json, event_zstd, created_at FROM transcript_events WHERE "
                                    "session_id = ? AND seq <= ? ORDER BY seq", (sid, last)):
                 h.update(repr(tuple(row)).encode())
             if h.hexdigest() != digest:
                 problems.append(f"window {sid}: earlier events rewritten")
-        total_before = sum(last + 1 for last, _ in before.values())
+        total_before = sum(last + 1 for sid, (last, _) in before.items() if sid is not None)
         total = con.execute("SELECT count(*) FROM transcript_events").fetchone()[0]
         if total - total_before != appended:
             problems.append(f"{total - total_before} events added, not {appended}")
