@@ -9,7 +9,7 @@ committed to its -wal by a writer that holds it open, synced by a re-run or by a
 running, timed by its sync's own elapsed_s); `reconcile` of the 5,000-message transcript
 into a new target and into one that already holds it; and `reconcile` of one agent's OpenClaw session store
 (fixtures/generate_store.py; --store-sizes, default 50,000 and 500,000 events; 5000000 is the 10x store whose
-peak memory must stay that of 500,000: 2.8 GB, 20+ minutes) into a new target, again, and after 1 % of its
+peak memory must stay that of 500,000: about 7.6 GB, 20+ minutes) into a new target, again, and after 1 % of its
 events were appended (through OpenClaw's own SessionManager where --openclaw DIR or $LCM_ETL_BENCH_OPENCLAW names
 an OpenClaw installation, bench/openclaw_append.py; else by generate_store.py --append-percent; each such case
 says which). It prints wall time, peak RSS and the ratio to
