@@ -177,8 +177,9 @@ def _plan_counts(con, report: RunReport, read: Reading) -> array:
     m = report.messages
     m.inserted = con.execute("SELECT count(*) FROM write_messages").fetchone()[0]
     m.already_present = con.execute("SELECT count(*) FROM jsonl_plan WHERE NOT is_new").fetchone()[0]
-    report.parts.inserted = con.execute(
-        "SELECT count(*) FROM jsonl_parts WHERE message_id IN (SELECT message_id FROM write_messages)").fetchone()[0]
+    report.parts.inserted, report.parts.already_present = con.execute(
+        "SELECT count(*) FILTER (WHERE w.message_id IS NOT NULL), count(*) FILTER (WHERE NOT j.is_new) FROM jsonl_parts p "
+        "JOIN jsonl_plan j USING (message_id) LEFT JOIN write_messages w USING (message_id)").fetchone()
     report.sessions_touched = [r[0] for r in con.execute("SELECT session_id FROM session_work ORDER BY 1").fetchall()]
     report.boundary_events = len(report.sessions_touched)
     report.extra["rewritten_in_place"] = con.execute("SELECT count(*) FROM jsonl_plan WHERE rewritten").fetchone()[0]
