@@ -139,3 +139,55 @@ def test_the_report_says_what_was_moved(tmp_path):
     dry = json.loads(run_cli("reconcile", "--sessions", gw.transcript.parent, "--dest", gw.target, "--json",
                              "--dry-run").stdout)
     assert (dry["boundary_events"], dry["boundaries_moved"]) == (1, 0)   # a seam to place, moved or new
+
+
+def long_transcript(path: Path, messages: int) -> list[bytes]:
+    """A header and `messages` plain messages, each the child of the one before (lines, to append in steps)."""
+    lines = [b'{"type":"session","version":3,"id":"long","timestamp":"2026-06-21T14:00:00.000Z","cwd":"/"}\n']
+    parent = None
+    for i in range(messages):
+        eid = f"e{i:05d}"
+        lines.append(json.dumps({"type": "message", "id": eid, "parentId": parent,
+                                 "timestamp": f"2026-06-21T14:{i // 60 % 60:02d}:{i % 60:02d}.000Z",
+                                 "message": {"role": "user" if i % 2 == 0 else "assistant",
+                                             "content": f"message {i}", "timestamp": 1782050400000 + i}}).encode()
+                     + b"\n")
+        parent = eid
+    return lines
+
+
+def test_a_killed_sync_completed_by_the_next_run_leaves_the_seams_an_uninterrupted_sync_leaves(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from conftest import LCM_ETL
+
+    lines = long_transcript(tmp_path, 1200)
+    ends = {}
+    for name, kill in (("twin", False), ("killed", True)):
+        folder = tmp_path / name
+        folder.mkdir()
+        jsonl, target = folder / "long.jsonl", folder / "t.sqlite"
+        jsonl.write_bytes(b"".join(lines[:200]))
+        reconcile("--sessions", jsonl, "--dest", target)
+        jsonl.write_bytes(b"".join(lines))
+        proc = subprocess.Popen([str(LCM_ETL), "reconcile", "--sessions", str(jsonl), "--dest", str(target),
+                                 "--batch-rows", "100", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True)
+        if kill:   # once it has committed a batch of the sync (if it is not done by then: the test still holds)
+            deadline = time.monotonic() + 120
+            while proc.poll() is None and time.monotonic() < deadline:
+                con = sqlite3.connect(f"file:{target}?mode=ro", uri=True)
+                n = con.execute("SELECT count(*) FROM lcm_etl_run_ranges WHERE tbl = 'lcm_messages'").fetchone()[0]
+                con.close()
+                if n > 1:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    break
+                time.sleep(0.005)
+        proc.communicate(timeout=300)
+        reconcile("--sessions", jsonl, "--dest", target)   # the next sync completes what a kill left
+        ends[name] = [e[1:2] + e[3:] for e in events(target)]
+        assert ends[name] and ends[name][-1][1:3] == session_end(target, "long")
+    assert ends["killed"] == ends["twin"] and len(ends["twin"]) == 1

@@ -17,15 +17,16 @@
 -- count: boundaries_moved
 UPDATE lcm_compaction_events AS e   -- no WITH: Python 3.11 gives a statement that starts with one no row count
 SET fired_at = :fired_at, msg_before = n.msg_before, tokens_before = n.tokens, tokens_after = n.tokens
-FROM (SELECT t.session_id, max(t.turn_index) + 1 AS msg_before, sum(t.token_count) AS tokens
-      FROM lcm_messages t
-      WHERE t.session_id IN (SELECT session_id FROM plan.plan_sessions
-                             WHERE batch BETWEEN :lo AND :hi AND needs_boundary)
-      GROUP BY t.session_id) n
-JOIN (SELECT session_id, max(id) AS id FROM lcm_compaction_events
+FROM (SELECT session_id, max(id) AS id FROM lcm_compaction_events
       WHERE session_id IN (SELECT session_id FROM plan.plan_sessions
                            WHERE batch BETWEEN :lo AND :hi AND needs_boundary)
-      GROUP BY session_id) l USING (session_id)
+      GROUP BY session_id) l
+JOIN (SELECT t.session_id, max(t.turn_index) + 1 AS msg_before, sum(t.token_count) AS tokens
+      FROM lcm_messages t   -- the sessions with an event only: a first import's are not summed twice
+      WHERE t.session_id IN (SELECT session_id FROM lcm_compaction_events
+                             WHERE session_id IN (SELECT session_id FROM plan.plan_sessions
+                                                  WHERE batch BETWEEN :lo AND :hi AND needs_boundary))
+      GROUP BY t.session_id) n USING (session_id)
 WHERE e.id = l.id AND e.tokens_before = e.tokens_after
   AND (e.msg_before = n.msg_before   -- the run added no message (summaries, parts): the end is where it was
        OR EXISTS (SELECT 1 FROM lcm_messages x
