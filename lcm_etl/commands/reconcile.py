@@ -69,12 +69,10 @@ def _reconcile(opts: ReconcileOptions, read: Reading, source: Snapshot | None, h
                        target=str(opts.target))
     transcripts = read.transcripts
     existed = check_target(opts.target, open_it=not opts.dry_run)
-    snaps = []
+    view = None
     work = runfolder.Held()
     try:
         view = target_view(opts.target, existed, private=opts.dry_run)
-        if view:
-            snaps.append(view)
         target_db = view.path if view else opts.target if existed else None
         sessions = file_sessions(transcripts, opts.key_by)
         # each transcript read from a record the target no longer holds as it was, or into another session, and
@@ -135,8 +133,8 @@ def _reconcile(opts: ReconcileOptions, read: Reading, source: Snapshot | None, h
     except duckdb.Error as exc:
         raise plan.duck.translate(exc, "inputs could not be read") from None
     finally:
-        for s in snaps:
-            s.close()
+        if view:
+            view.close()
         work.cleanup()
 
 
