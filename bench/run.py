@@ -9,8 +9,11 @@ committed to its -wal by a writer that holds it open, synced by a re-run or by a
 running, timed by its sync's own elapsed_s); `reconcile` of the 5,000-message transcript
 into a new target and into one that already holds it; and `reconcile` of one agent's OpenClaw session store
 (fixtures/generate_store.py; --store-sizes, default 50,000 and 500,000 events; 5000000 is the 10x store whose
-peak memory must stay that of 500,000: 2.8 GB, 20+ minutes) into a new target, again, the sync of a `reconcile
---watch` after a handful of events were appended, and after 5,000 and 1 % of its events were appended. It prints wall time, peak RSS and the ratio to
+peak memory must stay that of 500,000: about 7.6 GB, 20+ minutes) into a new target, again, the sync of a
+`reconcile --watch` after a handful of events were appended, and after 5,000 and 1 % of its events were appended
+(through OpenClaw's own SessionManager where --openclaw DIR or $LCM_ETL_BENCH_OPENCLAW names an OpenClaw
+installation, bench/openclaw_append.py; else by generate_store.py --append-percent; each such case says which).
+It prints wall time, peak RSS and the ratio to
 the yardstick, and writes the figures to bench/out/results.json. Nothing here asserts a time.
 
 The disk and the shared host make single timings vary by ±20-50 %, so `--repeat N` runs the yardstick
@@ -22,6 +25,7 @@ left by the previous case is not charged to the next.
 
 usage: python bench/run.py [--sizes 200000,2000000] [--repeat 1] [--sync-repeat 1] [--sync-only]
                            [--sync-cases 1%:file,0.1%:file] [--no-yardstick] [--store-sizes 50000,500000]
+                           [--openclaw DIR]
 """
 from __future__ import annotations
 
@@ -38,6 +42,8 @@ import sys
 import time
 from contextlib import closing
 from pathlib import Path
+
+import openclaw_append   # bench/, beside this script
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out"
@@ -277,21 +283,24 @@ def bench_reconcile() -> list[dict]:
 
 
 def store(n: int) -> Path:
-    """An OpenClaw session store of n transcript events (fixtures/generate_store.py), cached in bench/out/."""
-    return _generated(OUT / f"store-{n}.sqlite", f"{n:,}-event session store", "generate_store.py", "--events", n)
+    """An OpenClaw session store of n transcript events (fixtures/generate_store.py), cached in bench/out/. The name
+    changed when the generator's stores became ones OpenClaw appends to (2026-11-28): a cached older one is not used."""
+    return _generated(OUT / f"store-{n}.oc.sqlite", f"{n:,}-event session store", "generate_store.py", "--events", n)
 
 
 FIXED_APPEND = 5_000   # events appended to every size of store: the same change, whatever the store's size
 HANDFUL = 6   # the events a watch sync finds appended: a turn in each of three windows, as a busy gateway commits them
 
 
-def bench_store(sizes: list[int]) -> list[dict]:
+def bench_store(sizes: list[int], openclaw: str | None = None) -> list[dict]:
     """reconcile of one agent's session store: a first run, a re-run with nothing new, the sync of a `reconcile
     --watch` already running after a handful of events were appended (docs/design.md's store targets: the same at
     every size, a sliver of a first run), a re-run after 5,000 events were appended (the same change at every size),
-    one after 1 % of the events were appended (a change that grows with the store; fixtures/generate_store.py
-    --append-percent: new turns at the ends of the windows, a commit per window, as the gateway appends), and the
-    peak memory of each size (it must not grow with the store). The store's snapshot is kept in the work folder."""
+    one after 1 % of the events were appended (a change that grows with the store), and the peak memory of each size
+    (it must not grow with the store). The appends are new turns at the ends of the windows, as the gateway appends:
+    through OpenClaw's SessionManager where an installation is given (bench/openclaw_append.py), else by
+    fixtures/generate_store.py --append-percent; the case names say which. The store's snapshot is kept in the work
+    folder."""
     rows = []
     for n in sizes:
         work = OUT / f"work-store-{n}"
@@ -303,21 +312,26 @@ def bench_store(sizes: list[int]) -> list[dict]:
         env = {"LCM_ETL_CACHE_DIR": str(work / "cache")}
         rows.append(_store_case(n, src, target, "reconcile store (new target)", env))
         rows.append(_store_case(n, src, target, "reconcile store (nothing new)", env))
-        rows.append(_store_watch(n, src, target, env))
-        for percent, name in ((FIXED_APPEND * 100 / n, f"{FIXED_APPEND:,} events appended"), (1, "1% appended")):
-            _append(src, percent)
-            rows.append(_store_case(n, src, target, f"reconcile store ({name})", env))
+        rows.append(_store_watch(n, src, target, env, openclaw))
+        for events, name in ((FIXED_APPEND, f"{FIXED_APPEND:,} events appended"), (n // 100, "1% appended")):
+            by = _append(n, src, events, 0, openclaw)
+            rows.append(_store_case(n, src, target, f"reconcile store ({name} by {by})", env))
         shutil.rmtree(work, ignore_errors=True)
     _store_flatness(rows)
     return rows
 
 
-def _append(src: Path, percent: float) -> None:
-    subprocess.run([sys.executable, str(ROOT / "fixtures" / "generate_store.py"), str(src), "--append-percent",
-                    str(percent)], check=True, stdout=subprocess.DEVNULL)
+def _append(n: int, src: Path, events: int, windows: int, openclaw: str | None) -> str:
+    """`events` appended to the store (to its first `windows` windows, 0: all) and checked; who appended them."""
+    before = openclaw_append.snapshot(src)
+    a = openclaw_append.append(src, events, windows, openclaw)
+    problems = openclaw_append.check(src, before, a["appended"])
+    print(f"  {n:>9,}  appended {a['appended']:,} events in {a['seconds']:.2f} s by {a['writer']}"
+          + (f"; store wrong: {'; '.join(problems)}" if problems else ""), flush=True)
+    return "OpenClaw" if a["writer"].startswith("OpenClaw") else "generate_store"
 
 
-def _store_watch(n: int, src: Path, target: Path, env: dict) -> dict:
+def _store_watch(n: int, src: Path, target: Path, env: dict, openclaw: str | None) -> dict:
     """A `reconcile --watch` started, its first sync awaited, HANDFUL events appended: the sync that imported them,
     timed by its own elapsed_s (no interpreter start: the watch is already running)."""
     proc = subprocess.Popen([str(LCM_ETL), "reconcile", "--sessions", str(src), "--dest", str(target), "--watch",
@@ -326,7 +340,7 @@ def _store_watch(n: int, src: Path, target: Path, env: dict) -> dict:
     first = json.loads(proc.stdout.readline())   # the store as it was: nothing new
     os.sync()
     time.sleep(1)
-    _append(src, HANDFUL * 100 / n)
+    by = _append(n, src, HANDFUL, 3, openclaw)
     while True:
         line = proc.stdout.readline()
         if not line:
@@ -338,7 +352,7 @@ def _store_watch(n: int, src: Path, target: Path, env: dict) -> dict:
     _, status, usage = os.wait4(proc.pid, 0)
     r = {"wall_s": round(sync["elapsed_s"], 2), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
          "exit": os.waitstatus_to_exitcode(status), "stderr": "", "first_sync_s": first["elapsed_s"],
-         "size": n, "case": f"reconcile --watch (sync after {HANDFUL} events appended)"}
+         "size": n, "case": f"reconcile --watch (sync after {HANDFUL} events appended by {by})"}
     print(f"  {n:>9,}  {r['case']:<34} {r['wall_s']:>8.2f} s  {r['peak_rss_mb']:>7.1f} MB  exit {r['exit']} "
           f"(its first sync, nothing new: {first['elapsed_s']:.2f} s)", flush=True)
     return r
@@ -396,6 +410,9 @@ def main() -> int:
     ap.add_argument("--no-yardstick", action="store_true", help="no sqlite3 CLI runs (the shares are of the first run)")
     ap.add_argument("--store-sizes", default="50000,500000",
                     help="transcript events of the OpenClaw session stores reconciled (one agent's store each)")
+    ap.add_argument("--openclaw", default=None,
+                    help="an OpenClaw installation (folder holding node_modules/openclaw; default $LCM_ETL_BENCH_OPENCLAW) "
+                    "whose SessionManager appends to the stores; without one generate_store.py appends")
     args = ap.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     print(f"lcm-etl benchmark on {os.cpu_count()} cores; {time.strftime('%Y-%m-%d %H:%M:%S')}")
@@ -405,7 +422,7 @@ def main() -> int:
                            not args.no_yardstick)
     if not args.sync_only:
         rows += bench_reconcile()
-        rows += bench_store([int(x) for x in args.store_sizes.split(",") if x])
+        rows += bench_store([int(x) for x in args.store_sizes.split(",") if x], args.openclaw)
     print()
     print(table(rows))
     (OUT / "results.json").write_text(json.dumps(rows, indent=1))

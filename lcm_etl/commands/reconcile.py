@@ -18,16 +18,17 @@ from typing import Iterable
 
 import duckdb
 
+from lcm_etl.sync import identity as source_identity
 from lcm_etl.sync.decision import of_transcripts
 from lcm_etl.read.snapshot import runfolder
 from lcm_etl.store import ledger
 from lcm_etl.planning import plan
-from lcm_etl.planning.reconcile_plan import ReconcileOptions, held_by, plan_transcripts, read_all
+from lcm_etl.planning.reconcile_plan import ReconcileOptions, plan_transcripts, read_all
 from lcm_etl.read import transcript_offsets as offsets
 from lcm_etl.read import transcript_decision as decide
 from lcm_etl.report import RunReport, now_iso
 from lcm_etl.store.runlock import target_lock
-from lcm_etl.read.lcmdb.sources import take_snapshot
+from lcm_etl.read.lcmdb.sources import Snapshot, take_snapshot
 from lcm_etl.steps import pipeline
 from lcm_etl.steps.engine import run_stage
 from lcm_etl.store.target import check_target, target_view
@@ -44,33 +45,35 @@ def reconcile(opts: ReconcileOptions) -> RunReport:
     # the run begins with reading the transcripts: its elapsed and the ledger's started_at count it (a first run
     # of a large store reads for most of its time)
     started, t0 = now_iso(), time.monotonic()
-    # where the last complete run stopped in each transcript
-    with decide.recorded(opts.target, hint=True, dry_run=opts.dry_run) as records:
-        read = read_all(opts, records)   # transcript problems are reported first, then target problems, then a wait
-    report = None
+    # --src first: its key (the one migrate keys it on, lcm_etl/sync/identity.py) is what the records were made under
+    source = take_snapshot(opts.src, "source") if opts.src else None
+    read = report = None
     try:
+        held_by = source_identity.of_snapshot(source.original, source.path).key if source else ""
+        # where the last complete run stopped in each transcript
+        with decide.recorded(opts.target, hint=True, dry_run=opts.dry_run) as records:
+            read = read_all(opts, records, held_by)   # transcript problems first, then target problems, then a wait
         check_target(opts.target, open_it=not opts.dry_run)
         with target_lock(opts.target, opts.lock_timeout, opts.dry_run):   # one run per target (lcm_etl/store/runlock.py)
-            report = _reconcile(opts, read, started, t0)
+            report = _reconcile(opts, read, source, held_by, started, t0)
             return report
-    finally:   # the stores' snapshots kept for the next run once this one committed (openclaw_store.OpenStore.close)
-        read.close(report.run_id if report is not None else None)
+    finally:
+        if read is not None:   # the stores' snapshots kept for the next run once this one committed (OpenStore.close)
+            read.close(report.run_id if report is not None else None)
+        if source is not None:
+            source.close()
 
 
-def _reconcile(opts: ReconcileOptions, read: Reading, started: str, t0: float) -> RunReport:
+def _reconcile(opts: ReconcileOptions, read: Reading, source: Snapshot | None, held_by: str, started: str,
+               t0: float) -> RunReport:
     report = RunReport(command="reconcile", dry_run=opts.dry_run, source=str(opts.src) if opts.src else None,
                        target=str(opts.target))
     transcripts = read.transcripts
     existed = check_target(opts.target, open_it=not opts.dry_run)
-    snaps = []
+    view = None
     work = runfolder.Held()
     try:
-        source = take_snapshot(opts.src, "source") if opts.src else None
-        if source is not None:
-            snaps.append(source)
         view = target_view(opts.target, existed, private=opts.dry_run)
-        if view:
-            snaps.append(view)
         target_db = view.path if view else opts.target if existed else None
         sessions = file_sessions(transcripts, opts.key_by)
         # each transcript read from a record the target no longer holds as it was, or into another session, and
@@ -100,7 +103,7 @@ def _reconcile(opts: ReconcileOptions, read: Reading, started: str, t0: float) -
             con.execute(IDENTITY_OCCURRENCE[0])
             stage_content(stage_path, transcripts, sessions, _rows(con.execute(IDENTITY_OCCURRENCE[1])))
             planned = {r[0] for r in con.execute("SELECT session_id FROM selected").fetchall()}
-            _stage_offsets(stage_path, offsets.rows(transcripts, sessions, planned, opts.key_by, held_by(opts)))
+            _stage_offsets(stage_path, offsets.rows(transcripts, sessions, planned, opts.key_by, held_by))
             plan.duck.attach_sqlite(con, str(stage_path), "stage", read_only=False)
             run_stage(pipeline.RECONCILE_HANDOFF, con)
             con.execute("DETACH stage")
@@ -110,8 +113,8 @@ def _reconcile(opts: ReconcileOptions, read: Reading, started: str, t0: float) -
         transcripts.drop_content()   # the stage holds what is written now: free the parsed content before writing
         record = ledger.RunRecord.new(
             "reconcile", started, {"sessions": files, "session_filter": opts.session_filter, "key_by": opts.key_by},
-            source_path=str(opts.src) if opts.src else None, source_size=snaps[0].size if opts.src else None,
-            source_sha256=snaps[0].sha256 if opts.src else None)
+            source_path=held_by or None, source_size=source.size if source else None,
+            source_sha256=source.sha256 if source else None)
         job = WriteJob(target=opts.target, stage=stage_path, final_stage=pipeline.RECONCILE_RECORD, batches=batches,
                        params={"fired_at": started, "run_id": record.run_id}, record=record,
                        lock_timeout=opts.lock_timeout, progress=opts.progress)
@@ -131,8 +134,8 @@ def _reconcile(opts: ReconcileOptions, read: Reading, started: str, t0: float) -
     except duckdb.Error as exc:
         raise plan.duck.translate(exc, "inputs could not be read") from None
     finally:
-        for s in snaps:
-            s.close()
+        if view:
+            view.close()
         work.cleanup()
 
 
@@ -173,8 +176,9 @@ def _plan_counts(con, report: RunReport, read: Reading) -> array:
     m = report.messages
     m.inserted = con.execute("SELECT count(*) FROM write_messages").fetchone()[0]
     m.already_present = con.execute("SELECT count(*) FROM jsonl_plan WHERE NOT is_new").fetchone()[0]
-    report.parts.inserted = con.execute(
-        "SELECT count(*) FROM jsonl_parts WHERE message_id IN (SELECT message_id FROM write_messages)").fetchone()[0]
+    report.parts.inserted, report.parts.already_present = con.execute(
+        "SELECT count(*) FILTER (WHERE w.message_id IS NOT NULL), count(*) FILTER (WHERE NOT j.is_new) FROM jsonl_parts p "
+        "JOIN jsonl_plan j USING (message_id) LEFT JOIN write_messages w USING (message_id)").fetchone()
     report.sessions_touched = [r[0] for r in con.execute("SELECT session_id FROM session_work ORDER BY 1").fetchall()]
     report.boundary_events = len(report.sessions_touched)
     report.extra["rewritten_in_place"] = con.execute("SELECT count(*) FROM jsonl_plan WHERE rewritten").fetchone()[0]

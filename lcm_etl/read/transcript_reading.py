@@ -18,7 +18,8 @@ from lcm_etl.read.snapshot import runfolder
 from lcm_etl.errors import BadInput
 from lcm_etl.read import transcript_offsets as offsets
 from lcm_etl.read.content_spool import ContentSpool
-from lcm_etl.read.transcript_decision import FileRecord, Records, file_key
+from lcm_etl.file_identity import real_path
+from lcm_etl.read.transcript_decision import FileRecord, Records
 from lcm_etl.read.openclaw.openclaw_state import Inputs, archive_kind, archive_session_id, find_inputs, state_folder
 from lcm_etl.read.openclaw.openclaw_store import OpenStore, StoreWindow
 from lcm_etl.read.lcmdb.sources import expand
@@ -188,14 +189,14 @@ def _read_into(reading: Reading, inputs: Inputs, opts: ReadOptions, start, archi
             wanted = not (opts.exclude_deleted and deleted_on_purpose(a.reason, a.session_alive))
             if wanted:
                 reading.add_archive(functools.partial(read_store_archive, store, a),
-                                    archived(file_key(Path(f"{path}#{a.name}"))))
+                                    archived(real_path(path, a.name)))
             else:
                 reading.left_out.add(a.session_id)
             origin = ArchiveOrigin(a.name, a.reason, a.session_id, a.session_key, path, a.agent_id)
             reading.archives.append(archive_listing(origin, str(path), wanted, a.session_id in held))
         # after every window: a pending input lands at the end of its window's session
         reading.transcripts += [_guarded(read_pending, p, opts.strict) for p in c.pending]
-    reading.transcripts += [_guarded(offsets.read, f, start(file_key(f)), opts.strict) for f in inputs.files]
+    reading.transcripts += [_guarded(offsets.read, f, start(real_path(f)), opts.strict) for f in inputs.files]
     live = {t.header_id for t in reading.transcripts
             if not isinstance(t.origin, ArchiveOrigin)} if inputs.archive_files else set()
     for f in inputs.archive_files:
@@ -204,7 +205,7 @@ def _read_into(reading: Reading, inputs: Inputs, opts: ReadOptions, start, archi
         wanted = f.resolve() in inputs.named or not (
             sid in reading.left_out or opts.exclude_deleted and deleted_on_purpose(archive_kind(f), sid in live))
         if wanted:
-            reading.add_archive(functools.partial(read_archive_file, f, None), archived(file_key(f)))
+            reading.add_archive(functools.partial(read_archive_file, f, None), archived(real_path(f)))
             origin = reading.transcripts[len(reading.transcripts) - 1].origin
         else:
             origin = ArchiveOrigin(f.name, archive_kind(f), sid, None)
