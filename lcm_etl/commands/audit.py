@@ -238,7 +238,7 @@ def _audit_transcripts(opts: AuditOptions, source: Snapshot | None, target_db: P
         rows = con.execute("""
             SELECT 'transcript message', 'missing in target', p.session_id,
                    t.path || ':' || coalesce(m.entry_id, '#' || (p.path_index + 1)), m.role, t.where_kind
-            FROM jsonl_plan p JOIN jsonl_messages m USING (message_id) JOIN stage.transcripts t USING (file_order)
+            FROM jsonl_plan p JOIN jsonl_messages m USING (message_id) JOIN stage.transcripts t ON t.file_order = p.file_order
             WHERE p.is_new ORDER BY p.session_id, p.file_order, p.path_index""").fetchall()
         if rows:
             report.extra["transcript_messages_pending_by_where"] = dict(Counter(r[5] for r in rows))
