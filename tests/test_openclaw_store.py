@@ -334,7 +334,7 @@ def test_a_window_read_again_whole_replaces_its_rows_in_the_run_file(tmp_path):
     try:
         def rows():
             return reading.run.query("SELECT message_id, session_id, entry_id, content, metadata FROM jsonl_messages "
-                                     "ORDER BY 1").fetchall(), \
+                                     "LEFT JOIN jsonl_content USING (message_id) ORDER BY 1").fetchall(), \
                 reading.run.query("SELECT count(*) FROM jsonl_parts").fetchone()[0]
         before = rows()
         assert before[0] and all(r[3] is not None for r in before[0])   # content written as read

@@ -57,7 +57,7 @@ def plan_transcripts(opts: ReconcileOptions, reading: Reading, target_db: Path |
     con = plan.duck.connect(workdir, opts.memory_limit, keeps_records=not opts.dry_run, compressed=True)
     checkpoint = functools.partial(plan.duck.checkpoint, con)
     try:
-        # views, not tables: the steps read the run file's rows where they are, and never its content columns
+        # views, not tables: the steps read the run file's rows where they are (never its content)
         plan.duck.attach_sqlite(con, str(reading.run.path), "stage", read_only=False)
         for name, cols in VIEWS.items():
             con.execute(f"CREATE VIEW {name} AS SELECT {cols} FROM stage.{name}")

@@ -1,5 +1,6 @@
 """Reading OpenClaw's transcripts for `reconcile` and `audit`: every session store's windows, live JSONL files and
-the archives asked for, before the target is looked at (docs/design.md, "OpenClaw's session store").
+the archives asked for, before the target is looked at (docs/design.md, "Reconcile: transcripts, read from where
+the last run stopped").
 
 What `--sessions` names is sorted by lcm_etl/read/openclaw/openclaw_state.py; a store's windows are read by store_reads.py
 from its snapshot (openclaw/openclaw_store.py), a file by transcript_offsets.py, each from its record or whole as

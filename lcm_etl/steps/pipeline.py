@@ -123,7 +123,8 @@ _MIGRATE_INPUTS = {**SOURCE_VIEWS, **TARGET_TABLES, **_SELECTED,
                                     "(delta.content_marks)"}
 _RECONCILE_INPUTS = {
     **SOURCE_VIEWS, **TARGET_TABLES, **_SELECTED,
-    "jsonl_messages": "the transcripts' active-path messages, content last (the run file: lcm_etl/read/run_file.py)",
+    "jsonl_messages": "the transcripts' active-path messages (the run file: lcm_etl/read/run_file.py)",
+    "jsonl_content": "their content and metadata (the run file)",
     "jsonl_parts": "their content blocks (the run file)",
     "jsonl_abandoned": "entries off the active path (the run file)",
     "held_lcm": "what lcm.db holds of the transcripts' sessions (reconcile_plan.py; empty without --src)",
