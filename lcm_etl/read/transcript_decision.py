@@ -74,7 +74,7 @@ RECORD_COLUMNS = ("size", "sha256", "lines", "messages", "tip", "header_id", "ve
                   "held_by", "trusted")
 
 
-@dataclass(frozen=True, slots=True)   # one per transcript, held while the transcripts are read
+@dataclass(frozen=True, slots=True)   # one per transcript, looked up as it is read
 class FileRecord:
     """What the last reconcile that planned a transcript read of it."""
     path: str

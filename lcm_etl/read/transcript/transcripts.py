@@ -68,7 +68,7 @@ class TranscriptMessage:
     sender_metadata: dict[str, str] | None = None
 
 
-@dataclass(slots=True)   # one per transcript, kept for the whole run: no __dict__ each
+@dataclass(slots=True)   # one per transcript read
 class TranscriptReport:
     lines_total: int = 0
     skipped_lines: list[tuple[int, str]] = field(default_factory=list)
@@ -82,7 +82,7 @@ class TranscriptReport:
     projection: str = ""   # a store window: how OpenClaw's materialized path compares (store_reads._projection)
 
 
-@dataclass(slots=True)   # one per transcript, kept for the whole run: no __dict__ each
+@dataclass(slots=True)   # one per transcript read
 class ReadMark:
     """How far a read of the file went, for the next run to continue from (lcm_etl/read/transcript_offsets.py)."""
     size: int              # bytes read: up to the end of the last complete line
@@ -95,7 +95,7 @@ class ReadMark:
     lines_read: int = 0
 
 
-@dataclass(slots=True)   # one per transcript, kept for the whole run: no __dict__ each
+@dataclass(slots=True)   # one per transcript read
 class Transcript:
     path: Path
     header_id: str
