@@ -9,8 +9,10 @@ committed to its -wal by a writer that holds it open, synced by a re-run or by a
 running, timed by its sync's own elapsed_s); `reconcile` of the 5,000-message transcript
 into a new target and into one that already holds it; and `reconcile` of one agent's OpenClaw session store
 (fixtures/generate_store.py; --store-sizes, default 50,000 and 500,000 events; 5000000 is the 10x store whose
-peak memory must stay that of 500,000: 2.8 GB, 20+ minutes) into a new target, again, and after 1 % of its
-events were appended. It prints wall time, peak RSS and the ratio to
+peak memory must stay that of 500,000: about 7.6 GB, 20+ minutes) into a new target, again, and after 1 % of its
+events were appended (through OpenClaw's own SessionManager where --openclaw DIR or $LCM_ETL_BENCH_OPENCLAW names
+an OpenClaw installation, bench/openclaw_append.py; else by generate_store.py --append-percent; each such case
+says which). It prints wall time, peak RSS and the ratio to
 the yardstick, and writes the figures to bench/out/results.json. Nothing here asserts a time.
 
 The disk and the shared host make single timings vary by ±20-50 %, so `--repeat N` runs the yardstick
@@ -22,6 +24,7 @@ left by the previous case is not charged to the next.
 
 usage: python bench/run.py [--sizes 200000,2000000] [--repeat 1] [--sync-repeat 1] [--sync-only]
                            [--sync-cases 1%:file,0.1%:file] [--no-yardstick] [--store-sizes 50000,500000]
+                           [--openclaw DIR]
 """
 from __future__ import annotations
 
@@ -38,6 +41,8 @@ import sys
 import time
 from contextlib import closing
 from pathlib import Path
+
+import openclaw_append   # bench/, beside this script
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out"
@@ -277,18 +282,20 @@ def bench_reconcile() -> list[dict]:
 
 
 def store(n: int) -> Path:
-    """An OpenClaw session store of n transcript events (fixtures/generate_store.py), cached in bench/out/."""
-    return _generated(OUT / f"store-{n}.sqlite", f"{n:,}-event session store", "generate_store.py", "--events", n)
+    """An OpenClaw session store of n transcript events (fixtures/generate_store.py), cached in bench/out/. The name
+    changed when the generator's stores became ones OpenClaw appends to (2026-11-28): a cached older one is not used."""
+    return _generated(OUT / f"store-{n}.oc.sqlite", f"{n:,}-event session store", "generate_store.py", "--events", n)
 
 
 FIXED_APPEND = 5_000   # events appended to every size of store: the same change, whatever the store's size
 
 
-def bench_store(sizes: list[int]) -> list[dict]:
+def bench_store(sizes: list[int], openclaw: str | None = None) -> list[dict]:
     """reconcile of one agent's session store: a first run, a re-run with nothing new, a re-run after 5,000 events
     were appended (the same change at every size), one after 1 % of the events were appended (a change that grows
-    with the store; fixtures/generate_store.py --append-percent: new turns at the ends of the windows, a commit per
-    window, as the gateway appends), and the peak memory of each size (it must not grow with the store)."""
+    with the store), and the peak memory of each size (it must not grow with the store). The appends are new turns
+    at the ends of the windows, as the gateway appends: through OpenClaw's SessionManager where an installation is
+    given (bench/openclaw_append.py), else by fixtures/generate_store.py --append-percent; the case names say which."""
     rows = []
     for n in sizes:
         work = OUT / f"work-store-{n}"
@@ -299,10 +306,14 @@ def bench_store(sizes: list[int]) -> list[dict]:
         target = work / "lcm.sqlite"
         rows.append(_store_case(n, src, target, "reconcile store (new target)"))
         rows.append(_store_case(n, src, target, "reconcile store (nothing new)"))
-        for percent, name in ((FIXED_APPEND * 100 / n, f"{FIXED_APPEND:,} events appended"), (1, "1% appended")):
-            subprocess.run([sys.executable, str(ROOT / "fixtures" / "generate_store.py"), str(src),
-                            "--append-percent", str(percent)], check=True, stdout=subprocess.DEVNULL)
-            rows.append(_store_case(n, src, target, f"reconcile store ({name})"))
+        for events, name in ((FIXED_APPEND, f"{FIXED_APPEND:,} events appended"), (n // 100, "1% appended")):
+            before = openclaw_append.snapshot(src)
+            a = openclaw_append.append(src, events, 0, openclaw)
+            by = "OpenClaw" if a["writer"].startswith("OpenClaw") else "generate_store"
+            problems = openclaw_append.check(src, before, a["appended"])
+            print(f"  {n:>9,}  appended {a['appended']:,} events in {a['seconds']:.2f} s by {a['writer']}"
+                  + (f"; store wrong: {'; '.join(problems)}" if problems else ""), flush=True)
+            rows.append(_store_case(n, src, target, f"reconcile store ({name} by {by})"))
         shutil.rmtree(work, ignore_errors=True)
     _store_flatness(rows)
     return rows
@@ -356,6 +367,9 @@ def main() -> int:
     ap.add_argument("--no-yardstick", action="store_true", help="no sqlite3 CLI runs (the shares are of the first run)")
     ap.add_argument("--store-sizes", default="50000,500000",
                     help="transcript events of the OpenClaw session stores reconciled (one agent's store each)")
+    ap.add_argument("--openclaw", default=None,
+                    help="an OpenClaw installation (folder holding node_modules/openclaw; default $LCM_ETL_BENCH_OPENCLAW) "
+                    "whose SessionManager appends to the stores; without one generate_store.py appends")
     args = ap.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     print(f"lcm-etl benchmark on {os.cpu_count()} cores; {time.strftime('%Y-%m-%d %H:%M:%S')}")
@@ -365,7 +379,7 @@ def main() -> int:
                            not args.no_yardstick)
     if not args.sync_only:
         rows += bench_reconcile()
-        rows += bench_store([int(x) for x in args.store_sizes.split(",") if x])
+        rows += bench_store([int(x) for x in args.store_sizes.split(",") if x], args.openclaw)
     print()
     print(table(rows))
     (OUT / "results.json").write_text(json.dumps(rows, indent=1))

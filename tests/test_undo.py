@@ -91,7 +91,7 @@ def test_undoing_a_sync_that_rewrote_a_summary_and_message_metadata_restores_bot
     sync = migrate(src, target)
     assert (sync["summaries"]["updated"], sync["messages"]["updated"], sync["conversations_changed"]) == (1, 41, 1)
     report = undo(target, sync["run_id"])
-    assert report["restored"] == {"summaries": 1, "messages": 41, "provenance_rows": 1}
+    assert report["restored"] == {"summaries": 1, "messages": 41, "boundary_events": 0, "provenance_rows": 1}
     assert digest(target) == before
     con = open_db(target)
     assert con.execute("SELECT count(*) FROM lcm_summaries_fts WHERE lcm_summaries_fts MATCH 'Zanzibarquux'").fetchone()[0] == 0

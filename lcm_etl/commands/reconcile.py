@@ -17,17 +17,18 @@ from pathlib import Path
 
 import duckdb
 
+from lcm_etl.sync import identity as source_identity
 from lcm_etl.sync.decision import of_transcripts
 from lcm_etl.read.snapshot import runfolder
 from lcm_etl.store import ledger
 from lcm_etl.planning import plan
 from lcm_etl.options import ReconcileOptions
-from lcm_etl.planning.reconcile_plan import held_by, plan_transcripts, read_all
+from lcm_etl.planning.reconcile_plan import plan_transcripts, read_all
 from lcm_etl.read import transcript_decision as decide
 from lcm_etl.read.run_file import loads
 from lcm_etl.report import RunReport, now_iso
 from lcm_etl.store.runlock import target_lock
-from lcm_etl.read.lcmdb.sources import take_snapshot
+from lcm_etl.read.lcmdb.sources import Snapshot, take_snapshot
 from lcm_etl.steps import pipeline
 from lcm_etl.steps.engine import run_stage
 from lcm_etl.store.target import check_target, target_view
@@ -40,31 +41,34 @@ def reconcile(opts: ReconcileOptions) -> RunReport:
     # the run begins with reading the transcripts: its elapsed and the ledger's started_at count it (a first run
     # of a large store reads for most of its time)
     started, t0 = now_iso(), time.monotonic()
-    # where the last complete run stopped in each transcript
-    with decide.recorded(opts.target, hint=True, dry_run=opts.dry_run) as records:
-        read = read_all(opts, records)   # transcript problems are reported first, then target problems, then a wait
+    # --src first: its key (the one migrate keys it on, lcm_etl/sync/identity.py) is what the records were made under
+    source = take_snapshot(opts.src, "source") if opts.src else None
+    read = None
     try:
+        held_by = source_identity.of_snapshot(source.original, source.path).key if source else ""
+        # where the last complete run stopped in each transcript
+        with decide.recorded(opts.target, hint=True, dry_run=opts.dry_run) as records:
+            read = read_all(opts, records, held_by)   # transcript problems first, then target problems, then a wait
         check_target(opts.target, open_it=not opts.dry_run)
         with target_lock(opts.target, opts.lock_timeout, opts.dry_run):   # one run per target (lcm_etl/store/runlock.py)
-            return _reconcile(opts, read, started, t0)
+            return _reconcile(opts, read, source, held_by, started, t0)
     finally:
-        read.close()
+        if read is not None:
+            read.close()
+        if source is not None:
+            source.close()
 
 
-def _reconcile(opts: ReconcileOptions, read: Reading, started: str, t0: float) -> RunReport:
+def _reconcile(opts: ReconcileOptions, read: Reading, source: Snapshot | None, held_by: str, started: str,
+               t0: float) -> RunReport:
     report = RunReport(command="reconcile", dry_run=opts.dry_run, source=str(opts.src) if opts.src else None,
                        target=str(opts.target))
     run = read.run
     existed = check_target(opts.target, open_it=not opts.dry_run)
-    snaps = []
+    view = None
     work = runfolder.Held()
     try:
-        source = take_snapshot(opts.src, "source") if opts.src else None
-        if source is not None:
-            snaps.append(source)
         view = target_view(opts.target, existed, private=opts.dry_run)
-        if view:
-            snaps.append(view)
         target_db = view.path if view else opts.target if existed else None
         # each transcript read from a record the target no longer holds as it was, or into another session, and
         # the others of its session, are read again whole (transcript_decision.settle)
@@ -94,11 +98,11 @@ def _reconcile(opts: ReconcileOptions, read: Reading, started: str, t0: float) -
         record = ledger.RunRecord.new(
             "reconcile", started, {"sessions": _paths(read), "session_filter": opts.session_filter,
                                    "key_by": opts.key_by},
-            source_path=str(opts.src) if opts.src else None, source_size=snaps[0].size if opts.src else None,
-            source_sha256=snaps[0].sha256 if opts.src else None)
+            source_path=held_by or None, source_size=source.size if source else None,
+            source_sha256=source.sha256 if source else None)
         job = WriteJob(target=opts.target, stage=run.path, final_stage=pipeline.RECONCILE_RECORD, batches=batches,
                        params={"fired_at": started, "run_id": record.run_id, "key_by": opts.key_by,
-                               "held_by": held_by(opts)}, record=record,
+                               "held_by": held_by}, record=record,
                        lock_timeout=opts.lock_timeout, progress=opts.progress)
         strategy = choose(opts.target, existed, (pipeline.RECONCILE_WRITE,), opts.lock_timeout)
         counts = load(job, strategy, now_iso)
@@ -114,8 +118,8 @@ def _reconcile(opts: ReconcileOptions, read: Reading, started: str, t0: float) -
     except duckdb.Error as exc:
         raise plan.duck.translate(exc, "inputs could not be read") from None
     finally:
-        for s in snaps:
-            s.close()
+        if view:
+            view.close()
         work.cleanup()
 
 
@@ -130,8 +134,9 @@ def _plan_counts(con, report: RunReport) -> None:
     m = report.messages
     m.inserted = con.execute("SELECT count(*) FROM write_messages").fetchone()[0]
     m.already_present = con.execute("SELECT count(*) FROM jsonl_plan WHERE NOT is_new").fetchone()[0]
-    report.parts.inserted = con.execute(
-        "SELECT count(*) FROM jsonl_parts WHERE message_id IN (SELECT message_id FROM write_messages)").fetchone()[0]
+    report.parts.inserted, report.parts.already_present = con.execute(
+        "SELECT count(*) FILTER (WHERE w.message_id IS NOT NULL), count(*) FILTER (WHERE NOT j.is_new) FROM jsonl_parts p "
+        "JOIN jsonl_plan j USING (message_id) LEFT JOIN write_messages w USING (message_id)").fetchone()
     report.sessions_touched = [r[0] for r in con.execute("SELECT session_id FROM session_work ORDER BY 1").fetchall()]
     report.boundary_events = len(report.sessions_touched)
     report.extra["rewritten_in_place"] = con.execute("SELECT count(*) FROM jsonl_plan WHERE rewritten").fetchone()[0]

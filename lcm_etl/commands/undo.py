@@ -184,13 +184,15 @@ FROM (
 ) d
 """
 
-# Later runs that changed a row this run wrote or changed (their before-images hold this run's values).
+# Later runs that changed a row this run wrote or changed (their before-images hold this run's values): a message's
+# metadata, a boundary event moved (89_move_boundary.sql).
 _OVERLAPS = """
 SELECT DISTINCT l.run_id FROM lcm_etl_run_rows r JOIN lcm_etl_run_rows l ON l.tbl = r.tbl AND l.key = r.key
 WHERE r.run_id = :run AND l.run_id IN (SELECT run_id FROM _u_later)
 UNION
-SELECT DISTINCT l.run_id FROM lcm_etl_run_rows l JOIN _u_msg r ON json_extract(l.key, '$[0]') BETWEEN r.lo AND r.hi
-WHERE l.tbl = 'lcm_messages' AND l.run_id IN (SELECT run_id FROM _u_later)
+SELECT DISTINCT l.run_id FROM lcm_etl_run_rows l JOIN lcm_etl_run_ranges r ON r.run_id = :run AND r.tbl = l.tbl
+  AND json_extract(l.key, '$[0]') BETWEEN r.lo AND r.hi
+WHERE l.tbl IN ('lcm_messages', 'lcm_compaction_events') AND l.run_id IN (SELECT run_id FROM _u_later)
 """
 
 _KINDS = {"message": ("message appended after its imported turns", "messages appended after its imported turns"),

@@ -69,6 +69,7 @@ class SyncOutcome:
         added = [(r.messages.inserted, "messages"), (r.parts.inserted, "parts"), (r.summaries.inserted, "summaries"),
                  (r.boundary_events, "boundary events")]
         what = ", ".join(f"+{n} {name}" for n, name in added if n) or "nothing new"
+        what += f", {r.boundaries_moved} boundary events moved" if r.boundaries_moved else ""
         tail = f", {len(r.warnings)} warnings" if r.warnings else ""
         return f"{head} {what}{tail} ({self.elapsed_s:.2f} s)"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from lcm_etl.errors import BadInput
 from lcm_etl.options import ReconcileOptions
 from lcm_etl.planning import plan
-from lcm_etl.read.transcript_decision import Records, file_key
+from lcm_etl.read.transcript_decision import Records
 from lcm_etl.read.lcmdb.source_schema import detect_schema
 from lcm_etl.read.lcmdb.sources import Snapshot
 from lcm_etl.read.transcript_reading import Reading, ReadOptions, read_all as read_transcripts
@@ -30,16 +30,13 @@ _HELD_LCM_EMPTY = ("SELECT NULL::VARCHAR AS session_id, NULL::VARCHAR AS conv_ke
                    "NULL::VARCHAR AS entry_id, NULL::VARCHAR AS identity_hash WHERE false")
 
 
-def read_all(opts: ReconcileOptions, records: Records | None = None) -> Reading:
-    """Every transcript reconcile reads (lcm_etl/read/transcript_reading.py)."""
+def read_all(opts: ReconcileOptions, records: Records | None = None, held_by: str = "") -> Reading:
+    """Every transcript reconcile reads (lcm_etl/read/transcript_reading.py); `held_by`: the key of --src
+    (lcm_etl/sync/identity.py) the records must have been made under."""
     return read_transcripts(ReadOptions(
         sessions=opts.sessions, strict=opts.strict, exclude_deleted=opts.exclude_deleted, key_by=opts.key_by,
-        memory_limit=opts.memory_limit, dry_run=opts.dry_run, held_by=held_by(opts),
+        memory_limit=opts.memory_limit, dry_run=opts.dry_run, held_by=held_by,
         session_filter=tuple(opts.session_filter)), records)
-
-
-def held_by(opts: ReconcileOptions) -> str:
-    return file_key(opts.src) if opts.src else ""
 
 
 def plan_transcripts(opts: ReconcileOptions, reading: Reading, target_db: Path | None, source: Snapshot | None,

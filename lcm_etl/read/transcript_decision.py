@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from lcm_etl.file_identity import real_path
 from lcm_etl.read.openclaw.openclaw_store import StoreWindow
 from lcm_etl.read.transcript.transcripts import (_BLANK, CANONICAL_TYPES, Transcript, TranscriptReport, _Node, _parse_line,
                                       message_of)
@@ -183,14 +184,14 @@ def recorded(target: Path | None, hint: bool = False, dry_run: bool = False) -> 
         return Records(absent=RECORDS_UNREAD)
 
 
-def file_key(path: Path) -> str:
-    return str(path.absolute())
-
-
 def transcript_key(t: Transcript) -> str:
-    """A transcript's record key: a file's absolute path; a store window's `<store's absolute path>#<session id>`."""
-    record_key = getattr(t.origin, "record_key", None)
-    return record_key() if record_key is not None else file_key(t.path)
+    """A transcript's record key: a file's real path (lcm_etl/file_identity.py); a store window's
+    `<store's real path>#<session id>`, an archive row's `<store's real path>#<archive name>`."""
+    o = t.origin
+    if isinstance(o, StoreWindow):
+        return o.record_key()
+    store = getattr(o, "store", None)   # a store's archive row (store_reads.ArchiveOrigin)
+    return real_path(t.path) if store is None else real_path(store, o.name)
 
 
 def prefix_proved(f: BinaryIO, rec: FileRecord) -> Any:

@@ -18,8 +18,9 @@ from lcm_etl import duck
 from lcm_etl.read.snapshot import runfolder
 from lcm_etl.errors import BadInput
 from lcm_etl.read import transcript_offsets as offsets
+from lcm_etl.file_identity import real_path
 from lcm_etl.read.run_file import RunFile, file_session
-from lcm_etl.read.transcript_decision import FileRecord, Records, file_key, from_record
+from lcm_etl.read.transcript_decision import FileRecord, Records, from_record
 from lcm_etl.read.openclaw.openclaw_state import Inputs, archive_kind, archive_session_id, find_inputs, state_folder
 from lcm_etl.read.openclaw.openclaw_store import OpenStore, StoreWindow
 from lcm_etl.read.lcmdb.sources import expand
@@ -156,8 +157,8 @@ def _read_into(reading: Reading, inputs: Inputs, opts: ReadOptions, start, archi
         for a in c.archives:
             wanted = not (opts.exclude_deleted and deleted_on_purpose(a.reason, a.session_alive))
             if wanted:
-                reading.add(functools.partial(read_store_archive, store, a),
-                            archived(file_key(Path(f"{path}#{a.name}"))), (str(path), a.name))
+                reading.add(functools.partial(read_store_archive, store, a), archived(real_path(path, a.name)),
+                            (str(path), a.name))
             else:
                 reading.left_out.add(a.session_id)
             origin = ArchiveOrigin(a.name, a.reason, a.session_id, a.session_key, path, a.agent_id)
@@ -166,7 +167,7 @@ def _read_into(reading: Reading, inputs: Inputs, opts: ReadOptions, start, archi
         for p in c.pending:
             reading.add(lambda _start, strict, p=p: read_pending(p, strict), "")
     for f in inputs.files:
-        reading.add(functools.partial(offsets.read, f), start(file_key(f)))
+        reading.add(functools.partial(offsets.read, f), start(real_path(f)))
     live = {r[0] for r in reading.run.query("SELECT DISTINCT header_id FROM transcripts WHERE kind <> 'archive'")} \
         if inputs.archive_files else set()
     for f in inputs.archive_files:
@@ -175,7 +176,7 @@ def _read_into(reading: Reading, inputs: Inputs, opts: ReadOptions, start, archi
         wanted = f.resolve() in inputs.named or not (
             sid in reading.left_out or opts.exclude_deleted and deleted_on_purpose(archive_kind(f), sid in live))
         if wanted:
-            origin = reading.add(functools.partial(read_archive_file, f, None), archived(file_key(f))).origin
+            origin = reading.add(functools.partial(read_archive_file, f, None), archived(real_path(f))).origin
         else:
             origin = ArchiveOrigin(f.name, archive_kind(f), sid, None)
         reading.archives.append(archive_listing(origin, str(f.parent), wanted, origin.session_id in live))

@@ -54,6 +54,7 @@ CREATE TABLE IF NOT EXISTS lcm_etl_large_files (source_path TEXT NOT NULL, file_
 CREATE TABLE IF NOT EXISTS lcm_etl_run_ranges (run_id TEXT NOT NULL, tbl TEXT NOT NULL, lo INTEGER NOT NULL,
   hi INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS lcm_etl_run_ranges_run ON lcm_etl_run_ranges(run_id, tbl);
+CREATE INDEX IF NOT EXISTS lcm_etl_run_ranges_id ON lcm_etl_run_ranges(tbl, hi);
 CREATE TABLE IF NOT EXISTS lcm_etl_run_rows (run_id TEXT NOT NULL, tbl TEXT NOT NULL, key TEXT NOT NULL,
   before TEXT, PRIMARY KEY (run_id, tbl, key)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS lcm_etl_run_rows_key ON lcm_etl_run_rows(tbl, key);

@@ -11,9 +11,10 @@ leaves committed batches that are attributable too):
   batch instead of a row per row: recording 200k messages costs three max() lookups per batch.
 - `lcm_etl_run_rows (run_id, tbl, key, before)` for the tables keyed by text or by several columns
   (summaries and lcm-etl's own provenance tables) and for the rows a run changes in place (sync:
-  87_apply_changes.sql's message metadata, summary text and parent; 95's replaced conversations): key is
-  the JSON array of the row's primary key, before is NULL for a row the run inserted, else the row as it
-  was before the run first changed it (a JSON array of SQL literals, `quote()`, so any value round-trips).
+  87_apply_changes.sql's message metadata, summary text and parent; 89's moved boundary; 95's replaced
+  conversations): key is the JSON array of the row's primary key, before is NULL for a row the run inserted,
+  else the row as it was before the run first changed it (a JSON array of SQL literals, `quote()`, so any value
+  round-trips).
   TEMP triggers on the writer's own connection fill it, so every write step is covered without each step
   knowing, and a live Remnic's writes (other connections) are never attributed to the run. A REPLACE or
   UPDATE that leaves a row as it was records nothing: the row stays the earlier writer's.
@@ -29,7 +30,7 @@ from lcm_etl.store.target import REMNIC_TABLES
 
 RANGED = tuple(t.name for t in REMNIC_TABLES if t.ranged)
 # table -> what the triggers record: inserts (with the before-image of a replaced row) and/or updates
-KEYED = {"lcm_summary_nodes": ("insert", "update"), "lcm_messages": ("update",),
+KEYED = {"lcm_summary_nodes": ("insert", "update"), "lcm_messages": ("update",), "lcm_compaction_events": ("update",),
          "lcm_etl_summaries": ("insert", "update"), "lcm_etl_summary_edges": ("insert", "update"),
          "lcm_etl_conversations": ("insert", "update"), "lcm_etl_large_files": ("insert", "update"),
          "lcm_etl_skipped": ("insert", "update")}

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import orjson
 
-from lcm_etl.read.lcmdb.sources import real_path
+from lcm_etl.file_identity import real_path
 
 # a database with no conversation yet has no origin: its first conversation gives it one, and that run plans
 # the source whole (nothing of it is in the target to re-use)
@@ -32,7 +32,7 @@ class SourceIdentity:
 
     @property
     def key(self) -> str:
-        return f"{self.path}#{self.origin}"
+        return real_path(self.path, self.origin)
 
 
 def path_of(source_path: str) -> str:

@@ -26,7 +26,7 @@ from lcm_etl.store.marks import Marks, read as read_marks
 from lcm_etl.sync import shortcut
 from lcm_etl.sync.decision import FULL, MARKS, NO_OP, PAGES, Decision
 from lcm_etl.sync.identity import SourceIdentity
-from lcm_etl.read.lcmdb.sources import real_path
+from lcm_etl.file_identity import real_path
 
 
 @dataclass

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from lcm_etl.store import ledger, sync_state
 from lcm_etl.read.snapshot.pages import wal_frames
-from lcm_etl.read.lcmdb.sources import file_signature, real_path
+from lcm_etl.file_identity import file_signature, real_path
 
 # What a full re-plan of an unchanged source reports besides the per-kind totals; the state records it
 # (migrate._totals), so that the shortcut reports it too.

@@ -33,12 +33,6 @@ def expand(path: str | os.PathLike) -> Path:
     return Path(os.path.expandvars(os.path.expanduser(str(path))))
 
 
-def real_path(path: Path | str) -> str:
-    """A source's one spelling (symlinks, `~`, relative spellings are one source): what its marks, provenance,
-    ledger rows and kept snapshot are keyed on (lcm_etl/sync/identity.py)."""
-    return os.path.realpath(os.path.expanduser(str(path)))
-
-
 def _one_line(exc: Exception) -> str:
     if isinstance(exc, UnicodeDecodeError):
         return "its schema holds bytes that are not UTF-8: the file is damaged"

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator
 
 from lcm_etl.errors import BadInput
+from lcm_etl.file_identity import real_path
 from lcm_etl.options import DEFAULT_MEMORY_LIMIT
 from lcm_etl.read.lcmdb.sources import Snapshot, take_snapshot
 from lcm_etl.read.openclaw.store_hidden import (ColdArchive, PendingInput, cold_archives, cold_location, cold_rows, decompress,
@@ -65,9 +66,8 @@ class StoreWindow:
     cold: str | None = None           # a cold window's storage ('file', 'sqlite'): its rows are in its archive
 
     def record_key(self) -> str:
-        """Where the last complete run's read of this window is recorded (lcm_etl/read/transcript_decision.py): the
-        store's real path (a symlink, `~` or a relative spelling of it is the same store) and the window."""
-        return f"{self.store.resolve()}#{self.session_id}"
+        """Where the last complete run's read of this window is recorded (lcm_etl/read/transcript_decision.py)."""
+        return real_path(self.store, self.session_id)
 
     def metadata(self) -> dict:
         """What a message of this window keeps of it (window lineage, title, channel)."""

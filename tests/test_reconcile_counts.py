@@ -1,0 +1,24 @@
+"""reconcile's report: the parts of messages already held are counted as already present, in text and --json."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from conftest import run_cli
+from test_reconcile import build_pair, reconcile
+
+
+def test_a_re_run_read_whole_counts_the_parts_of_the_messages_already_held(tmp_path):
+    pair = build_pair("tool-heavy", tmp_path / "state")
+    sessions = Path(pair["transcript"]).parent
+    target = tmp_path / "t.sqlite"
+    first = reconcile("--sessions", sessions, "--dest", target)
+    assert first["parts"]["inserted"] > 0
+    # another --src: the transcript is read whole again, and everything in it is held
+    proc = run_cli("reconcile", "--sessions", sessions, "--dest", target, "--src", tmp_path / "state" / "lcm.db")
+    assert proc.returncode == 0, proc.stderr
+    assert re.search(rf"^  parts\s+inserted\s+0\s+already present\s+{first['parts']['inserted']}\s", proc.stdout, re.M)
+    again = reconcile("--sessions", sessions, "--dest", target)   # and back: whole again
+    assert again["extra"]["files"][0]["read"] == "whole"
+    assert again["messages"]["already_present"] == first["messages"]["inserted"]
+    assert (again["parts"]["inserted"], again["parts"]["already_present"]) == (0, first["parts"]["inserted"])
