@@ -201,7 +201,8 @@ def _dask_runner():
 def reconcile(sessions, exclude_deleted, src, dest, memory_dir, dry_run, session_filter, key_by, as_json, quiet, debug,
               lock_timeout, batch_rows, memory_limit, strict, watch, interval, profile):
     """Bring in what OpenClaw's transcripts hold and neither lcm.db nor the target has (crash recovery)."""
-    from lcm_etl.commands.reconcile import ReconcileOptions, reconcile as run
+    from lcm_etl.commands.reconcile import reconcile as run
+    from lcm_etl.options import ReconcileOptions
     from lcm_etl.store.target import resolve_target
 
     watching = _watching(watch, interval, dry_run)

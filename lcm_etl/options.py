@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import click
 
@@ -16,6 +18,24 @@ MIN_MEMORY = 10**6   # below a megabyte DuckDB cannot even open its in-memory da
 # DuckDB's memory budget when none is given: the option's default, and duck.DEFAULT_MEMORY_LIMIT (here, not in
 # duck: duck imports this module through cachedir)
 DEFAULT_MEMORY_LIMIT = "96MB"
+
+
+
+@dataclass
+class ReconcileOptions:
+    """What `reconcile` is asked to do (audit --sessions plans with them too)."""
+    sessions: list[str]
+    target: Path
+    src: Path | None = None
+    dry_run: bool = False
+    session_filter: list[str] = field(default_factory=list)
+    key_by: str = "session-id"
+    strict: bool = False
+    exclude_deleted: bool = False
+    lock_timeout: float = 10.0
+    batch_rows: int = 50_000
+    progress: bool = False
+    memory_limit: str = DEFAULT_MEMORY_LIMIT
 
 
 def size_bytes(value: str, bare: bool = False) -> float | None:

@@ -324,76 +324,26 @@ def test_reconcile_watch_follows_a_gateway_writing_the_store_and_ends_equal_to_o
         assert [i for i, _, _ in session_entries(target, sid)] == [i for i, _, _ in session_entries(once, sid)]
 
 
-def test_windows_staged_as_read_and_reloaded_when_staged_write_the_same_target(tmp_path, monkeypatch):
-    """Every window is released once read: its plan rows spooled to Parquet, its content rows written to the stage
-    file then (content_spool.ContentSpool). A window whose content was not spooled is read again when staged; the
-    two ways write the same target."""
-    from lcm_etl.commands import reconcile as command
-    from lcm_etl.read import content_spool
+def test_a_window_read_again_whole_replaces_its_rows_in_the_run_file(tmp_path):
+    """Every window goes into the run file as it is read (lcm_etl/read/run_file.py); one read again whole (settle,
+    under the lock) has its rows replaced by the new read's, in its place: the same message ids, nothing twice."""
+    from lcm_etl.read.transcript_reading import ReadOptions, read_all
 
-    state = state_copy("imported", tmp_path / "state")
-    staged, reloaded = tmp_path / "staged.sqlite", tmp_path / "reloaded.sqlite"
-    for target in (staged, reloaded):
-        if target == reloaded:
-            monkeypatch.setattr(content_spool.ContentSpool, "add", lambda self, t, order, key: None)
-        report = command.reconcile(command.ReconcileOptions(sessions=[str(state)], target=target))
-        assert report.messages.inserted == 85 and report.messages.already_present == 85   # originals: same entries
-
-    def rows(target):
-        con = sqlite3.connect(target)
-        try:
-            return con.execute("SELECT session_id, turn_index, role, content, token_count, "
-                               "json_remove(metadata, '$.file') FROM lcm_messages ORDER BY 1, 2").fetchall()
-        finally:
-            con.close()
-    assert rows(reloaded) == rows(staged)
-    assert len(rows(staged)) == 85
-
-
-@pytest.mark.parametrize("case", expected("imported"), ids=lambda e: e["name"])
-def test_the_jsonl_files_the_doctor_imported_land_as_the_same_active_paths(tmp_path, case):
-    """The JSONL era: the original files (fixtures/sessions, byte-identical to the doctor's *.imported-* copies)."""
-    from conftest import ROOT
-
-    target = tmp_path / "t.sqlite"
-    jsonl = ROOT / "fixtures" / "sessions" / f"{case['name']}.jsonl"
-    reconcile("--sessions", jsonl, "--dest", target)
-    got = session_entries(target, case["sessionId"])
-    assert [(i, r) for i, r, _ in got] == [(m["id"], ROLES.get(m["role"], m["role"])) for m in case["activePath"]]
-    # split on newlines alone: a line may hold U+2028, which str.splitlines would split on
-    lines = {e["id"]: e for e in map(json.loads, jsonl.read_bytes().split(b"\n")[:-1]) if "id" in e}
-    differ = 0
-    for (entry_id, _, content), want in zip(got, case["activePath"]):
-        message = lines[entry_id]["message"]
-        assert content == without_surrogates(extract_content(message["content"], strip_binary=True))
-        differ += js_message_sha256(message) != want["message_sha256"]
-    # the store's text is the doctor's: it rewrote the labels of the `rewritten` session's lines in place
-    assert differ == DOCTOR_REWROTE.get(case["name"], 0)
-
-
-@pytest.mark.parametrize("order", ["migrate-first", "reconcile-first"])
-def test_lcm_db_rows_count_as_held_against_the_store_in_either_order(tmp_path, order):
-    """lossless-claw's rows (transcript_entry_id) and the store's windows are one set of messages."""
-    from test_reconcile import build_pair, migrate
-
-    pair = build_pair("channel-telegram", tmp_path / "pair")   # an lcm.db behind the channel-telegram transcript
-    src = tmp_path / "pair" / "lcm.db"
-    state = state_copy("imported", tmp_path / "state")
-    target = tmp_path / "t.sqlite"
-    steps = [lambda: migrate(src, target),
-             lambda: reconcile("--sessions", store_of(state, "main"), "--src", src, "--dest", target)]
-    if order == "reconcile-first":
-        steps.reverse()
-    for step in steps * 2:
-        step()
-    case = next(e for e in expected("imported") if e["name"] == "channel-telegram")
-    rows = [r for r in target_rows(target) if r["session_id"] == case["sessionId"]]
-    assert len(rows) == len(case["activePath"])
-    sources = [json.loads(r["metadata"])["source"] for r in rows]
-    assert sources.count("lossless-claw") == pair["db_messages"]
-    assert sorted(json.loads(r["metadata"]).get("transcript_entry_id") for r in rows) == sorted(
-        m["id"] for m in case["activePath"])
-
+    state = state_copy("native", tmp_path / "state")
+    reading = read_all(ReadOptions(sessions=[str(state)]))
+    try:
+        def rows():
+            return reading.run.query("SELECT message_id, session_id, entry_id, content, metadata FROM jsonl_messages "
+                                     "LEFT JOIN jsonl_content USING (message_id) ORDER BY 1").fetchall(), \
+                reading.run.query("SELECT count(*) FROM jsonl_parts").fetchone()[0]
+        before = rows()
+        assert before[0] and all(r[3] is not None for r in before[0])   # content written as read
+        reading.read_whole({0: "a cause", 3: "another"})
+        assert rows() == before
+        assert reading.run.query("SELECT file_order, read, why FROM transcripts WHERE why LIKE 'a%' ORDER BY 1"
+                                 ).fetchall() == [(0, "whole", "a cause"), (3, "whole", "another")]
+    finally:
+        reading.close()
 
 def _scan(entries: list[dict]) -> list[str]:
     """The message ids on the active path of a window of these entries (OpenClaw 2026.7.2+'s scan rules)."""
@@ -486,22 +436,17 @@ def test_a_store_locked_mid_transaction_in_rollback_journal_mode_is_exit_2_and_n
     assert reconcile("--sessions", store, "--dest", tmp_path / "after.sqlite")["messages"]["inserted"] == 10
 
 
-def test_released_windows_are_spooled_in_row_groups_of_many_windows_not_one_each(tmp_path):
-    """The spool's Parquet writer kept each row group's footer metadata (every column's statistics) until it
-    closed: one row group per window grew a 10,000-window store's run by about 100 MB (docs/benchmarks.md).
-    Windows are gathered into row groups of SPOOL_ROWS messages."""
-    import pyarrow.parquet as pq
-
+def test_the_run_file_holds_a_row_per_transcript_and_its_messages(tmp_path):
+    """What a read leaves is the run file: one row per transcript (11 windows and 2 archives: the deleted session's
+    row and its published file, 4 messages each) and its messages; Python keeps none of them."""
     from lcm_etl.read.transcript_reading import ReadOptions, read_all
 
     state = state_copy("native", tmp_path / "state")
     reading = read_all(ReadOptions(sessions=[str(state)]))
     try:
-        assert reading.spool is not None
-        released = sum(1 for t in reading.transcripts if t.identities == "spooled")
-        # 11 windows and 2 archives (the deleted session's row and its published file, 4 messages each)
-        assert released == 11 + 2 and reading.spool.rows == 109 + 2 * 4
-        reading.spool.close()
-        assert pq.read_metadata(reading.spool.paths["jsonl_messages"]).num_row_groups == 1
+        kinds = dict(reading.run.query("SELECT kind, count(*) FROM transcripts GROUP BY 1").fetchall())
+        assert kinds == {"window": 11, "archive": 2} and reading.run.count == 13
+        assert reading.run.query("SELECT count(*) FROM jsonl_messages").fetchone()[0] == 109 + 2 * 4
+        assert reading.run.query("SELECT sum(read_count) FROM transcripts").fetchone()[0] == 109 + 2 * 4
     finally:
         reading.close()

@@ -1,8 +1,9 @@
-"""What a reconcile of a session store holds in Python while it reads does not grow with the store, nor with how
-much of it is new (docs/benchmarks.md, 2026-11-26): each window is released as it is read, its plan rows spooled
-to Parquet and its content rows written to the stage file, on a first run and on a re-run alike."""
+"""What a reconcile of a session store holds while it reads does not grow with the store, nor with how much of it
+is new (docs/benchmarks.md): each transcript goes into the run file as it is read (lcm_etl/read/run_file.py), on a
+first run and on a re-run alike, and nothing of it stays in Python."""
 from __future__ import annotations
 
+import gc
 import sqlite3
 import subprocess
 import sys
@@ -27,45 +28,51 @@ def _append(path: Path, percent: int) -> None:
 
 
 def _held_after_reading(store: Path, target: Path | None = None) -> tuple[int, list]:
-    """Python memory still allocated when every window has been read (tracemalloc), and the transcripts."""
+    """Python memory still allocated when every window has been read (tracemalloc), and the run file's rows of the
+    transcripts (read, read_count, messages with content)."""
     from lcm_etl.read import transcript_decision as decide
     from lcm_etl.read.transcript_reading import ReadOptions, read_all
 
     records = decide.recorded(target, hint=True) if target is not None else None
     tracemalloc.start()
     try:
+        gc.collect()   # a full collection empties Python's free lists: what is left is what is held
         before = tracemalloc.get_traced_memory()[0]
         reading = read_all(ReadOptions(sessions=[str(store)]), records)
+        gc.collect()
         held = tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()
     try:
-        return held, list(reading.transcripts)
+        return held, reading.run.query(
+            "SELECT t.read, t.read_count, (SELECT count(*) FROM jsonl_content c WHERE c.message_id BETWEEN "
+            "t.file_order << 32 AND (t.file_order << 32) + 4294967295) FROM transcripts t ORDER BY t.file_order"
+        ).fetchall()
     finally:
         reading.close()
 
 
 def test_what_reading_holds_does_not_grow_with_the_windows_read(tmp_path):
-    """Ten times the windows (4 → 40, 100 events each): what is still held once they are read grows by the
-    windows' small records (their read marks and reports), never by their parses. Before, the first 16 MiB of
-    lines stayed parsed (several times their bytes), so the 40-window store held about ten times the 4-window
-    store's parse."""
+    """Ten times the windows (4 → 40, 100 events each): what Python still holds once they are read does not grow
+    with them; each window's messages are in the run file, content included. Before, the first 16 MiB of lines
+    stayed parsed (several times their bytes), so the 40-window store held about ten times the 4-window store's
+    parse."""
     small = _store(tmp_path / "small" / "agent" / "openclaw-agent.sqlite", 400)
     large = _store(tmp_path / "large" / "agent" / "openclaw-agent.sqlite", 4000)
     _held_after_reading(small)   # what the first read allocates once (imports, caches) is not the windows'
     held_small, small_read = _held_after_reading(small)
     held_large, large_read = _held_after_reading(large)
     assert len(small_read) == 4 and len(large_read) == 40
-    assert all(not t.messages and t.staged for t in small_read + large_read)
-    per_window = (held_large - held_small) / 36
-    assert per_window < 8_000, f"{per_window:.0f} bytes held per window read"
+    assert all(count and written == count for _, count, written in small_read + large_read)
+    per_window = (held_large - held_small) / 36   # the parse's bounded caches, still filling (about 1,200 bytes)
+    assert per_window < 2_000, f"{per_window:.0f} bytes held per window read"
 
 
-def test_a_window_once_read_holds_a_list_slot_not_its_transcript(tmp_path):
-    """Ten times the windows (300 → 3,000, ten events each, more than the spool gathers): what Python still holds
-    once they are read grows by a few dozen bytes a window (their places in the list). Before, each released
-    window kept its transcript, window, read mark, report and session in memory: about 1,150 bytes a window, 11 MB
-    at 10,000 (docs/benchmarks.md, 2026-11-26 22:21); now they are shelved in the run's folder (window_shelf.py)."""
+def test_a_window_once_read_holds_nothing_in_python(tmp_path):
+    """Ten times the windows (300 → 3,000, ten events each): what Python still holds once they are read grows by
+    less than a few bytes a window. Before, each window read kept its transcript, window, read mark, report and
+    session (about 1,150 bytes a window, 11 MB at 10,000: docs/benchmarks.md, 2026-11-26 22:21), then a pickled
+    copy in a shelf and a list slot; now its row is in the run file."""
     small = _store(tmp_path / "small" / "agent" / "openclaw-agent.sqlite", 3000, per_window=10)
     large = _store(tmp_path / "large" / "agent" / "openclaw-agent.sqlite", 30000, per_window=10)
     _held_after_reading(small)   # what the first read allocates once (imports, caches) is not the windows'
@@ -73,14 +80,40 @@ def test_a_window_once_read_holds_a_list_slot_not_its_transcript(tmp_path):
     held_large, large_read = _held_after_reading(large)
     assert (len(small_read), len(large_read)) == (300, 3000)
     per_window = (held_large - held_small) / 2700
-    assert per_window < 250, f"{per_window:.0f} bytes held per window read"
+    assert per_window < 50, f"{per_window:.0f} bytes held per window read"
+
+
+def _peak_rss_mb(*args) -> float:
+    """The peak memory of `lcm-etl reconcile` in a process of its own (wait4's rusage)."""
+    import os
+
+    proc = subprocess.Popen([sys.executable, "-m", "lcm_etl.cli", "reconcile", *map(str, args), "-q"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, proc.stderr.read() if proc.stderr else ""
+    return usage.ru_maxrss / 1024
+
+
+def test_the_process_peak_does_not_grow_with_the_windows(tmp_path):
+    """The bound on the process: ten times the windows (200 → 2,000, ten events each), a first run and a re-run
+    after every window grew, peak within a few MB of each other (the store reader's DuckDB and the plan's budget
+    are the same at either size)."""
+    peaks = {}
+    for n in (2000, 20000):
+        store = _store(tmp_path / str(n) / "agent" / "openclaw-agent.sqlite", n, per_window=10)
+        target = tmp_path / str(n) / "t.sqlite"
+        first = _peak_rss_mb("--sessions", store, "--dest", target)
+        _append(store, 10)
+        peaks[n] = (first, _peak_rss_mb("--sessions", store, "--dest", target))
+    for small, large in zip(peaks[2000], peaks[20000]):
+        assert large - small < 20, peaks
 
 
 def test_a_re_run_releases_each_windows_appended_messages_and_writes_what_one_run_writes(tmp_path):
     """A re-run after rows were appended to every window reads each window past its recorded seq; those messages
-    are released as read as a first run's are (before, every window's appended messages stayed parsed until they
-    were staged: a 5,000,000-event store's re-run after 1 % appended held 50,000 events parsed), and the target
-    ends as one reconcile of the final store writes it."""
+    go into the run file as read, as a first run's do (before the spools, every window's appended messages stayed
+    parsed until they were staged: a 5,000,000-event store's re-run after 1 % appended held 50,000 events parsed),
+    and the target ends as one reconcile of the final store writes it."""
     from lcm_etl.commands import reconcile as command
 
     store = _store(tmp_path / "s" / "agent" / "openclaw-agent.sqlite", 4000)
@@ -89,8 +122,7 @@ def test_a_re_run_releases_each_windows_appended_messages_and_writes_what_one_ru
     _append(store, 10)
     _, transcripts = _held_after_reading(store, target)
     assert len(transcripts) == 40
-    assert all(t.mark is not None and t.mark.read_from > 0 for t in transcripts)   # read past the record
-    assert all(not t.messages and t.staged and t.read_count for t in transcripts)
+    assert all(how == "appended" and count and written == count for how, count, written in transcripts)
     report = command.reconcile(command.ReconcileOptions(sessions=[str(store)], target=target))
     assert report.extra["files_read_from_offset"] == 40 and report.messages.inserted > 0
     _append(store, 10)   # a second append, as a gateway keeps appending: read from the record the re-run left
@@ -107,38 +139,34 @@ def test_a_re_run_releases_each_windows_appended_messages_and_writes_what_one_ru
     assert rows(target) == rows(once)
 
 
-def test_the_spool_holds_a_bounded_number_of_windows_however_few_rows_each_brings(tmp_path):
-    """A re-run's windows bring a few appended messages each; their small tables cost about 20 KB a window held
-    whatever their rows, so the spool writes a row group every SPOOL_WINDOWS windows too, not only every SPOOL_ROWS
-    messages (10,000 windows of five messages held about 200 MB before)."""
-    import duckdb
-
-    from lcm_etl.read.transcript_rows import SPOOL_WINDOWS, FileSession, IdentitySpool, _tables
-    from lcm_etl.read.transcript.transcripts import Transcript, TranscriptMessage, TranscriptReport
+def test_the_run_file_writer_holds_at_most_its_threshold_however_few_rows_each_transcript_brings(tmp_path):
+    """One writer, one size threshold: rows are gathered in Python until FLUSH_BYTES, then written, whether they
+    come as a few large transcripts or as many windows of a few messages each (a re-run's)."""
+    from lcm_etl.read import run_file
+    from lcm_etl.read.transcript.transcripts import ReadMark, Transcript, TranscriptMessage, TranscriptReport
 
     def message(eid: str) -> TranscriptMessage:
-        return TranscriptMessage(eid, None, 1, "user", "hi", "hi", 1, "h" * 64, None, None, None, {},
-                                 [{"ordinal": 0}])
+        return TranscriptMessage(eid, None, 1, "user", "hi" * 500, "hi", 1, "h" * 64, None, None, None, {},
+                                 [{"ordinal": 0, "kind": "text", "payload": {"text": "hi"}, "tool_name": None,
+                                   "file_path": None, "created_at": None}])
 
-    spool = IdentitySpool(tmp_path)
+    run = run_file.RunFile(tmp_path / "run.sqlite")
     most = 0
-    for order in range(10 * SPOOL_WINDOWS):
+    for order in range(5000):
         t = Transcript(tmp_path / "s.sqlite", f"w{order}", None, None, [message(f"e{order}-{i}") for i in range(3)],
-                       TranscriptReport())
-        spool.add(_tables([t], [FileSession(f"w{order}", None)], "2026-11-26T00:00:00.000Z", first_order=order))
-        most = max(most, len(spool._pending))
-    assert most < SPOOL_WINDOWS
-    sql = spool.sql("jsonl_messages")
-    assert sql is not None
-    assert duckdb.sql(f"SELECT count(*), count(DISTINCT file_order) FROM ({sql})").fetchone() == (30 * SPOOL_WINDOWS,
-                                                                                                   10 * SPOOL_WINDOWS)
+                       TranscriptReport(), mark=ReadMark(3, "x", 3, 3, f"e{order}-2"))
+        run.add(t, None, (f"w{order}", None), "file", "JSONL file", (None, None), {"kind": "file"}, "2026-11-28")
+        most = max(most, run._size)
+    assert most < run_file.FLUSH_BYTES
+    assert run.query("SELECT count(*), count(DISTINCT file_order) FROM jsonl_messages").fetchone() == (15000, 5000)
+    run.close()
 
 
 def test_the_plans_tables_are_compressed_and_dropped_after_their_last_use(tmp_path, monkeypatch):
     """The plan's tables live in a compressed in-memory database, checkpointed after each step: DuckDB's own
     in-memory database keeps rows uncompressed, and a re-run's tables grew with the new rows (1 % appended to a
-    5,000,000-event store: 41 MB of tables against 10 MB at 500,000). The transcripts' rows are views of the
-    spool and the Arrow tables, not copied in; what only the plan's steps read is dropped once it has run."""
+    5,000,000-event store: 41 MB of tables against 10 MB at 500,000). The transcripts' rows are views of the run
+    file, not copied in; what only the plan's steps read is dropped once it has run."""
     from lcm_etl.commands import reconcile as command
     from lcm_etl.planning import reconcile_plan
 

@@ -1,6 +1,7 @@
 -- step: reconcile_record_offsets
 -- engine: sqlite (the target, in the run's last transaction, with the ledger row)
--- reads: plan.transcript_files (staged by lcm_etl/commands/reconcile.py from lcm_etl/read/transcript_offsets.py)
+-- reads: plan.transcripts (the run file: what was read of each transcript, lcm_etl/read/run_file.py),
+--        plan.plan_selected (r65_stage.sql)
 -- produces: lcm_etl_transcript_files (one row per transcript file of the sessions this run planned)
 -- key: path (absolute)
 -- why: cost follows the change: a re-run reads each transcript from where this run stopped, once the recorded prefix still
@@ -10,5 +11,7 @@
 -- count: transcript_files_recorded
 INSERT OR REPLACE INTO lcm_etl_transcript_files (path, size, sha256, lines, messages, tip, header_id, version,
                                                  session_id, key_by, held_by, run_id)
-SELECT path, size, sha256, lines, messages, tip, header_id, version, session_id, key_by, held_by, :run_id
-FROM plan.transcript_files;
+SELECT record_key, size, sha256, lines, messages, tip, header_id, version, session_id, :key_by, :held_by, :run_id
+FROM plan.transcripts
+WHERE size IS NOT NULL AND session_id IN (SELECT session_id FROM plan.plan_selected)   -- a pending input has none
+ORDER BY file_order;

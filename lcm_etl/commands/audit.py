@@ -20,10 +20,10 @@ from lcm_etl import duck
 from lcm_etl.sync import identity as source_identity
 from lcm_etl.read.snapshot import runfolder
 from lcm_etl.planning import plan
-from lcm_etl.planning.reconcile_plan import ReconcileOptions, plan_transcripts, read_all
+from lcm_etl.options import ReconcileOptions
+from lcm_etl.planning.reconcile_plan import plan_transcripts, read_all
 from lcm_etl.report import RunReport, one_line_each, unknown_lines
 from lcm_etl.read.lcmdb.source_schema import detect_schema, normalized_views
-from lcm_etl.read.store_reads import where_kind
 from lcm_etl.read.lcmdb.sources import Snapshot, take_snapshot
 from lcm_etl.sqlite_runtime import attach_all, private_file, quote_path
 from lcm_etl.steps.pipeline import AUDIT_SOURCE
@@ -231,23 +231,18 @@ def _audit_transcripts(opts: AuditOptions, source: Snapshot | None, target_db: P
         work.cleanup()
         raise
     try:
-        report.extra["transcripts_read"] = len(reading.transcripts)
+        report.extra["transcripts_read"] = reading.run.count
         report.extra["stores"] = reading.stores
         report.extra["archives"] = reading.archives
-        # a few pending among many held: DuckDB 1.5 pushes the join's bloom filter into the scan of the transcripts'
-        # Arrow table, which PyArrow refuses ("Pushdown Filter Type BLOOM_FILTER is not currently supported"); the
-        # plan is done, so this query goes without that optimizer
-        con.execute("SET disabled_optimizers = 'join_filter_pushdown'")
+        # each missing message says where its history lives (a cold window, an archive, a pending input...)
         rows = con.execute("""
             SELECT 'transcript message', 'missing in target', p.session_id,
-                   m.file || ':' || coalesce(m.entry_id, '#' || (p.path_index + 1)), m.role, p.file_order
-            FROM jsonl_plan p JOIN jsonl_messages m USING (message_id)
+                   t.path || ':' || coalesce(m.entry_id, '#' || (p.path_index + 1)), m.role, t.where_kind
+            FROM jsonl_plan p JOIN jsonl_messages m USING (message_id) JOIN stage.transcripts t ON t.file_order = p.file_order
             WHERE p.is_new ORDER BY p.session_id, p.file_order, p.path_index""").fetchall()
-        # each missing message says where its history lives (a cold window, an archive, a pending input...)
-        kinds = {order: where_kind(t) for order, t in enumerate(reading.transcripts)} if rows else {}
         if rows:
-            report.extra["transcript_messages_pending_by_where"] = dict(Counter(kinds[r[5]] for r in rows))
-        rows = [(*r[:4], f"{r[4]}, {kinds[r[5]]}") for r in rows]
+            report.extra["transcript_messages_pending_by_where"] = dict(Counter(r[5] for r in rows))
+        rows = [(*r[:4], f"{r[4]}, {r[5]}") for r in rows]
         report.extra["transcript_messages_pending"] = len(rows)
         # rows a branch left after they were imported: kept (the target is the archive), never missing
         report.extra["transcript_rows_off_path"] = con.execute(

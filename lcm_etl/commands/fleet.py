@@ -103,7 +103,8 @@ def pair_options(pairs: list[tuple[Path, Path]], template: PairOptions) -> list[
 def run_pair(index: int, opts: MigrateOptions) -> PairResult:
     """migrate the pair's lcm.db, then reconcile its installation's transcripts into the same target (their rows
     already in lcm.db count as held)."""
-    from lcm_etl.commands.reconcile import ReconcileOptions, reconcile
+    from lcm_etl.commands.reconcile import reconcile
+    from lcm_etl.options import ReconcileOptions
 
     result = PairResult(index, str(opts.src), str(opts.target), False, 0)
     try:

@@ -32,7 +32,7 @@ CREATE UNIQUE INDEX temp._map_src ON _map(src_message_id);
 
 _STAGE_INDEXES = (("plan_messages", "batch"), ("plan_messages", "message_id"), ("plan_present", "message_id"),
                   ("plan_present_parts", "batch"), ("plan_summaries", "summary_id"), ("plan_summaries", "batch"),
-                  ("plan_edges", "batch"), ("plan_sessions", "batch"), ("plan_parts", "message_id"),
+                  ("plan_edges", "batch"), ("plan_sessions", "batch"), ("jsonl_parts", "message_id"),
                   ("plan_conversations", "conversation_id"))
 
 

@@ -1,6 +1,6 @@
-"""Reconcile's plan of the transcripts (and audit's, with --sessions): every transcript read
-(lcm_etl/read/transcript_reading.py), its identities and the rows lcm.db and the target already hold loaded into
-DuckDB, and the steps r20/r60 run on them (the RECONCILE pipeline, lcm_etl/steps/pipeline.py). The command
+"""Reconcile's plan of the transcripts (and audit's, with --sessions): the run file every transcript was read into
+(lcm_etl/read/run_file.py) attached to DuckDB as `stage`, its identity columns viewed, the rows lcm.db and the
+target already hold loaded beside them, and the steps r20/r60 run on them (the RECONCILE pipeline, lcm_etl/steps/pipeline.py). The command
 (lcm_etl/commands/reconcile.py) stages and writes what this plans; audit reports what it would write.
 """
 from __future__ import annotations
@@ -8,41 +8,26 @@ from __future__ import annotations
 import functools
 import sqlite3
 from contextlib import closing
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 from lcm_etl.errors import BadInput
-from lcm_etl.options import DEFAULT_MEMORY_LIMIT
+from lcm_etl.options import ReconcileOptions
 from lcm_etl.planning import plan
 from lcm_etl.read.transcript_decision import Records
 from lcm_etl.read.lcmdb.source_schema import detect_schema
 from lcm_etl.read.lcmdb.sources import Snapshot
 from lcm_etl.read.transcript_reading import Reading, ReadOptions, read_all as read_transcripts
-from lcm_etl.read.transcript_rows import FileSession, arrow_tables, file_sessions
 from lcm_etl.steps import pipeline
 from lcm_etl.steps.engine import run_stage
 
 # read by the plan's steps only (r20, 57): dropped once it has run
 DROPPED_AFTER_PLAN = ("held_lcm", "batch_input")
+# the run file's columns the plan reads (identities; content stays in the file for r72/r80)
+VIEWS = {"jsonl_messages": "message_id, file_order, path_index, session_id, entry_id, role, token_count, identity_hash, "
+                           "created_iso, inner_ts",
+         "jsonl_parts": "message_id, ordinal", "jsonl_abandoned": "file_order, session_id, entry_id, role, inner_ts"}
 _HELD_LCM_EMPTY = ("SELECT NULL::VARCHAR AS session_id, NULL::VARCHAR AS conv_key, NULL::BIGINT AS seq, "
                    "NULL::VARCHAR AS entry_id, NULL::VARCHAR AS identity_hash WHERE false")
-
-
-@dataclass
-class ReconcileOptions:
-    sessions: list[str]
-    target: Path
-    src: Path | None = None
-    dry_run: bool = False
-    session_filter: list[str] = field(default_factory=list)
-    key_by: str = "session-id"
-    strict: bool = False
-    exclude_deleted: bool = False
-    lock_timeout: float = 10.0
-    batch_rows: int = 50_000
-    progress: bool = False
-    memory_limit: str = DEFAULT_MEMORY_LIMIT
 
 
 def read_all(opts: ReconcileOptions, records: Records | None = None, held_by: str = "") -> Reading:
@@ -55,43 +40,32 @@ def read_all(opts: ReconcileOptions, records: Records | None = None, held_by: st
 
 
 def plan_transcripts(opts: ReconcileOptions, reading: Reading, target_db: Path | None, source: Snapshot | None,
-                     workdir: Path, sessions: Sequence[FileSession] | None = None,
-                     appended: frozenset[str] | set[str] = frozenset()):
-    """Load the transcripts' identities and the held rows into a fresh DuckDB connection and run the plan
-    steps r20/r60.
+                     workdir: Path, appended: frozenset[str] | set[str] = frozenset()):
+    """The held rows loaded into a fresh DuckDB connection beside the run file (attached as `stage`, its identity
+    columns viewed as jsonl_messages, jsonl_parts, jsonl_abandoned), and the plan steps r20/r60 run on them.
 
     target_db is the target to read (callers pass a private snapshot when nothing may be written, e.g.
     dry-run and audit); source is the snapshot of --src, if any. Returns the connection, holding
     jsonl_plan, write_messages and session_work.
     """
-    transcripts, spool = reading.transcripts, reading.spool
-    if sessions is None:
-        sessions = file_sessions(transcripts, opts.key_by)
-    messages, parts, abandoned = arrow_tables(transcripts.in_memory(), sessions, reading.fallback_time)
+    reading.run.flush()
     # the plan's tables in a compressed in-memory database, compressed at each checkpoint below: uncompressed, a
     # re-run's tables grew with the new rows (1 % appended to a 5,000,000-event store: 41 MB against 10 at 500,000)
     con = plan.duck.connect(workdir, opts.memory_limit, keeps_records=not opts.dry_run, compressed=True)
     checkpoint = functools.partial(plan.duck.checkpoint, con)
     try:
-        # a spooled transcript read again (whole) brings its rows with it: its spooled ones are left out
-        stale = ", ".join(str(i) for i, t in transcripts.in_memory() if isinstance(t.identities, tuple)) or "-1"
-        # views, not tables: the spooled rows are read from the spool's Parquet file (in the run folder) by each
-        # step that scans them, never copied into DuckDB's memory (a re-run of a 5,000,000-event store after 1 %
-        # appended: 18 MB of jsonl_messages before its checkpoint compressed it); the Arrow tables of the
-        # transcripts read whole stay registered with the connection as long as it lives
-        for name, table in (("jsonl_messages", messages), ("jsonl_parts", parts), ("jsonl_abandoned", abandoned)):
-            con.register(f"{name}_arrow", table)
-            spooled = spool.sql(name) if spool is not None else None
-            order = "message_id >> 32" if name == "jsonl_parts" else "file_order"
-            con.execute(f"CREATE VIEW {name} AS SELECT * FROM {name}_arrow"
-                        + (f" UNION ALL SELECT * FROM ({spooled}) WHERE {order} NOT IN ({stale})" if spooled else ""))
+        # views, not tables: the steps read the run file's rows where they are (never its content)
+        plan.duck.attach_sqlite(con, str(reading.run.path), "stage", read_only=False)
+        for name, cols in VIEWS.items():
+            con.execute(f"CREATE VIEW {name} AS SELECT {cols} FROM stage.{name}")
         con.execute("CREATE TABLE jsonl_sessions AS SELECT DISTINCT session_id FROM jsonl_messages")
         con.execute("CREATE TABLE jsonl_appended (session_id VARCHAR)")
         # every session of the transcripts read, new messages or none (within --session-filter): its rows marked
         # off the active path are counted each run (r05_target_state.sql, r25_off_path.sql)
         con.execute("CREATE TABLE run_sessions (session_id VARCHAR PRIMARY KEY)")
         wanted = set(opts.session_filter)
-        run_sessions = [sid for sid in sorted({s.session_id for s in sessions}) if not wanted or sid in wanted]
+        run_sessions = [r[0] for r in reading.run.query("SELECT DISTINCT session_id FROM transcripts ORDER BY 1")
+                        if not wanted or r[0] in wanted]
         # one list parameter each: a row each through executemany cost 1 s of a 1,000-window re-run
         con.execute("INSERT INTO run_sessions SELECT unnest($ids::VARCHAR[])", {"ids": run_sessions})
         con.execute("INSERT INTO jsonl_appended SELECT unnest($ids::VARCHAR[])", {"ids": sorted(appended)})
@@ -116,7 +90,6 @@ def plan_transcripts(opts: ReconcileOptions, reading: Reading, target_db: Path |
         for name in DROPPED_AFTER_PLAN:
             con.execute(f"DROP TABLE {name}")
         con.execute("DROP VIEW jsonl_abandoned")
-        con.unregister("jsonl_abandoned_arrow")
         checkpoint()
         return con
     except BaseException:

@@ -49,7 +49,6 @@ def read_window(store: OpenStore, w: StoreWindow, start: FileRecord | str, stric
         held = window_start(start, w)
         appended = _read_appended(store, w, start) if held is None else held
         if isinstance(appended, Transcript):
-            appended.record = start
             return appended
         cause = appended
     else:
@@ -147,9 +146,7 @@ def _archive_read(t: Transcript, origin: ArchiveOrigin, session_id: str, proof: 
 def _unchanged(path: Path, origin: ArchiveOrigin, rec: FileRecord) -> Transcript:
     """An archive the last run read, unchanged since: nothing read, its messages counted from the record."""
     mark = ReadMark(rec.size, rec.sha256, rec.lines, rec.messages, rec.tip, rec.size, 0)
-    t = Transcript(path, rec.header_id, None, rec.version, [], TranscriptReport(), [], mark, origin=origin)
-    t.record = rec
-    return t
+    return Transcript(path, rec.header_id, None, rec.version, [], TranscriptReport(), [], mark, origin=origin)
 
 
 @dataclass(frozen=True)

@@ -39,14 +39,14 @@ which is to say not read, while its bytes hash to the recorded SHA-256 (`archive
 from __future__ import annotations
 
 import hashlib
+import json
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, Sequence
+from typing import Any, BinaryIO
 
 from lcm_etl.file_identity import real_path
 from lcm_etl.read.openclaw.openclaw_store import StoreWindow
-from lcm_etl.read.transcript_rows import FileSession
 from lcm_etl.read.transcript.transcripts import (_BLANK, CANONICAL_TYPES, Transcript, TranscriptReport, _Node, _parse_line,
                                       message_of)
 
@@ -73,11 +73,15 @@ CAUSES = (NEW, RECORDS_UNREAD, UNDONE, OTHER_OPTIONS, NO_TIP, PREFIX_CHANGED, RE
 _RECORDED = """
 SELECT f.path, f.size, f.sha256, f.lines, f.messages, f.tip, f.header_id, f.version, f.session_id, f.key_by, f.held_by,
        coalesce(r.status = 'complete'
-                AND NOT EXISTS (SELECT 1 FROM lcm_etl_runs u WHERE u.command = 'undo' AND u.rowid > r.rowid), 0)
+                AND NOT EXISTS (SELECT 1 FROM lcm_etl_runs u WHERE u.command = 'undo' AND u.rowid > r.rowid), 0) AS trusted
 FROM lcm_etl_transcript_files f LEFT JOIN lcm_etl_runs r ON r.run_id = f.run_id"""
 
 
-@dataclass(frozen=True, slots=True)   # one per transcript, held while the transcripts are read
+RECORD_COLUMNS = ("size", "sha256", "lines", "messages", "tip", "header_id", "version", "session_id", "key_by",
+                  "held_by", "trusted")
+
+
+@dataclass(frozen=True, slots=True)   # one per transcript, looked up as it is read
 class FileRecord:
     """What the last reconcile that planned a transcript read of it."""
     path: str
@@ -267,31 +271,47 @@ def from_record(t: Transcript) -> bool:
     return t.mark is not None and t.mark.read_from > 0
 
 
-def settle(transcripts: Sequence[Transcript], sessions: Sequence[FileSession], records: Records) -> dict[int, str]:
-    """The transcripts read from a record (a hint, read before the lock: `t.record`) that must be read again whole,
-    by index, with the cause: a record the target no longer holds as it was (`records`: read under the lock, or
-    from the dry run's private copy), a transcript that lands in another session than it was recorded under, and
-    the others of a session with one read whole. `sessions`: where each transcript lands."""
-    changed = {}
-    for i, t in enumerate(transcripts):
-        if from_record(t):
-            hint = t.record
-            if hint is None or records.get(transcript_key(t)) != hint:
-                changed[i] = RECORD_CHANGED
-            elif hint.session_id != sessions[i].session_id:
-                changed[i] = OTHER_SESSION
-    whole = {s.session_id for i, (t, s) in enumerate(zip(transcripts, sessions)) if not from_record(t) or i in changed}
-    return {**in_sessions(transcripts, sessions, whole, SESSION_WHOLE), **changed}
+def settle(run: sqlite3.Connection, target: Path | None) -> dict[int, str]:
+    """The transcripts read from a record (a hint, read before the lock: the run file's `rec_*` columns) that must
+    be read again whole, by read order, with the cause: a record the target no longer holds as it was (`target`:
+    under the lock, or the dry run's private copy), a transcript that lands in another session than it was
+    recorded under, and the others of a session with one read whole. A query over the run file, the target
+    attached (lcm_etl/read/run_file.py)."""
+    same = " AND ".join(f"r.{c} IS t.rec_{c}" for c in RECORD_COLUMNS)
+    try:
+        if target is None:
+            raise sqlite3.OperationalError("no target")
+        run.execute("ATTACH ? AS target", (f"{target.absolute().as_uri()}?mode=ro",))
+        run.execute(f"CREATE TEMP TABLE records AS {_RECORDED} WHERE f.path IN "
+                    "(SELECT record_key FROM main.transcripts WHERE read = 'appended')")
+    except sqlite3.Error:   # no record can be read: none of the hints holds
+        run.execute(f"CREATE TEMP TABLE records (path, {', '.join(RECORD_COLUMNS)})")
+    finally:
+        if any(r[1] == "target" for r in run.execute("PRAGMA database_list")):
+            run.execute("DETACH target")
+    rows = run.execute(f"""
+        WITH changed AS (
+            SELECT t.file_order, t.session_id,
+                   CASE WHEN r.path IS NULL OR NOT ({same}) THEN :changed
+                        WHEN t.rec_session_id IS NOT t.session_id THEN :other END AS why
+            FROM transcripts t LEFT JOIN records r ON r.path = t.record_key WHERE t.read = 'appended')
+        SELECT t.file_order, coalesce(c.why, :whole) FROM transcripts t JOIN changed c USING (file_order)
+        WHERE c.why IS NOT NULL OR t.session_id IN (SELECT session_id FROM transcripts WHERE read = 'whole'
+                                                    UNION SELECT session_id FROM changed WHERE why IS NOT NULL)""",
+                       {"changed": RECORD_CHANGED, "other": OTHER_SESSION, "whole": SESSION_WHOLE}).fetchall()
+    run.execute("DROP TABLE records")
+    return dict(rows)
 
 
-def in_sessions(transcripts: Sequence[Transcript], sessions: Sequence[FileSession], whole: set[str],
-                why: str) -> dict[int, str]:
+def in_sessions(run: sqlite3.Connection, whole: set[str], why: str) -> dict[int, str]:
     """The transcripts of these sessions read from a record, each with `why` it must be read again whole."""
-    return {i: why for i, (t, s) in enumerate(zip(transcripts, sessions)) if s.session_id in whole and from_record(t)}
+    return {r[0]: why for r in run.execute(
+        "SELECT file_order FROM transcripts WHERE read = 'appended' AND session_id IN (SELECT value FROM json_each(?))",
+        (json.dumps(sorted(whole)),))}
 
 
-def sessions_from_records(transcripts: Sequence[Transcript], sessions: Sequence[FileSession]) -> set[str]:
+def sessions_from_records(run: sqlite3.Connection) -> set[str]:
     """The sessions every transcript of which was read from its record: the plan matches their appended messages by
     entry id alone (r20_match.sql, `jsonl_appended`)."""
-    return {s.session_id for s in sessions} - {s.session_id for t, s in zip(transcripts, sessions)
-                                               if not from_record(t)}
+    return {r[0] for r in run.execute(
+        "SELECT session_id FROM transcripts GROUP BY session_id HAVING min(read = 'appended')")}

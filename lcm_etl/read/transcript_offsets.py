@@ -1,5 +1,6 @@
 """A JSONL transcript read from where the last complete reconcile stopped, or whole, as
-lcm_etl/read/transcript_decision.py decides; and the record this run leaves of each file for the next one.
+lcm_etl/read/transcript_decision.py decides (the record this run leaves of it for
+the next one is what the run file says it read: lcm_etl/read/run_file.py).
 
 A record (the target's `lcm_etl_transcript_files`, lcm_etl/store/ledger.py) holds how many bytes of the file a run
 read (up to the end of the last complete line), their SHA-256, their lines and path messages, and the entry an
@@ -11,9 +12,8 @@ read at SHA-256 speed, a small fraction of parsing the same bytes (docs/benchmar
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterator, Sequence
 
-from lcm_etl.read.transcript_decision import PREFIX_CHANGED, FileRecord, continue_path, prefix_proved, transcript_key
+from lcm_etl.read.transcript_decision import PREFIX_CHANGED, FileRecord, continue_path, prefix_proved
 from lcm_etl.read.transcript.transcripts import ReadMark, Transcript, TranscriptReport, _lines, read_transcript
 
 
@@ -23,7 +23,6 @@ def read(path: Path, start: FileRecord | str, strict: bool) -> Transcript:
     if isinstance(start, FileRecord):
         appended = read_appended(path, start)
         if isinstance(appended, Transcript):
-            appended.record = start
             return appended
         cause = appended
     else:
@@ -57,11 +56,3 @@ def read_appended(path: Path, rec: FileRecord) -> Transcript | str:
                     tip, rec.size, lines_read)
     return Transcript(path, rec.header_id, None, rec.version, messages, report, [], mark)
 
-
-def rows(transcripts: Sequence[Transcript], sessions, selected: set[str], key_by: str, held_by: str) -> Iterator[tuple]:
-    """lcm_etl_transcript_files rows for the transcripts of the sessions this run planned, one at a time."""
-    for t, s in zip(transcripts, sessions):
-        if t.mark is not None and s.session_id in selected:
-            m = t.mark
-            yield (transcript_key(t), m.size, m.sha256, m.lines, m.messages, m.tip, t.header_id, t.version,
-                   s.session_id, key_by, held_by)

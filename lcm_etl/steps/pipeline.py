@@ -91,10 +91,10 @@ FRESH_FINISH = Stage("copy in and finish", "sqlite", "the building file once the
 
 RECONCILE_TARGET = Stage("target state", "duckdb", "the plan database, the target attached read-only as tgt "
                          "(an empty Remnic schema when there is none)", ("r05_target_state",))
-RECONCILE_PLAN = Stage("plan", "duckdb", "the plan database, the transcripts' rows loaded from Arrow "
-                       "(lcm_etl/read/transcript_rows.py)", ("r20_match", "r25_off_path", "r55_batch_weights",
+RECONCILE_PLAN = Stage("plan", "duckdb", "the plan database, the run file attached as stage, its identity "
+                       "columns viewed (lcm_etl/read/run_file.py)", ("r20_match", "r25_off_path", "r55_batch_weights",
                                                         "57_assign_batches", "r60_batches"))
-RECONCILE_HANDOFF = Stage("handoff", "duckdb", "the plan database, the stage file attached as stage", ("r65_stage",))
+RECONCILE_HANDOFF = Stage("handoff", "duckdb", "the plan database, the run file attached as stage", ("r65_stage",))
 RECONCILE_WRITE = Stage("per batch", "sqlite", "the target, the stage attached as plan: one transaction per batch "
                         "(a new target: its private building file, one transaction)",
                         ("70_assign_turns", "r72_write_messages", "75_index_messages", "r80_write_parts",
@@ -123,17 +123,16 @@ _MIGRATE_INPUTS = {**SOURCE_VIEWS, **TARGET_TABLES, **_SELECTED,
                                     "(delta.content_marks)"}
 _RECONCILE_INPUTS = {
     **SOURCE_VIEWS, **TARGET_TABLES, **_SELECTED,
-    "jsonl_messages": "the transcripts' active-path messages (lcm_etl/read/transcript_rows.py)",
-    "jsonl_parts": "their content blocks (lcm_etl/read/transcript_rows.py)",
-    "jsonl_abandoned": "entries off the active path (lcm_etl/read/transcript_rows.py)",
+    "jsonl_messages": "the transcripts' active-path messages (the run file: lcm_etl/read/run_file.py)",
+    "jsonl_content": "their content and metadata (the run file)",
+    "jsonl_parts": "their content blocks (the run file)",
+    "jsonl_abandoned": "entries off the active path (the run file)",
     "held_lcm": "what lcm.db holds of the transcripts' sessions (reconcile_plan.py; empty without --src)",
-    "jsonl_content": "content and metadata, staged from Python (transcript_rows.stage_content)",
-    "plan_parts": "content blocks as parts, staged from Python (transcript_rows.stage_content)",
     "jsonl_appended": "sessions whose files were read from recorded offsets (reconcile_plan.py)",
     "jsonl_sessions": "the transcripts' sessions (reconcile_plan.py)",
     "run_sessions": "every session of the transcripts read, with new messages or none, within --session-filter "
                     "(reconcile_plan.py)",
-    "transcript_files": "how far this run read each file, staged from Python (reconcile.py, transcript_offsets.py)",
+    "transcripts": "one row per transcript read: how, why, and how far (the run file)",
 }
 _FLATTEN_OWNERS = {"flatten_owners": "the messages whose parts are flattened (flatten.PLANNED_OWNERS or, "
                                      "for a new target, flatten.ALL_OWNERS)"}

@@ -68,7 +68,7 @@ class TranscriptMessage:
     sender_metadata: dict[str, str] | None = None
 
 
-@dataclass(slots=True)   # one per transcript, kept for the whole run: no __dict__ each
+@dataclass(slots=True)   # one per transcript read
 class TranscriptReport:
     lines_total: int = 0
     skipped_lines: list[tuple[int, str]] = field(default_factory=list)
@@ -82,7 +82,7 @@ class TranscriptReport:
     projection: str = ""   # a store window: how OpenClaw's materialized path compares (store_reads._projection)
 
 
-@dataclass(slots=True)   # one per transcript, kept for the whole run: no __dict__ each
+@dataclass(slots=True)   # one per transcript read
 class ReadMark:
     """How far a read of the file went, for the next run to continue from (lcm_etl/read/transcript_offsets.py)."""
     size: int              # bytes read: up to the end of the last complete line
@@ -95,7 +95,7 @@ class ReadMark:
     lines_read: int = 0
 
 
-@dataclass(slots=True)   # one per transcript, kept for the whole run: no __dict__ each
+@dataclass(slots=True)   # one per transcript read
 class Transcript:
     path: Path
     header_id: str
@@ -105,24 +105,12 @@ class Transcript:
     report: TranscriptReport
     abandoned: list[tuple[str, str | None, Any]] = field(default_factory=list)   # (entry id, role, inner ts)
     mark: ReadMark | None = None
-    # where it was read from besides a file: a session store window (openclaw_store.StoreWindow) or an archive
-    # (store_reads.ArchiveOrigin); their facts go into each message's metadata (content_spool._metadata)
+    # where it was read from besides a file: a session store window (openclaw_store.StoreWindow), an archive
+    # (store_reads.ArchiveOrigin) or a pending input; their facts go into each message's metadata (run_file.metadata)
     origin: Any = None
-    # a released transcript (transcript_rows.release): its messages dropped once the plan's rows were taken
-    identities: Any = None          # (messages, parts, abandoned) Arrow tables
-    read_count: int | None = None   # how many messages were read
-    reload: Any = None              # () -> the same transcript read again, with its messages
     # why it was read whole, not from its record: one of lcm_etl/read/transcript_decision.py's CAUSES (set by
     # whoever read it; None when read from its record)
     why_whole: str | None = None
-    staged: bool = False            # its messages' content rows are in the stage file already (content_spool)
-    # the record it was read from (transcript_decision.FileRecord: a hint, checked under the lock by `settle`);
-    # None when read whole
-    record: Any = None
-
-    def count(self) -> int:
-        """Messages read (on the path, or appended past the recorded offset), released or not."""
-        return len(self.messages) if self.read_count is None else self.read_count
 
 
 @dataclass
