@@ -9,9 +9,9 @@
 --      transaction as its ledger row: a dry run, a failed or a killed run records nothing, and a record
 --      names its run, so an undone run's record is not used.
 -- count: transcript_files_recorded
-INSERT OR REPLACE INTO lcm_etl_transcript_files (path, size, sha256, lines, messages, tip, header_id, version,
+INSERT OR REPLACE INTO lcm_etl_transcript_files (path, size, sha256, lines, messages, parts, tip, header_id, version,
                                                  session_id, key_by, held_by, run_id)
-SELECT record_key, size, sha256, lines, messages, tip, header_id, version, session_id, :key_by, :held_by, :run_id
+SELECT record_key, size, sha256, lines, messages, parts, tip, header_id, version, session_id, :key_by, :held_by, :run_id
 FROM plan.transcripts
 WHERE size IS NOT NULL AND session_id IN (SELECT session_id FROM plan.plan_selected)   -- a pending input has none
 ORDER BY file_order;

@@ -162,7 +162,7 @@ def off_path(con, extra: dict) -> None:
 # the report's entry per transcript: the run file's row joined with the plan's counts (a newcomer can run it by hand)
 FILES = """
 SELECT t.path, t.header_id, t.origin, t.read, t.why, t.messages, t.read_count, t.read_from, t.lines_read, t.report,
-       t.where_kind, coalesce(c.present, 0), coalesce(c.new, 0), coalesce(c.by_id, 0), coalesce(c.by_identity, 0),
+       t.where_kind, t.rec_parts, coalesce(c.present, 0), coalesce(c.new, 0), coalesce(c.by_id, 0), coalesce(c.by_identity, 0),
        coalesce(c.rewrites, 0)
 FROM transcripts t LEFT JOIN file_counts c USING (file_order) ORDER BY t.file_order"""
 
@@ -173,13 +173,14 @@ def _fill_files(report: RunReport, read: Reading) -> None:
     files = []
     names: dict[str, str] = {}   # a store's windows share its name: one string, not one an entry
     by_where: dict[str, int] = {}
-    for (path, header_id, origin, how, why, on_path, count, read_from, lines_read, r, where,
+    for (path, header_id, origin, how, why, on_path, count, read_from, lines_read, r, where, parts_before,
          present, new, by_id, by_identity, rewrites) in read.run.query(FILES):
         r = loads(r)
         by_where[where] = by_where.get(where, 0) + 1
         if how == "appended":   # the messages before the offset: reconciled by the run that recorded it
             present += on_path - count
             m.already_present += on_path - count
+            report.parts.already_present += parts_before
         skipped = r.get("skipped_lines", ())
         files.append({"file": names.setdefault(path, path), "session_id": header_id, **loads(origin),
                       "messages_on_path": count if on_path is None else on_path, "read": how, "why": why,

@@ -38,7 +38,8 @@ SCHEMA = (
     """CREATE TABLE transcripts (file_order INTEGER PRIMARY KEY, record_key TEXT, path TEXT, kind TEXT,
         where_kind TEXT, store TEXT, again TEXT, header_id TEXT, version INTEGER, origin TEXT, read TEXT, why TEXT,
         """ + ", ".join(f"rec_{c}" for c in RECORD) + """,
-        size INTEGER, sha256 TEXT, lines INTEGER, messages INTEGER, tip TEXT, read_from INTEGER, lines_read INTEGER,
+        size INTEGER, sha256 TEXT, lines INTEGER, messages INTEGER, parts INTEGER, tip TEXT, read_from INTEGER,
+        lines_read INTEGER,
         read_count INTEGER, report TEXT, session_id TEXT, session_key TEXT)""",
     """CREATE TABLE jsonl_messages (message_id INTEGER PRIMARY KEY, file_order INTEGER, path_index INTEGER,
         session_id TEXT, entry_id TEXT, role TEXT, token_count INTEGER, identity_hash TEXT, created_iso TEXT,
@@ -47,7 +48,7 @@ SCHEMA = (
     """CREATE TABLE jsonl_parts (message_id INTEGER, ordinal INTEGER, kind TEXT, payload TEXT, tool_name TEXT,
         file_path TEXT, created_at TEXT)""",
     "CREATE TABLE jsonl_abandoned (file_order INTEGER, session_id TEXT, entry_id TEXT, role TEXT, inner_ts TEXT)")
-INSERT = {"transcripts": 34, "jsonl_messages": 10, "jsonl_content": 3, "jsonl_parts": 7, "jsonl_abandoned": 5}
+TABLES = ("transcripts", "jsonl_messages", "jsonl_content", "jsonl_parts", "jsonl_abandoned")
 FLUSH_BYTES = 4 << 20   # rows buffered in Python before they are written (content counted by its length)
 _ROW = 200              # what a row costs besides its text
 
@@ -62,7 +63,10 @@ class RunFile:
         private_file(self.con, cache_kib=2048)   # written in order: the cache need not hold the file
         for stmt in SCHEMA:
             self.con.execute(stmt)
-        self._rows: dict[str, list[tuple]] = {name: [] for name in INSERT}
+        self._rows: dict[str, list[tuple]] = {name: [] for name in TABLES}
+        # each table's INSERT, its placeholders counted from the table as created
+        width = {name: len(self.con.execute(f"PRAGMA table_info({name})").fetchall()) for name in TABLES}
+        self._insert = {name: f"INSERT INTO {name} VALUES ({', '.join('?' * width[name])})" for name in TABLES}
         self._size = 0
         self.count = 0   # transcripts added
 
@@ -83,7 +87,7 @@ class RunFile:
             order, transcript_key(t), str(t.path), kind, where, *again, t.header_id, t.version, dumps(origin),
             "appended" if appended else "whole", None if appended else t.why_whole,
             *((getattr(hint, c) for c in RECORD) if appended else (None,) * len(RECORD)),
-            *((m.size, m.sha256, m.lines, m.messages, m.tip, m.read_from, m.lines_read) if m else (None,) * 7),
+            *((m.size, m.sha256, m.lines, m.messages, m.parts, m.tip, m.read_from, m.lines_read) if m else (None,) * 8),
             len(t.messages), dumps(report), sid, key))
         size = _ROW
         for i, msg in enumerate(t.messages):
@@ -112,7 +116,7 @@ class RunFile:
         self.con.execute("BEGIN")
         for name, rows in self._rows.items():
             if rows:
-                self.con.executemany(f"INSERT INTO {name} VALUES ({', '.join('?' * INSERT[name])})", rows)
+                self.con.executemany(self._insert[name], rows)
                 rows.clear()
         self.con.execute("COMMIT")
         self._size = 0

@@ -68,7 +68,7 @@ def read_window(store: OpenStore, w: StoreWindow, start: FileRecord | str, stric
     t.report.skipped_lines = sorted(t.report.skipped_lines + bad)
     t.header_id, t.origin = w.session_id, w
     t.mark = ReadMark(w.max_seq, window_proof(w), w.events, len(t.messages), t.mark.tip if t.mark else None,
-                      0, w.events)
+                      0, w.events, sum(len(m.parts) for m in t.messages))
     t.report.projection = _projection(store, w, t)
     t.why_whole = cause
     return t
@@ -95,7 +95,7 @@ def _read_appended(store: OpenStore, w: StoreWindow, rec: FileRecord) -> Transcr
     report.lines_total = w.max_seq
     report.projection = "not compared (read from the recorded seq)"
     mark = ReadMark(w.max_seq, window_proof(w), rec.lines + len(rows), rec.messages + len(messages), tip, rec.size,
-                    len(rows))
+                    len(rows), rec.parts + sum(len(m.parts) for m in messages))
     return Transcript(store.where(w), w.session_id, None, rec.version, messages, report, [], mark, origin=w)
 
 
@@ -138,14 +138,15 @@ def _archive_read(t: Transcript, origin: ArchiveOrigin, session_id: str, proof: 
     t.origin = origin
     t.header_id = t.header_id if t.header is not None else session_id
     assert t.mark is not None
-    t.mark = ReadMark(max(t.mark.size, 1), proof, t.mark.lines, t.mark.messages, t.mark.tip, 0, t.mark.lines_read)
+    t.mark = ReadMark(max(t.mark.size, 1), proof, t.mark.lines, t.mark.messages, t.mark.tip, 0, t.mark.lines_read,
+                      t.mark.parts)
     t.why_whole = why
     return t
 
 
 def _unchanged(path: Path, origin: ArchiveOrigin, rec: FileRecord) -> Transcript:
     """An archive the last run read, unchanged since: nothing read, its messages counted from the record."""
-    mark = ReadMark(rec.size, rec.sha256, rec.lines, rec.messages, rec.tip, rec.size, 0)
+    mark = ReadMark(rec.size, rec.sha256, rec.lines, rec.messages, rec.tip, rec.size, 0, rec.parts)
     return Transcript(path, rec.header_id, None, rec.version, [], TranscriptReport(), [], mark, origin=origin)
 
 

@@ -71,13 +71,13 @@ CAUSES = (NEW, RECORDS_UNREAD, UNDONE, OTHER_OPTIONS, NO_TIP, PREFIX_CHANGED, RE
           RECORD_CHANGED, OTHER_SESSION, SESSION_WHOLE, BY_IDENTITY, ARCHIVE_CHANGED, PENDING)
 
 _RECORDED = """
-SELECT f.path, f.size, f.sha256, f.lines, f.messages, f.tip, f.header_id, f.version, f.session_id, f.key_by, f.held_by,
+SELECT f.path, f.size, f.sha256, f.lines, f.messages, f.parts, f.tip, f.header_id, f.version, f.session_id, f.key_by, f.held_by,
        coalesce(r.status = 'complete'
                 AND NOT EXISTS (SELECT 1 FROM lcm_etl_runs u WHERE u.command = 'undo' AND u.rowid > r.rowid), 0) AS trusted
 FROM lcm_etl_transcript_files f LEFT JOIN lcm_etl_runs r ON r.run_id = f.run_id"""
 
 
-RECORD_COLUMNS = ("size", "sha256", "lines", "messages", "tip", "header_id", "version", "session_id", "key_by",
+RECORD_COLUMNS = ("size", "sha256", "lines", "messages", "parts", "tip", "header_id", "version", "session_id", "key_by",
                   "held_by", "trusted")
 
 
@@ -89,6 +89,7 @@ class FileRecord:
     sha256: str        # a file: of those bytes; a window: window_proof
     lines: int
     messages: int
+    parts: int         # of those messages
     tip: str | None
     header_id: str
     version: int | None

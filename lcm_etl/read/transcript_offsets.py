@@ -53,6 +53,6 @@ def read_appended(path: Path, rec: FileRecord) -> Transcript | str:
     digest.update(tail)
     lines_read = tail.count(b"\n")
     mark = ReadMark(rec.size + len(tail), digest.hexdigest(), rec.lines + lines_read, rec.messages + len(messages),
-                    tip, rec.size, lines_read)
+                    tip, rec.size, lines_read, rec.parts + sum(len(m.parts) for m in messages))
     return Transcript(path, rec.header_id, None, rec.version, messages, report, [], mark)
 

@@ -59,7 +59,7 @@ CREATE TABLE IF NOT EXISTS lcm_etl_run_rows (run_id TEXT NOT NULL, tbl TEXT NOT 
   before TEXT, PRIMARY KEY (run_id, tbl, key)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS lcm_etl_run_rows_key ON lcm_etl_run_rows(tbl, key);
 CREATE TABLE IF NOT EXISTS lcm_etl_transcript_files (path TEXT PRIMARY KEY, size INTEGER NOT NULL,
-  sha256 TEXT NOT NULL, lines INTEGER NOT NULL, messages INTEGER NOT NULL, tip TEXT, header_id TEXT NOT NULL,
+  sha256 TEXT NOT NULL, lines INTEGER NOT NULL, messages INTEGER NOT NULL, parts INTEGER NOT NULL, tip TEXT, header_id TEXT NOT NULL,
   version INTEGER, session_id TEXT NOT NULL, key_by TEXT NOT NULL, held_by TEXT NOT NULL, run_id TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS lcm_etl_sync_state (run_id TEXT PRIMARY KEY, source_fingerprint TEXT NOT NULL,
   target_fingerprint TEXT NOT NULL, key_by TEXT NOT NULL, session_filter TEXT NOT NULL, marks_run TEXT,

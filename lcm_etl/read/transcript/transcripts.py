@@ -93,6 +93,7 @@ class ReadMark:
                            # has an id); None: the next run reads the file whole
     read_from: int = 0     # where this read started (0: the whole file)
     lines_read: int = 0
+    parts: int = 0         # parts of the messages on the active path in them (the report's parts already present)
 
 
 @dataclass(slots=True)   # one per transcript read
@@ -172,7 +173,8 @@ def transcript_of_bytes(path: Path, data: bytes, strict: bool = False) -> Transc
     whole_lines = complete == len(data)
     t = parse_transcript(path, enumerate(_lines(data), 1), strict, whole_lines=whole_lines)
     assert t.mark is not None
-    t.mark = ReadMark(complete, digest, line_count, t.mark.messages, t.mark.tip, 0, t.report.lines_total)
+    t.mark = ReadMark(complete, digest, line_count, t.mark.messages, t.mark.tip, 0, t.report.lines_total,
+                      t.mark.parts)
     return t
 
 
@@ -245,7 +247,8 @@ def parse_transcript(path: Path, lines: Iterable[tuple[int, bytes]], strict: boo
     last = next(reversed(nodes), None)
     tip = on_path[-1].key if on_path and on_path[-1].has_id and on_path[-1].key == last and whole_lines else None
     return Transcript(path, header_id, header, version, messages, report, abandoned,
-                      ReadMark(0, "", 0, len(messages), tip, 0, report.lines_total))
+                      ReadMark(0, "", 0, len(messages), tip, 0, report.lines_total,
+                               sum(len(m.parts) for m in messages)))
 
 
 def _active_path(body: list[tuple[int, dict]], report: TranscriptReport,
