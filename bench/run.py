@@ -127,27 +127,27 @@ def grow_in_wal(con: sqlite3_module.Connection, grown: Path) -> None:
     con.execute("DETACH grown")
 
 
-def watched_sync(cmd: list[str], env: dict, writer: sqlite3_module.Connection, grown: Path) -> dict:
-    """Start `cmd` (a migrate --watch --json), wait for its first sync, commit the growth, and return the sync
-    that imported it: its elapsed_s as the wall time (no interpreter start: the watch is already running),
-    and the watch process's peak RSS."""
+def watched_sync(cmd: list[str], env: dict, change) -> dict:
+    """Start `cmd` (a `--watch --json` run), wait for its first sync, make `change()`, and return the sync that
+    imported it: its elapsed_s as the wall time (no interpreter start: the watch is already running), the watch
+    process's peak RSS, and what `change()` returned."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, **env})
     assert proc.stdout is not None
     first = json.loads(proc.stdout.readline())   # the sync the watch starts with (the source as it was)
     os.sync()
     time.sleep(1)
-    grow_in_wal(writer, grown)
+    made = change()
     while True:
         line = proc.stdout.readline()
         if not line:
-            raise SystemExit(f"the watch ended before syncing the growth: {proc.stderr.read().decode()[-300:]}")
+            raise SystemExit(f"the watch ended before syncing the change: {proc.stderr.read().decode()[-300:]}")
         sync = json.loads(line)
         if sync["messages"]["inserted"]:
             break
     proc.send_signal(signal.SIGINT)
     _, status, usage = os.wait4(proc.pid, 0)
     return {"wall_s": round(sync["elapsed_s"], 2), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
-            "exit": os.waitstatus_to_exitcode(status), "stderr": "", "first_sync_s": first["elapsed_s"]}
+            "exit": os.waitstatus_to_exitcode(status), "stderr": "", "first_sync_s": first["elapsed_s"], "made": made}
 
 
 def sync_cases(spec: str) -> tuple[tuple[float, str, bool], ...]:
@@ -205,7 +205,8 @@ def bench_size(n: int, repeat: int = 1, sync_repeat: int = 1, sync_only: bool = 
         name = f"re-run after {share:.1%} growth{'' if how == 'file' else ' in the WAL'}"
         if how == "watch":
             r = watched_sync(lcm + ["migrate", "--src", str(grown), "--dest", str(synced), "--watch", "--json"],
-                             cached, writer, src)
+                             cached, lambda: grow_in_wal(writer, src))
+            r.pop("made")
             r.update(size=n, case=f"migrate --watch (sync after {share:.1%} growth in the WAL)")
             print(f"  {n:>9,}  {r['case']:<34} {r['wall_s']:>8.2f} s  {r['peak_rss_mb']:>7.1f} MB  exit {r['exit']}",
                   flush=True)
@@ -334,27 +335,11 @@ def _append(n: int, src: Path, events: int, windows: int, openclaw: str | None) 
 def _store_watch(n: int, src: Path, target: Path, env: dict, openclaw: str | None) -> dict:
     """A `reconcile --watch` started, its first sync awaited, HANDFUL events appended: the sync that imported them,
     timed by its own elapsed_s (no interpreter start: the watch is already running)."""
-    proc = subprocess.Popen([str(LCM_ETL), "reconcile", "--sessions", str(src), "--dest", str(target), "--watch",
-                             "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, **env})
-    assert proc.stdout is not None
-    first = json.loads(proc.stdout.readline())   # the store as it was: nothing new
-    os.sync()
-    time.sleep(1)
-    by = _append(n, src, HANDFUL, 3, openclaw)
-    while True:
-        line = proc.stdout.readline()
-        if not line:
-            raise SystemExit(f"the watch ended before syncing the append: {proc.stderr.read().decode()[-300:]}")
-        sync = json.loads(line)
-        if sync["messages"]["inserted"]:
-            break
-    proc.send_signal(signal.SIGINT)
-    _, status, usage = os.wait4(proc.pid, 0)
-    r = {"wall_s": round(sync["elapsed_s"], 2), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
-         "exit": os.waitstatus_to_exitcode(status), "stderr": "", "first_sync_s": first["elapsed_s"],
-         "size": n, "case": f"reconcile --watch (sync after {HANDFUL} events appended by {by})"}
+    r = watched_sync([str(LCM_ETL), "reconcile", "--sessions", str(src), "--dest", str(target), "--watch", "--json"],
+                     env, lambda: _append(n, src, HANDFUL, 3, openclaw))
+    r.update(size=n, case=f"reconcile --watch (sync after {HANDFUL} events appended by {r.pop('made')})")
     print(f"  {n:>9,}  {r['case']:<34} {r['wall_s']:>8.2f} s  {r['peak_rss_mb']:>7.1f} MB  exit {r['exit']} "
-          f"(its first sync, nothing new: {first['elapsed_s']:.2f} s)", flush=True)
+          f"(its first sync, nothing new: {r['first_sync_s']:.2f} s)", flush=True)
     return r
 
 

@@ -132,6 +132,15 @@ def open_db(path: Path) -> sqlite3.Connection:
     return con
 
 
+def fetch(path: Path, sql: str, *params) -> list[tuple]:
+    """The rows of one query of a database, opened and closed for it."""
+    con = sqlite3.connect(path)
+    try:
+        return con.execute(sql, params).fetchall()
+    finally:
+        con.close()
+
+
 def oracle(name: str, folder: Path) -> sqlite3.Connection:
     """A private copy of a fixture to compute expectations from (never the copy handed to lcm-etl)."""
     return open_db(copy_fixture(name, folder))

@@ -8,18 +8,14 @@ import json
 import sqlite3
 from pathlib import Path
 
-from conftest import run_cli
+from conftest import fetch, run_cli
 from test_reconcile import build_pair, migrate, reconcile
 from undolib import add_native_messages, refused, undo
 
 
 def events(target: Path) -> list[tuple]:
-    con = sqlite3.connect(target)
-    try:
-        return con.execute("SELECT id, session_id, fired_at, msg_before, tokens_before, tokens_after "
-                           "FROM lcm_compaction_events ORDER BY id").fetchall()
-    finally:
-        con.close()
+    return fetch(target, "SELECT id, session_id, fired_at, msg_before, tokens_before, tokens_after "
+                         "FROM lcm_compaction_events ORDER BY id")
 
 
 def session_end(target: Path, session: str) -> tuple[int, int]:

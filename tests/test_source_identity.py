@@ -8,18 +8,14 @@ import os
 import sqlite3
 from pathlib import Path
 
-from conftest import run_cli
+from conftest import fetch, run_cli
 from test_reconcile import build_pair, migrate, reconcile
 from undolib import runs, undo
 
 
 def ledger(target: Path) -> list[tuple]:
-    con = sqlite3.connect(target)
-    try:
-        return con.execute("SELECT run_id, command, status, source_path, source_size, source_sha256 FROM lcm_etl_runs "
-                           "ORDER BY rowid").fetchall()
-    finally:
-        con.close()
+    return fetch(target, "SELECT run_id, command, status, source_path, source_size, source_sha256 FROM lcm_etl_runs "
+                         "ORDER BY rowid")
 
 
 def held_by(target: Path) -> set[str]:
