@@ -12,8 +12,10 @@
 --      id alone: of its rows only those whose entry id the new messages bring, and those without an entry id
 --      (which send it back to a whole read: reconcile.py), are held. Only those sessions' messages feed that match:
 --      every message's entry id in its hash table cost a first run of a 5,000,000-event store 70 MB at the peak.
---      The rows marked off the active path (metadata.off_path) of every session read are held too, new messages
---      or none, for r25_off_path.sql to count (`tid`, `off_path`): they are few, and the same read finds them.
+--      The rows marked off the active path (metadata.off_path) of every session of which the run read a line
+--      (run_sessions) are held too, new messages or none, for r25_off_path.sql to count (`tid`, `off_path`): they
+--      are few, and the same read finds them. A sync that read a few sessions reads their rows only: the target
+--      attached as tgt is then a copy of those sessions' rows (reconcile_plan._target_rows).
 CREATE OR REPLACE TABLE held_tgt AS
 SELECT t.* FROM (
   SELECT session_id, v[1] AS source, v[2] AS conversation_id, try_cast(v[3] AS BIGINT) AS source_seq,

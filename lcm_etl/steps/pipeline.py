@@ -130,8 +130,8 @@ _RECONCILE_INPUTS = {
     "held_lcm": "what lcm.db holds of the transcripts' sessions (reconcile_plan.py; empty without --src)",
     "jsonl_appended": "sessions whose files were read from recorded offsets (reconcile_plan.py)",
     "jsonl_sessions": "the transcripts' sessions (reconcile_plan.py)",
-    "run_sessions": "every session of the transcripts read, with new messages or none, within --session-filter "
-                    "(reconcile_plan.py)",
+    "run_sessions": "every session of which the run read a line (read whole, or past its record), new messages or "
+                    "none, within --session-filter (reconcile_plan.py)",
     "transcripts": "one row per transcript read: how, why, and how far (the run file)",
 }
 _FLATTEN_OWNERS = {"flatten_owners": "the messages whose parts are flattened (flatten.PLANNED_OWNERS or, "
