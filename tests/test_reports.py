@@ -55,7 +55,7 @@ def test_the_reconcile_text_report_names_abandoned_branches_and_replays_and_no_s
     assert report_lines(again)[2:9] == [
         "  sync:    offsets: 2 of 2 transcripts read from where the last run stopped",
         "  messages   inserted        0   already present        6   skipped      0",
-        "  parts      inserted        0   already present        0   skipped      0",
+        "  parts      inserted        0   already present        6   skipped      0",   # the records' parts
         "  transcripts read 2 (JSONL file 2), files left out 1; 2 read from where the last run stopped, 0 lines read",
         "  sessions touched 0",
         "  boundary events written 0",
