@@ -367,7 +367,6 @@ class OpenStore:
         """What names a window's rows in reports: the store, or a cold window's archive."""
         return Path(cold_location(self.path, self.cold[w.session_id])) if w.cold else self.path
 
-
     def _archives(self, agent: str | None) -> list[StoreArchive]:
         have = self.columns.get("session_transcript_archives", set())
         if not {"session_id", "archive_blob", "archive_name"} <= have:
