@@ -229,6 +229,12 @@ def translate(exc: duckdb.Error, what: str) -> LcmEtlError:
     return BadInput(f"{what}: {first}")
 
 
+def strings(values) -> str:
+    """Strings as one bound parameter, for `unnest(from_json($p, '["VARCHAR"]'))`: a Python list bound as VARCHAR[]
+    costs 53 µs a value (53 ms of a 1,000-window store's sync with nothing new), its JSON text 1 µs."""
+    return orjson.dumps(list(values)).decode()
+
+
 def table_of_strings(con: duckdb.DuckDBPyConnection, name: str, columns: list[str] | dict[str, str],
                      rows: list[tuple]) -> None:
     """CREATE OR REPLACE TABLE name of VARCHAR columns (or, given a dict, of those types) from Python rows. A

@@ -137,3 +137,13 @@ def test_a_failed_run_leaves_no_copy_and_the_next_copies_whole(tmp_path):
     assert f"lcm-etl: error: writing {target} failed: no such table: main.lcm_messages" in failed.stderr
     listed = json.loads(run_cli("cache", "--json", env=env).stdout)
     assert listed["snapshots"] == []
+
+
+def test_a_session_filter_naming_a_session_with_nothing_new_is_known_and_an_unknown_one_is_still_refused(tmp_path):
+    """The filter is checked against every transcript's session, read from its record with nothing new or not."""
+    store, target, env, first = setup(tmp_path)
+    again = reconcile(env, "--sessions", store, "--dest", target, "--session-filter", PLAIN)
+    assert windows(again)[PLAIN]["lines_read"] == 0 and again["messages"]["inserted"] == 0
+    proc = run_cli("reconcile", "--sessions", store, "--dest", target, "--session-filter", "nope", env=env)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("lcm-etl: error: unknown --session-filter 'nope': no transcript holds that session")

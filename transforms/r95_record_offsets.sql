@@ -2,10 +2,11 @@
 -- engine: sqlite (the target, in the run's last transaction, with the ledger row)
 -- reads: plan.transcripts (the run file: what was read of each transcript, lcm_etl/read/run_file.py),
 --        plan.plan_selected (r65_stage.sql)
--- produces: lcm_etl_transcript_files (one row per transcript file of the sessions this run planned)
--- key: path (absolute)
--- why: cost follows the change: a re-run reads each transcript from where this run stopped, once the recorded prefix still
---      hashes the same (lcm_etl/read/transcript_decision.py). Written only when the run completes, in the same
+-- produces: lcm_etl_transcript_files (one row per transcript of the sessions this run planned: a file, a store's
+--           window or archive row)
+-- key: path (the record key, lcm_etl/file_identity.real_path: a file's real path, `<store's real path>#<id>`)
+-- why: cost follows the change: a re-run reads each transcript from where this run stopped, once its record is proved
+--      (a file's prefix hashes the same, a window's watermark is the same; lcm_etl/read/transcript_decision.py). Written only when the run completes, in the same
 --      transaction as its ledger row: a dry run, a failed or a killed run records nothing, and a record
 --      names its run, so an undone run's record is not used.
 -- count: transcript_files_recorded

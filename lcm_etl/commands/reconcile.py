@@ -77,8 +77,7 @@ def _reconcile(opts: ReconcileOptions, read: Reading, source: Snapshot | None, h
         appended = decide.sessions_from_records(run.con)
         con = plan_transcripts(opts, read, target_db, source, Path(work.name), appended)
         # held rows without an entry id are matched by identity along the whole path: such a session is read whole
-        by_identity = {r[0] for r in con.execute("SELECT DISTINCT session_id FROM held WHERE entry_id IS NULL AND "
-                                                 "session_id IN (SELECT session_id FROM jsonl_appended)").fetchall()}
+        by_identity = decide.by_identity(con)
         if by_identity:
             con.close()
             read.read_whole(decide.in_sessions(run.con, by_identity, decide.BY_IDENTITY))

@@ -72,9 +72,9 @@ def plan_transcripts(opts: ReconcileOptions, reading: Reading, target_db: Path |
         con.execute("CREATE TABLE run_sessions (session_id VARCHAR PRIMARY KEY)")
         wanted = set(opts.session_filter)
         run_sessions = [r[0] for r in reading.run.query(READ_SESSIONS) if not wanted or r[0] in wanted]
-        # one list parameter each: a row each through executemany cost 1 s of a 1,000-window re-run
-        con.execute("INSERT INTO run_sessions SELECT unnest($ids::VARCHAR[])", {"ids": run_sessions})
-        con.execute("INSERT INTO jsonl_appended SELECT unnest($ids::VARCHAR[])", {"ids": sorted(appended)})
+        # one parameter each: a row each through executemany cost 1 s of a 1,000-window re-run
+        for table, ids in (("run_sessions", run_sessions), ("jsonl_appended", sorted(appended))):
+            con.execute(f"INSERT INTO {table} SELECT unnest(from_json($ids, '[\"VARCHAR\"]'))", {"ids": plan.duck.strings(ids)})
         _select(con, opts.session_filter)
         if source is not None:
             schema = detect_schema(source.path, source.original)
@@ -127,8 +127,9 @@ def _select(con, session_filter: list[str]) -> None:
         con.execute("INSERT INTO selected SELECT session_id FROM jsonl_sessions")
         return
     con.executemany("INSERT INTO selected VALUES (?)", [[s] for s in sorted(set(session_filter))])
-    unknown = [r[0] for r in con.execute("SELECT session_id FROM selected WHERE session_id NOT IN "
-                                         "(SELECT session_id FROM jsonl_sessions) ORDER BY 1").fetchall()]
+    # any transcript's session, read from its record with nothing new (no message in jsonl_sessions) or not
+    unknown = [r[0] for r in con.execute("SELECT session_id FROM selected WHERE session_id NOT IN (SELECT "
+                                         "session_id FROM stage.transcripts WHERE session_id IS NOT NULL) ORDER BY 1").fetchall()]
     if unknown:
         raise BadInput(f"unknown --session-filter {', '.join(repr(u) for u in unknown)}: no transcript holds that "
                        "session (ids are transcript header ids, or session keys with --key-by session-key)")

@@ -30,7 +30,7 @@ from lcm_etl.read.openclaw.openclaw_state import legacy_session_keys
 from lcm_etl.read.openclaw.openclaw_store import StoreWindow
 from lcm_etl.read.openclaw.transcript_files import load_session_keys
 from lcm_etl.read.transcript.transcript_blocks import js_stringify
-from lcm_etl.read.transcript_decision import RECORD_COLUMNS as RECORD, transcript_key
+from lcm_etl.read.transcript_decision import RECORD_COLUMNS as RECORD, from_record, transcript_key
 from lcm_etl.read.transcript.transcripts import Transcript, TranscriptMessage
 from lcm_etl.sqlite_runtime import private_file
 
@@ -82,7 +82,7 @@ class RunFile:
                                     ("abandoned_entries", r.abandoned_entries), ("gaps", r.gaps),
                                     ("replays", r.replays), ("unknown_types", r.unknown_types),
                                     ("extra_headers", r.extra_headers)) if v}
-        appended = m is not None and m.read_from > 0
+        appended = from_record(t)
         self._rows["transcripts"].append((
             order, transcript_key(t), str(t.path), kind, where, *again, t.header_id, t.version, dumps(origin),
             "appended" if appended else "whole", None if appended else t.why_whole,

@@ -25,7 +25,7 @@ Then, under the run lock, per session (`settle`): the plan matches a session's a
 so a session is read from records only when every transcript of it is, each from the record the target still
 holds (RECORD_CHANGED) and into the session it was recorded under (OTHER_SESSION, sessions.json moved it); the
 others of a session with one read whole are read again whole (SESSION_WHOLE), and so is a session whose held rows
-lack entry ids, which only a whole path can count (BY_IDENTITY: the plan finds them, lcm_etl/commands/reconcile.py).
+lack entry ids, which only a whole path can count (BY_IDENTITY, `by_identity`: once the plan has found them).
 A store's window whose rows are on pages of the same bytes as in the snapshot the last complete run sealed (the
 store's kept snapshot, openclaw_store.OpenStore) is taken from its record without reading or counting its events:
 its last seq and its count are the ones that run kept with the seal, so the checks above are made against the
@@ -196,7 +196,7 @@ def transcript_key(t: Transcript) -> str:
     `<store's real path>#<session id>`, an archive row's `<store's real path>#<archive name>`."""
     o = t.origin
     if isinstance(o, StoreWindow):
-        return o.record_key()
+        return o.record_key
     store = getattr(o, "store", None)   # a store's archive row (store_reads.ArchiveOrigin)
     return real_path(t.path) if store is None else real_path(store, o.name)
 
@@ -302,6 +302,12 @@ def settle(run: sqlite3.Connection, target: Path | None) -> dict[int, str]:
                        {"changed": RECORD_CHANGED, "other": OTHER_SESSION, "whole": SESSION_WHOLE}).fetchall()
     run.execute("DROP TABLE records")
     return dict(rows)
+
+
+def by_identity(plan: Any) -> set[str]:
+    """The sessions read from records whose held rows (the plan's DuckDB `held`) lack an entry id: BY_IDENTITY."""
+    return {r[0] for r in plan.execute("SELECT DISTINCT session_id FROM held WHERE entry_id IS NULL AND "
+                                       "session_id IN (SELECT session_id FROM jsonl_appended)").fetchall()}
 
 
 def in_sessions(run: sqlite3.Connection, whole: set[str], why: str) -> dict[int, str]:

@@ -1,6 +1,6 @@
 """What a run decided about reading its source(s), and why: the report's one `sync:` line.
 
-The ways, cheapest first (lcm_etl/sync/__init__.py says when each is taken):
+The ways, cheapest first (docs/design.md, "The re-run decision", says when each is taken):
 - `no-op`: the source is unchanged and the target untouched since the last run: nothing is planned;
 - `pages compared`: the previous run's kept snapshot was brought up to date from the pages that differ between
   the source and it;
@@ -8,7 +8,7 @@ The ways, cheapest first (lcm_etl/sync/__init__.py says when each is taken):
 - `full plan`: everything was planned, for the reason given;
 - `offsets` (reconcile): transcripts read from where the last run stopped, or whole, each for a cause
   (lcm_etl/read/transcript_decision.py decides it per transcript; the line counts the causes).
-Every way but `no-op` and `full plan` then re-plans only the sessions it found changed.
+`pages compared` and `marks` then re-plan only the sessions they found changed.
 """
 from __future__ import annotations
 

@@ -148,8 +148,8 @@ class LcmDbSync:
             return None
         if proved is not None:
             con.execute("CREATE OR REPLACE TABLE source_marks AS FROM recorded_source_marks LIMIT 0")
-        con.execute("CREATE OR REPLACE TABLE page_changed_convs AS SELECT unnest($keys::VARCHAR[]) AS conv_key",
-                    {"keys": sorted(proved or [])})
+        con.execute("CREATE OR REPLACE TABLE page_changed_convs AS SELECT unnest(from_json($keys, '[\"VARCHAR\"]')) "
+                    "AS conv_key", {"keys": duck.strings(sorted(proved or []))})
         run_stage(pipeline.SYNC_SCOPE, con, params)
         keys = [r[0] for r in con.execute("SELECT conv_key FROM scope_convs ORDER BY 1").fetchall()]
         # sessions of this source only: a session of another source in the target (another database once at

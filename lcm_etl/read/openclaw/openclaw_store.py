@@ -46,7 +46,7 @@ _ARCHIVE_COLUMNS = ("session_id", "generation", "session_key", "reason", "encodi
                     "created_at", "archive_sha256")
 # the rows a kept snapshot of the store places when their pages change (snapcache.py): a window's events, by window
 _OWNED = {"transcript_events": Owned("e", "e.session_id, e.session_id", "FROM transcript_events e")}
-FETCH_ROWS = 2048   # rows fetched from DuckDB at a time: a window of any length streams through bounded memory
+FETCH_ROWS = 2048   # a window's rows fetched at a time (events()): any length streams through bounded memory
 
 
 @dataclass(frozen=True, slots=True)   # one per window, held for the whole run: no __dict__ each
@@ -69,10 +69,7 @@ class StoreWindow:
     events: int
     projection: str                   # 'fresh' / 'stale' / 'absent': OpenClaw's materialized path
     cold: str | None = None           # a cold window's storage ('file', 'sqlite'): its rows are in its archive
-
-    def record_key(self) -> str:
-        """Where the last complete run's read of this window is recorded (lcm_etl/read/transcript_decision.py)."""
-        return real_path(self.store, self.session_id)
+    record_key: str = ""              # real_path(store, session_id): where the last complete run's read is recorded
 
     def metadata(self) -> dict:
         """What a message of this window keeps of it (window lineage, title, channel)."""
@@ -100,26 +97,27 @@ class StoreArchive:
 
 
 class StoreWindows:
-    """A store's windows, kept as the Arrow table DuckDB fetched them into; each StoreWindow made as it is iterated,
-    in order (nothing indexes them). The columns most windows share a value of (reason, scope, chat type, channel, projection,
-    watermark) are one string each."""
+    """A store's windows, kept as rows of the store connection's table `store_windows` (numbered `ord` in order);
+    each StoreWindow made as it is iterated, 1,024 rows a query (nothing indexes them; a query between two pages
+    cannot cut one short). The columns most windows share a value of (reason, scope, chat type, channel,
+    projection, watermark) are one string each."""
 
     BATCH = 1024
 
-    def __init__(self, table=None, make: Callable | None = None):
-        self._table, self._make = table, make
+    def __init__(self, con=None, make: Callable | None = None):
+        self._con, self._make = con, make
 
     def __len__(self) -> int:
-        return 0 if self._table is None else self._table.num_rows
+        return 0 if self._con is None else self._con.execute("SELECT count(*) FROM store_windows").fetchone()[0]
 
     def __iter__(self) -> Iterator[StoreWindow]:
-        if self._table is None or self._make is None:
+        if self._con is None or self._make is None:
             return
-        shared: dict = {}
-        one = functools.partial(_shared, shared)
-        for batch in self._table.to_batches(max_chunksize=self.BATCH):
-            columns = [batch.column(k).to_pylist() for k in range(batch.num_columns)]
-            for row in zip(*columns):
+        one, at = functools.partial(_shared, {}), 0
+        while rows := self._con.execute("SELECT * EXCLUDE (ord) FROM store_windows WHERE ord > ? ORDER BY ord LIMIT ?",
+                                        [at, self.BATCH]).fetchall():
+            at += len(rows)
+            for row in rows:
                 yield self._make(one, row)
 
 
@@ -167,7 +165,7 @@ class OpenStore:
                  target: Path | None = None):
         from lcm_etl import duck
 
-        self.path = path
+        self.path, self.key = path, real_path(path)   # the store's part of its windows' record keys, resolved once
         self._rows: sqlite3.Connection | None = None
         _refuse_a_hot_journal(path)
         # a run that writes `target` keeps the store's snapshot for it (snapcache.py: sealed by close() once the run
@@ -298,9 +296,10 @@ class OpenStore:
 
         duck.table_of_strings(self.con, "live_windows", {"session_id": "VARCHAR", "max_seq": "BIGINT", "events": "BIGINT"},
                               [(sid, *counts) for sid, counts in self._live().items()])
-        sql = f"""
+        self.con.execute(f"""CREATE OR REPLACE TEMP TABLE store_windows AS
             WITH live AS (SELECT session_id, max_seq, events, NULL::VARCHAR AS cold FROM live_windows),
                  ev AS (SELECT * FROM live {cold})
+            SELECT row_number() OVER (ORDER BY w_created_at NULLS LAST, session_id) AS ord, * FROM (
             SELECT ev.session_id, ev.max_seq, ev.events, ev.cold,
                    {self._pick("session_windows", "w", _WINDOW_COLUMNS) if windows else
                     ", ".join(f"NULL AS w_{c}" for c in _WINDOW_COLUMNS)},
@@ -313,14 +312,10 @@ class OpenStore:
             {"LEFT JOIN st.session_windows w ON w.session_id = ev.session_id" if windows else ""}
             {"LEFT JOIN st.session_nodes n ON n.session_key = w.session_key" if windows and nodes else ""}
             {"LEFT JOIN st.transcript_rewrite_watermarks m ON m.session_id = ev.session_id" if marks else ""}
-            {"LEFT JOIN st.session_transcript_index_state x ON x.session_id = ev.session_id" if index else ""}
-            ORDER BY w_created_at NULLS LAST, ev.session_id"""
-        # fetched as an Arrow table, a window made as it is asked for (StoreWindows): 10,000 windows made at once
-        # held 8 MB while they were read, and left that much fragmented behind (docs/benchmarks.md, 2026-11-26 22:21)
-        # pyarrow.compute imported here, not lazily by DuckDB inside to_arrow_table(), which swallows an exception
-        # raised during that import: a Ctrl-C landing there was lost (interrupts.swallowed)
-        import pyarrow.compute  # noqa: F401
-        return StoreWindows(self.con.execute(sql).to_arrow_table(), functools.partial(self._window, agent))
+            {"LEFT JOIN st.session_transcript_index_state x ON x.session_id = ev.session_id" if index else ""})""")
+        # rows in DuckDB, a window made as it is asked for (StoreWindows): 10,000 windows made at once held 8 MB
+        # while they were read, and left that much fragmented behind (docs/benchmarks.md, 2026-11-26 22:21)
+        return StoreWindows(self.con, functools.partial(self._window, agent))
 
     def _live(self) -> dict[str, tuple[int, int]]:
         """Each window with rows in transcript_events: its last seq and its rows. With the kept snapshot's changed
@@ -361,7 +356,8 @@ class OpenStore:
             session_scope=one(w["session_scope"]), chat_type=one(w["chat_type"]), channel=one(w["channel"]),
             title=n["display_name"] or n["label"] or w["display_name"],
             current=n["current_session_id"] == sid, created_at=w["created_at"], watermark=one(watermark),
-            max_seq=int(max_seq), events=int(events), projection=one("cold" if cold else projection), cold=one(cold))
+            max_seq=int(max_seq), events=int(events), projection=one("cold" if cold else projection), cold=one(cold),
+            record_key=f"{self.key}#{sid}")
 
     def where(self, w: StoreWindow) -> Path:
         """What names a window's rows in reports: the store, or a cold window's archive."""

@@ -138,39 +138,40 @@ def _walk(pf: PageFile, n: int, root: int, is_table: bool, lo, hi, out: Layout, 
     if depth > 40 or n in out.btree:
         raise NotComparable(f"b-tree of root {root} loops or is too deep")
     out.btree[n] = root
-    kind = _kind(pf, n)
-    if kind in (_TABLE_LEAF, _INDEX_LEAF):        # a root that is a leaf
-        if kind == _TABLE_LEAF:
-            out.leaves[n] = Leaf(root, lo, hi)
-        return
-    if kind not in (_TABLE_INTERIOR, _INDEX_INTERIOR):
-        raise NotComparable(f"page {n} is not a b-tree page")
-    page = pf.page(n)
-    # a page's memo: its cell pointers and its children's page numbers, as the page's bytes hold them. Bytes,
-    # not tuples of ints: the 4,584 interior pages of a 4.5 GB source held 83 MB as Python ints, 11 MB so
-    parsed = memo.get(n) if n not in wanted else None
-    if parsed is None or len(parsed) != 2:   # not kept, or kept by an earlier version (ints)
+    # a page's memo: its cell pointers, its children's page numbers and its kind, as the page's bytes hold them.
+    # Bytes, not tuples of ints: the 4,584 interior pages of a 4.5 GB source held 83 MB as Python ints, 11 MB so.
+    # A page kept there is not read again unless a child's bounds are wanted from it
+    parsed, page = memo.get(n) if n not in wanted else None, b""
+    if parsed is None or len(parsed) != 3:   # not kept, or kept by an earlier version
+        page = pf.page(n)
         at = 100 if n == 1 else 0
+        if page[at] in (_TABLE_LEAF, _INDEX_LEAF):        # a root that is a leaf
+            if page[at] == _TABLE_LEAF:
+                out.leaves[n] = Leaf(root, lo, hi)
+            return
+        if page[at] not in (_TABLE_INTERIOR, _INDEX_INTERIOR):
+            raise NotComparable(f"page {n} is not a b-tree page")
         count = int.from_bytes(page[at + 3: at + 5], "big")
         pointers = page[at + 12: at + 12 + 2 * count]
         children_at = b"".join([page[o: o + 4] for o in struct.unpack(f">{count}H", pointers)])
-        parsed = memo[n] = (pointers, children_at + page[at + 8: at + 12])
-    count = len(parsed[0]) // 2
-    offsets = struct.unpack(f">{count}H", parsed[0])
+        parsed = memo[n] = (pointers, children_at + page[at + 8: at + 12], page[at])
+    kind, count = parsed[2], len(parsed[0]) // 2
     children = struct.unpack(f">{count + 1}I", parsed[1])
 
     def key(k: int):   # the upper bound of child k (the parent's bound for the right-most child)
+        nonlocal page
         if kind != _TABLE_INTERIOR:
             return None
-        return _varint(page, offsets[k] + 4)[0] if k < count else hi
+        page = page or pf.page(n)
+        return _varint(page, struct.unpack_from(">H", parsed[0], 2 * k)[0] + 4)[0] if k < count else hi
 
     # a b-tree is balanced: when one child is a leaf, all are, and unwanted leaves need not be read
     if _kind(pf, children[0]) in (_TABLE_LEAF, _INDEX_LEAF):
-        for k, child in enumerate(children):
-            if child in wanted:
-                out.btree[child] = root
-                if kind == _TABLE_INTERIOR:
-                    out.leaves[child] = Leaf(root, key(k - 1) if k else lo, key(k))
+        for child in wanted.intersection(children):
+            k = children.index(child)
+            out.btree[child] = root
+            if kind == _TABLE_INTERIOR:
+                out.leaves[child] = Leaf(root, key(k - 1) if k else lo, key(k))
         return
     for k, child in enumerate(children):
         _walk(pf, child, root, is_table, key(k - 1) if k else lo, key(k), out, wanted, depth + 1, memo)
@@ -306,6 +307,9 @@ class SpilledPages:
         self.close()
 
 
+_FOLDED_HEADER = ((18, 20), (24, 28), (92, 100))
+
+
 def differing_pages(new: PageFile, old: PageFile, limit: int, spill: SpilledPages) -> bool:
     """Pages of `new` whose bytes differ from `old`'s, added to `spill` with their new bytes (pages past the end
     of `old` count, pages past the end of `new` have b""). False when more than `limit` differ. Read with
@@ -340,6 +344,9 @@ def _differing(new: PageFile, old: PageFile, start: int, stop: int, limit: int, 
         n = min(os.preadv(fa, [a], at), os.preadv(fb, [b], at), stop - at)
         if n <= 0:
             break
+        if at == 0:   # header bytes folding rewrites (WAL/rollback, change counter, version-valid-for): not data
+            for lo, hi in _FOLDED_HEADER:
+                b[lo:hi] = a[lo:hi]
         if n == chunk and a == b:
             at += n
             continue
