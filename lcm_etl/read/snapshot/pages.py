@@ -102,11 +102,11 @@ def layout(pf: PageFile, roots: dict[int, bool], wanted: set[int], memo: dict | 
     and recorded; of the leaves, only the `wanted` ones are recorded (with their rowid range), and none is
     read: a million-leaf table costs the few hundred interior pages above its leaves. `memo`, shared by the
     walks of two copies whose pages outside `wanted` hold the same bytes, keeps each interior page's child
-    pointers, so the second walk parses only the pages that changed."""
+    pointers and kind, so the second walk, and the next run's, reads only the pages that changed."""
     out = Layout(pf.page_size, pf.usable, pf.pages)
     cells: dict = {} if memo is None else memo
-    for root, is_table in roots.items():
-        _walk(pf, root, root, is_table, None, None, out, wanted, 0, cells)
+    for root in roots:
+        _walk(pf, root, root, None, None, out, wanted, 0, cells)
     trunk, count = pf.freelist
     seen = 0
     while trunk and seen <= pf.pages:
@@ -133,8 +133,7 @@ def _kind(pf: PageFile, n: int) -> int:
     return pf.page(n)[100 if n == 1 else 0]
 
 
-def _walk(pf: PageFile, n: int, root: int, is_table: bool, lo, hi, out: Layout, wanted: set[int],
-          depth: int, memo: dict) -> None:
+def _walk(pf: PageFile, n: int, root: int, lo, hi, out: Layout, wanted: set[int], depth: int, memo: dict) -> None:
     if depth > 40 or n in out.btree:
         raise NotComparable(f"b-tree of root {root} loops or is too deep")
     out.btree[n] = root
@@ -174,7 +173,7 @@ def _walk(pf: PageFile, n: int, root: int, is_table: bool, lo, hi, out: Layout, 
                 out.leaves[child] = Leaf(root, key(k - 1) if k else lo, key(k))
         return
     for k, child in enumerate(children):
-        _walk(pf, child, root, is_table, key(k - 1) if k else lo, key(k), out, wanted, depth + 1, memo)
+        _walk(pf, child, root, key(k - 1) if k else lo, key(k), out, wanted, depth + 1, memo)
 
 
 def overflow_pages(pf: PageFile, n: int) -> set[int]:
@@ -243,18 +242,18 @@ def wal_pages(wal: Path, page_size: int) -> set[int]:
         return {int.from_bytes(frame[0:4], "big") for frame in headers if frame[8:16] == head[16:24]}
 
 
-def wal_frames(wal: Path, limit: int | None = None) -> dict | None:
+def wal_frames(wal: Path) -> dict | None:
     """A WAL file's frames from its start as far as they carry its header's salts (the frames of its current
     cycle; SQLite writes them in order): how many, and a digest of the header and of each frame's header (the
     page it holds, the salts, and the running checksum over every frame before it and its own bytes). None
-    when there is no WAL header. With `limit`, of the first `limit` frames only."""
+    when there is no WAL header."""
     with closing(_wal_headers(wal)) as headers:
         head = next(headers, None)
         if head is None:
             return None
         digest, n = hashlib.sha256(head), 0
         for frame in headers:
-            if (limit is not None and n >= limit) or frame[8:16] != head[16:24]:
+            if frame[8:16] != head[16:24]:
                 break
             digest.update(frame)
             n += 1
