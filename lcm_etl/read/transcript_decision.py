@@ -26,15 +26,24 @@ so a session is read from records only when every transcript of it is, each from
 holds (RECORD_CHANGED) and into the session it was recorded under (OTHER_SESSION, sessions.json moved it); the
 others of a session with one read whole are read again whole (SESSION_WHOLE), and so is a session whose held rows
 lack entry ids, which only a whole path can count (BY_IDENTITY, `by_identity`: once the plan has found them).
-A store's window whose rows are on pages of the same bytes as in the snapshot the last complete run sealed (the
-store's kept snapshot, openclaw_store.OpenStore) is taken from its record without reading or counting its events:
-its last seq and its count are the ones that run kept with the seal, so the checks above are made against the
-window as it is, and with nothing past the recorded seq no row is asked for. Only the windows owning a changed row
-are counted again; the record is still checked as above, so an undo, other options, a rewrite or a window started
-over read it whole as ever.
 An archive (a store's archive row, a published or the doctor's archive file) never grows: it is read from its record,
 which is to say not read, while its bytes hash to the recorded SHA-256 (`archive_start`: a store row's own
 `archive_sha256`, a file's bytes), else whole (ARCHIVE_CHANGED). A pending input is always read whole (PENDING).
+
+The way a re-run takes, in data-flow order (lcm_etl/commands/reconcile.py runs it):
+1. before the lock, the target's records are opened as a hint (`recorded`): nothing is locked while transcripts are
+   read. A store's kept snapshot (openclaw_store.OpenStore) counts again only the windows owning a changed row; the
+   others' last seq and count are the ones the sealing run kept, so a window with nothing new asks for no row.
+2. each transcript is looked up by its key (`transcript_key`) and checked as above (`Records.start`; then
+   `prefix_proved`, `window_start` or `archive_start`; past the record, `continue_path`); the readers
+   (transcript_offsets.py, store_reads.py) read it from its record or whole, and the run file gets one row for it
+   (run_file.RunFile: `read` 'appended' or 'whole', `why`, the hint's record in `rec_*`) and its messages.
+3. under the lock, `settle` is one query over the run file with the target attached: its answer is read again whole
+   (transcript_reading.Reading.read_whole, from the same snapshot).
+4. `sessions_from_records` names the plan's `jsonl_appended` sessions, whose held rows r05_target_state.sql keeps
+   only where an entry id arrives now and r20_match.sql matches by entry id alone; `by_identity`'s sessions are read
+   whole and planned once more.
+5. r95_record_offsets.sql records every transcript of the planned sessions in the run's last transaction.
 """
 from __future__ import annotations
 
