@@ -12,11 +12,11 @@ the first that does not is the cause it is read whole:
 - the target holds a record of it (`recorded`, `Records.start`) ............................ NEW / RECORDS_UNREAD
 - the run that made it completed and no undo ran after it (it may have removed what it imported) ........ UNDONE
 - it was made under this run's --key-by and --src (what counted as held then counts now) ......... OTHER_OPTIONS
-- it names a tip: the last entry, with an id, on the active path (a v1 file has none) ................... NO_TIP
+- it names a tip: the last entry, with an id, on the active path (a v1 file has none; not asked of an archive) NO_TIP
 - what was read then is unchanged: a file's first `size` bytes hash to the recorded SHA-256, the whole prefix,
   never assumed (OpenClaw rewrites files in place, at the same size too: `prefix_proved`) ......... PREFIX_CHANGED
   a window's rewrite watermark is the recorded one (OpenClaw moves it when it rewrites rows in place) . REWRITTEN
-  and the window still reaches the recorded seq (one deleted and made again starts over: `window_start`) STARTED_OVER
+  and the window still reaches the recorded seq (one made again, shorter: `window_start`) ......... STARTED_OVER
 - every later line or row extends the active branch from the tip: a canonical entry with a new id whose parent is
   the one before (`continue_path`); a branch, a `leaf` control, a reset, a side entry, an id-less, unknown or
   unreadable entry, a second header is not .................................................... NOT_APPEND
@@ -28,17 +28,20 @@ others of a session with one read whole are read again whole (SESSION_WHOLE), an
 lack entry ids, which only a whole path can count (BY_IDENTITY, `by_identity`: once the plan has found them).
 An archive (a store's archive row, a published or the doctor's archive file) never grows: it is read from its record,
 which is to say not read, while its bytes hash to the recorded SHA-256 (`archive_start`: a store row's own
-`archive_sha256`, a file's bytes), else whole (ARCHIVE_CHANGED). A pending input is always read whole (PENDING).
+`archive_sha256`, a file's bytes), else whole (ARCHIVE_CHANGED). A pending input is always read whole (PENDING), and
+so, by the session rule, is its session, on every run until OpenClaw takes the input in.
 
 The way a re-run takes, in data-flow order (lcm_etl/commands/reconcile.py runs it):
 1. before the lock, the target's records are opened as a hint (`recorded`): nothing is locked while transcripts are
-   read. A store's kept snapshot (openclaw_store.OpenStore) counts again only the windows owning a changed row; the
-   others' last seq and count are the ones the sealing run kept, so a window with nothing new asks for no row.
-2. each transcript is looked up by its key (`transcript_key`) and checked as above (`Records.start`; then
-   `prefix_proved`, `window_start` or `archive_start`; past the record, `continue_path`); the readers
+   read. A store's kept snapshot (openclaw_store.OpenStore._live) counts again only the windows owning a changed row,
+   the others' last seq and count kept by the sealing run (every window is counted when nothing was kept, as in a
+   dry run, or the changed rows cannot be placed), so a window with nothing new asks for no row.
+2. each transcript's record is looked up by its key (file_identity.real_path: a file's real path, `<store's real
+   path>#<window or archive>`; transcript_reading.py) and checked as above (`Records.start`, an archive's
+   `Records.trusted`; then `prefix_proved`, `window_start` or `archive_start`; past it, `continue_path`); the readers
    (transcript_offsets.py, store_reads.py) read it from its record or whole, and the run file gets one row for it
    (run_file.RunFile: `read` 'appended' or 'whole', `why`, the hint's record in `rec_*`) and its messages.
-3. under the lock, `settle` is one query over the run file with the target attached: its answer is read again whole
+3. under the lock, `settle` queries the run file beside the records the target holds now: its answer is read again whole
    (transcript_reading.Reading.read_whole, from the same snapshot).
 4. `sessions_from_records` names the plan's `jsonl_appended` sessions, whose held rows r05_target_state.sql keeps
    only where an entry id arrives now and r20_match.sql matches by entry id alone; `by_identity`'s sessions are read
