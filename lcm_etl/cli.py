@@ -129,11 +129,10 @@ def migrate(src, dest, memory_dir, dry_run, session_filter, key_by, as_json, qui
                           batch_rows=batch_rows, progress=progress_wanted(as_json, quiet) and not watching,
                           memory_limit=memory_limit, full=full)
     if watching:
-        from lcm_etl.commands.watch import migrate_inputs
+        from lcm_etl.commands.watch import path_signature
 
-        return _watch(lambda: run(opts), migrate_inputs(opts.src), interval, as_json, quiet)
-    report = run(opts)
-    emit(report, as_json, quiet)
+        return _watch(lambda: run(opts), functools.partial(path_signature, opts.src), interval, as_json, quiet)
+    emit(run(opts), as_json, quiet)
     return 0
 
 
@@ -215,8 +214,7 @@ def reconcile(sessions, exclude_deleted, src, dest, memory_dir, dry_run, session
         from lcm_etl.commands.watch import reconcile_inputs
 
         return _watch(lambda: run(opts), reconcile_inputs(opts.sessions, opts.src), interval, as_json, quiet)
-    report = run(opts)
-    emit(report, as_json, quiet)
+    emit(run(opts), as_json, quiet)
     return 0
 
 
@@ -321,9 +319,8 @@ def undo(run_id, dest, memory_dir, dry_run, force, lock_timeout, as_json, quiet,
     from lcm_etl.store.target import resolve_target
     from lcm_etl.commands.undo import UndoOptions, undo as run
 
-    report = run(UndoOptions(target=resolve_target(dest, memory_dir), run_id=run_id, force=force, dry_run=dry_run,
-                             lock_timeout=lock_timeout), now_iso)
-    emit(report, as_json, quiet)
+    emit(run(UndoOptions(target=resolve_target(dest, memory_dir), run_id=run_id, force=force, dry_run=dry_run,
+                         lock_timeout=lock_timeout), now_iso), as_json, quiet)
     return 0
 
 

@@ -172,20 +172,16 @@ class RunReport:
                      f"  boundary events written {self.boundary_events}"
                      + (f", moved {self.boundaries_moved} (the session's last seam, to its new end)"
                         if self.boundaries_moved else ""))
-        for s in self.skipped_summaries[:limit]:
-            links = s.get("foreign_messages")
-            lines.append(f"  skipped summary {s['summary_id']} ({s.get('session_id')}): {s['reason']}"
-                         + (f" (links {links} messages of other sessions)" if links else ""))
-        if len(self.skipped_summaries) > limit:
-            lines.append(f"  ... {len(self.skipped_summaries) - limit} more skipped summaries (see --json)")
+        lines += first(self.skipped_summaries, limit=limit, what="skipped summaries", line=lambda s: (
+            f"  skipped summary {s['summary_id']} ({s.get('session_id')}): {s['reason']}"
+            + (f" (links {s['foreign_messages']} messages of other sessions)" if s.get("foreign_messages") else "")))
         if transcripts:
             lines += transcript_lines(self.extra, limit)
         lines += unknown_lines(self.unknown_in_source)
         for key, value in self.extra.items():
             if isinstance(value, (int, float, str)) and key not in _RENDERED:
                 lines.append(f"  {key}: {value}")
-        for w in self.warnings:
-            lines.append(f"  warning: {w}")
+        lines += [f"  warning: {w}" for w in self.warnings]
         lines.append(f"  elapsed {self.elapsed_s:.2f} s" + (f"   run {self.run_id}" if self.run_id else ""))
         return one_line_each(lines)
 
@@ -227,30 +223,15 @@ def now_iso() -> str:
     return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
+def first(items: list, limit: int, what: str, line, indent: str = "  ") -> list[str]:
+    """The first `limit` items as `line` renders each, then how many more only --json lists."""
+    more = [f"{indent}... {len(items) - limit} more {what} (see --json)"] if len(items) > limit else []
+    return [line(item) for item in items[:limit]] + more
+
+
 def transcript_lines(extra: dict, limit: int) -> list[str]:
-    """reconcile: per transcript, what was on its active path and what was not imported, and why."""
-    lines = []
-    files = extra.get("files", [])
-    for f in files[:limit]:
-        notes = [f"{f['messages_on_path']} messages on the active path ({f['imported']} imported, "
-                 f"{f['already_present']} already present)"]
-        if f.get("read") == "appended":
-            notes.append(f"read past seq {f['read_from_offset']} ({f['lines_read']} new rows)" if f.get("kind") == "window"
-                         else f"read from byte {f['read_from_offset']} ({f['lines_read']} new lines)")
-        if f.get("projection") == "fresh, differs":
-            notes.append("OpenClaw's materialized path differs from the path read (its entry ids, in order)")
-        if f["abandoned_branch_entries"]:
-            notes.append(f"{f['abandoned_branch_entries']} abandoned-branch entries not imported")
-        if f["replays"]:
-            notes.append(f"entries replayed at lines {', '.join(map(str, f['replays']))} (kept once)")
-        if f["extra_headers"]:
-            notes.append(f"extra session headers at lines {', '.join(map(str, f['extra_headers']))} ignored")
-        if f["unknown_entry_types"]:
-            notes.append(f"{f['unknown_entry_types']} entries of unknown type ignored")
-        where = f"{f['file']} window {f['window']}" if f.get("kind") == "window" else f["file"]
-        lines.append(f"  {where}: " + "; ".join(notes))
-    if len(files) > limit:
-        lines.append(f"  ... {len(files) - limit} more transcripts (see --json)")
+    """reconcile: the transcripts read (_transcript_line), the session stores and archives, what was left out."""
+    lines = first(extra.get("files", []), limit=limit, what="transcripts", line=_transcript_line)
     for st in extra.get("stores", []):
         lines.append(f"  session store {st['store']} (agent {st['agent_id']}, user_version {st['user_version']}): "
                      f"{st['windows']} windows" + (f" ({st['cold_windows']} cold)" if st.get("cold_windows") else "")
@@ -263,12 +244,10 @@ def transcript_lines(extra: dict, limit: int) -> list[str]:
         lines.append(f"  archives found {len(archives)} (" + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items()))
                      + f"): {read} read" + ("" if read == len(archives) else
                                             ", the others left out (--exclude-deleted; name the file to read it)"))
-        for a in archives[:limit]:
-            lines.append(f"    {a['reason']} archive {a['archive']} in {a['where']}, session {a['session_id']}"
-                         + (" (the session is still held live)" if a["session_still_held"] else "")
-                         + ("" if a["imported"] else ": left out"))
-        if len(archives) > limit:
-            lines.append(f"    ... {len(archives) - limit} more archives (see --json)")
+        lines += first(archives, limit=limit, what="archives", indent="    ", line=lambda a: (
+            f"    {a['reason']} archive {a['archive']} in {a['where']}, session {a['session_id']}"
+            + (" (the session is still held live)" if a["session_still_held"] else "")
+            + ("" if a["imported"] else ": left out")))
     if extra.get("off_path") or extra.get("back_on_path"):
         lines.append(f"  rows off the active path, kept and marked off_path (a branch left them after they were "
                      f"imported): {extra['off_path']} ({extra['off_path_marked']} newly, {extra['back_on_path']} "
@@ -276,9 +255,26 @@ def transcript_lines(extra: dict, limit: int) -> list[str]:
     if extra.get("rewritten_in_place"):
         lines.append(f"  entries OpenClaw rewrote in place since they were imported: {extra['rewritten_in_place']} "
                      "(the target keeps the text it imported; docs/mapping.md)")
-    left_out = extra.get("files_skipped", [])
-    for f in left_out[:limit]:
-        lines.append(f"  left out {f['file']}: {f['reason']}")
-    if len(left_out) > limit:
-        lines.append(f"  ... {len(left_out) - limit} more files left out (see --json)")
-    return lines
+    return lines + first(extra.get("files_skipped", []), limit=limit, what="files left out",
+                         line=lambda f: f"  left out {f['file']}: {f['reason']}")
+
+
+def _transcript_line(f: dict) -> str:
+    """A transcript's line in a reconcile report: what was on its active path, what was not imported and why."""
+    notes = [f"{f['messages_on_path']} messages on the active path ({f['imported']} imported, "
+             f"{f['already_present']} already present)"]
+    if f.get("read") == "appended":
+        notes.append(f"read past seq {f['read_from_offset']} ({f['lines_read']} new rows)" if f.get("kind") == "window"
+                     else f"read from byte {f['read_from_offset']} ({f['lines_read']} new lines)")
+    if f.get("projection") == "fresh, differs":
+        notes.append("OpenClaw's materialized path differs from the path read (its entry ids, in order)")
+    if f["abandoned_branch_entries"]:
+        notes.append(f"{f['abandoned_branch_entries']} abandoned-branch entries not imported")
+    if f["replays"]:
+        notes.append(f"entries replayed at lines {', '.join(map(str, f['replays']))} (kept once)")
+    if f["extra_headers"]:
+        notes.append(f"extra session headers at lines {', '.join(map(str, f['extra_headers']))} ignored")
+    if f["unknown_entry_types"]:
+        notes.append(f"{f['unknown_entry_types']} entries of unknown type ignored")
+    where = f"{f['file']} window {f['window']}" if f.get("kind") == "window" else f["file"]
+    return f"  {where}: " + "; ".join(notes)

@@ -123,12 +123,8 @@ def audit(opts: AuditOptions) -> Audited:
     finally:
         for s in snaps:
             s.close()
-    counts: dict[str, int] = {}
-    for f in findings:
-        key = f"{f['kind']}: {f['problem']}"
-        counts[key] = counts.get(key, 0) + 1
     report.extra["findings"] = len(findings)
-    report.extra["findings_by_problem"] = counts
+    report.extra["findings_by_problem"] = dict(Counter(f"{f['kind']}: {f['problem']}" for f in findings))
     report.elapsed_s = time.monotonic() - t0
     return Audited(report, findings, sessions)
 
@@ -224,13 +220,9 @@ def _audit_transcripts(opts: AuditOptions, source: Snapshot | None, target_db: P
                              exclude_deleted=opts.exclude_deleted)
     reading = read_all(ropts)
     work = runfolder.Held()
+    con = None
     try:
         con = plan_transcripts(ropts, reading, target_db, source, Path(work.name))
-    except BaseException:
-        reading.close()
-        work.cleanup()
-        raise
-    try:
         report.extra["transcripts_read"] = reading.run.count
         report.extra["stores"] = reading.stores
         report.extra["archives"] = reading.archives
@@ -251,7 +243,8 @@ def _audit_transcripts(opts: AuditOptions, source: Snapshot | None, target_db: P
         # history a source holds and no run can read (a cold archive missing or failing verification): never clean
         return [dict(zip(FINDING_KEYS, r)) for r in rows] + reading.findings()
     finally:
-        con.close()
+        if con is not None:
+            con.close()
         reading.close()
         work.cleanup()
 
@@ -286,7 +279,6 @@ def as_text(report: RunReport, findings: list[dict], per_kind: int = 5) -> str:
         if n > per_kind:
             lines.append(f"  {key}: {n - per_kind} more (see --json)")
     lines += unknown_lines(report.unknown_in_source)
-    for w in report.warnings:
-        lines.append(f"  warning: {w}")
+    lines += [f"  warning: {w}" for w in report.warnings]
     lines.append(f"  {len(findings)} findings; elapsed {report.elapsed_s:.2f} s")
     return one_line_each(lines)

@@ -37,8 +37,7 @@ class StoreInfo:
                          f"{w['session_key'] or '-'}" + ("" if w["current"] else "  (not current)")
                          + (f"  <- {w['previous_session_id']}" if w["previous_session_id"] else ""))
         lines.append(f"archives: {len(self.archives)}")
-        for a in self.archives:
-            lines.append(f"  {a['reason']:<8} {a['session_id']}  {a['name']}")
+        lines += [f"  {a['reason']:<8} {a['session_id']}  {a['name']}" for a in self.archives]
         return one_line_each(lines)
 
 

@@ -91,7 +91,6 @@ def undo(opts: UndoOptions, now) -> UndoReport:
     else:
         with target_lock(opts.target, opts.lock_timeout), closing(tgt.connect(opts.target, opts.lock_timeout)) as con:
             _undo(con, opts.target, opts, report, now)
-    report.target = str(opts.target)
     report.elapsed_s = time.monotonic() - t0
     return report
 

@@ -115,10 +115,6 @@ class StopFlag:
             if not self.quiet:   # os.write: a signal handler must not re-enter a buffered stream mid-write
                 os.write(2, b"lcm-etl: stopping after this sync (signal again to abandon it)\n")
 
-    def sleep(self, seconds: float) -> bool:
-        """Wait; True when a stop was asked meanwhile."""
-        return self.event.wait(seconds)
-
 
 # --------------------------------------------------------------------------------------------------
 # What to watch
@@ -134,10 +130,6 @@ def path_signature(path: Path) -> list:
             return ["unreadable folder"]
         return [[c.name, file_signature(c)] for c in children if c.is_file()]
     return file_signature(path)
-
-
-def migrate_inputs(src: Path) -> Callable[[], list]:
-    return lambda: path_signature(src)
 
 
 def reconcile_inputs(sessions: list[str], src: Path | None) -> Callable[[], list]:
@@ -178,7 +170,7 @@ def watch(run_once: Callable[[], RunReport], inputs: Callable[[], list], opts: W
         number, failures, dirty_since, retry_at = 1, 0, None, None
         if outcome.error is not None:
             failures, retry_at = 1, time.monotonic() + _backoff(opts.interval, 1)
-        while not stop.sleep(opts.interval):
+        while not stop.event.wait(opts.interval):   # True: a stop was asked meanwhile
             now, current = time.monotonic(), inputs()
             if current != last_seen:   # still changing: wait for a quiet poll, unless it has been too long
                 dirty_since = now if dirty_since is None else dirty_since

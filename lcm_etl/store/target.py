@@ -17,7 +17,6 @@ from lcm_etl.errors import BadInput, RunFailed
 from lcm_etl.read.lcmdb.sources import SQLITE_HEADER, Snapshot, take_snapshot
 
 
-
 @dataclass(frozen=True)
 class RemnicTable:
     """One of Remnic's tables lcm-etl writes (REMNIC_SCHEMA creates them)."""
@@ -68,7 +67,6 @@ REMNIC_FTS = {
     "lcm_messages_fts": "CREATE VIRTUAL TABLE lcm_messages_fts USING fts5(content, content=lcm_messages, content_rowid=id)",
     "lcm_summaries_fts": "CREATE VIRTUAL TABLE lcm_summaries_fts USING fts5(summary_text, content=lcm_summary_nodes, content_rowid=rowid)",
 }
-
 
 
 @contextmanager

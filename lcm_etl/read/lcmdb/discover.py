@@ -62,17 +62,6 @@ def discover(root: Path, dest_root: Path) -> list[tuple[Path, Path]]:
     return sorted(pairs)
 
 
-def manifest_entries(pairs: list[tuple[Path, Path]]) -> list[dict]:
-    """The pairs as a JSON manifest (`--manifest` reads it back)."""
-    return [{"src": str(src), "dest": str(dest)} for src, dest in pairs]
-
-
-def manifest_text(root: Path, pairs: list[tuple[Path, Path]]) -> str:
-    """The pairs as a text manifest (`--manifest` reads it back), under a comment saying where from."""
-    head = f"# {len(pairs)} OpenClaw state folders under {root}: SRC DEST (usable as --manifest)"
-    return "\n".join([head, *(f"{shlex.quote(str(s))} {shlex.quote(str(d))}" for s, d in pairs)])
-
-
 @dataclass
 class Discovered:
     """What --discover --dry-run shows before the pairs' dry runs (text), and what its --json carries."""
@@ -80,7 +69,10 @@ class Discovered:
     pairs: list[tuple[Path, Path]]
 
     def as_dict(self) -> dict:
-        return {"manifest": manifest_entries(self.pairs)}
+        """The pairs as a JSON manifest (`--manifest` reads it back)."""
+        return {"manifest": [{"src": str(src), "dest": str(dest)} for src, dest in self.pairs]}
 
     def as_text(self) -> str:
-        return manifest_text(self.root, self.pairs) + "\n"
+        """The pairs as a text manifest (`--manifest` reads it back), under a comment saying where from."""
+        head = f"# {len(self.pairs)} OpenClaw state folders under {self.root}: SRC DEST (usable as --manifest)"
+        return "\n".join([head, *(f"{shlex.quote(str(s))} {shlex.quote(str(d))}" for s, d in self.pairs)]) + "\n"

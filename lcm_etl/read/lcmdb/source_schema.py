@@ -87,10 +87,7 @@ class SourceSchema:
             (h("conversations", "session_key"), "0.4.x"),
             (h("summaries", "descendant_token_count"), "0.2.x-0.3.x"),
         ]
-        for present, label in steps:
-            if present:
-                return label
-        return "0.1.x"
+        return next((label for present, label in steps if present), "0.1.x")
 
 
 def detect_schema(db: Path, original: Path) -> SourceSchema:
@@ -189,15 +186,8 @@ def _messages_view(schema: SourceSchema, dialect: str) -> str:
                    nulled=() if dialect == "sqlite" else ("content",))
 
 
-def _json_object(dialect: str, pairs: list[tuple[str, str]]) -> str:
-    if not pairs:
-        return "'{}'"
-    body = ", ".join(f"'{k}', {v}" for k, v in pairs)
-    return f"json_object({body})"
-
-
-def _quoted_pairs(columns: list[str]) -> list[tuple[str, str]]:
-    return [(c, '"' + c + '"') for c in columns]
+def _json_object(columns: list[str]) -> str:
+    return "json_object(" + ", ".join(f"'{c}', \"{c}\"" for c in columns) + ")"
 
 
 def _json_object_of_non_null(columns: list[str]) -> str:
@@ -231,21 +221,20 @@ def _parts_view(schema: SourceSchema, dialect: str) -> str:
         order = "rowid" if dialect == "sqlite" else "message_id"
         ordinal = f"(row_number() OVER (PARTITION BY message_id ORDER BY {order}) - 1)"
     extra = [c for c in cols if c not in PART_MAPPED]
+    created = '"created_at"' if "created_at" in cols else "NULL"
     if shape == "lossless-claw":
         kind = '"part_type"'
         file_path = ("coalesce(\"file_url\", \"file_name\", CASE WHEN json_valid(\"patch_files\") "
                      "THEN json_extract(\"patch_files\", '$[0]') END)") if dialect == "sqlite" else "NULL"
-        created = '"created_at"' if "created_at" in cols else "NULL"
         payload = _json_object_of_non_null(extra)
     else:
         kind = '"kind"' if "kind" in cols else "'tool_call'"
         file_path = '"file_path"' if "file_path" in cols else "NULL"
-        created = '"created_at"' if "created_at" in cols else "NULL"
         base = ("CASE WHEN json_valid(payload) AND json_type(payload) = 'object' THEN json(payload) "
                 "WHEN json_valid(payload) THEN json_object('value', json(payload)) "
                 "WHEN payload IS NULL THEN '{}' ELSE json_object('value', payload) END"
                 if "payload" in cols else "'{}'")
-        payload = f"json_patch({base}, {_json_object(dialect, _quoted_pairs(extra))})" if extra else base
+        payload = f"json_patch({base}, {_json_object(extra)})" if extra else base
     # what a `tool` part holds, read from the columns (not from payload: re-parsing it per row is slow)
     raw_type = ("CASE WHEN json_valid(\"metadata\") THEN json_extract(\"metadata\", '$.rawType') END"
                 if "metadata" in cols and dialect == "sqlite" else "NULL")

@@ -33,12 +33,6 @@ def expand(path: str | os.PathLike) -> Path:
     return Path(os.path.expandvars(os.path.expanduser(str(path))))
 
 
-def _one_line(exc: Exception) -> str:
-    if isinstance(exc, UnicodeDecodeError):
-        return "its schema holds bytes that are not UTF-8: the file is damaged"
-    return str(exc)
-
-
 def _remedy(what: str) -> str:
     return ("point --src at lossless-claw's lcm.db" if what == "source"
             else "point --dest at a Remnic lcm.sqlite, or at a new path")
@@ -46,7 +40,9 @@ def _remedy(what: str) -> str:
 
 def unreadable(what: str, path: Path, exc: Exception) -> BadInput:
     """The one-line error for a file SQLite cannot read (a damaged file can make SQLite's message undecodable)."""
-    return BadInput(f"{what} is not a readable SQLite database: {path} ({_one_line(exc)}; {_remedy(what)})")
+    why = ("its schema holds bytes that are not UTF-8: the file is damaged" if isinstance(exc, UnicodeDecodeError)
+           else str(exc))
+    return BadInput(f"{what} is not a readable SQLite database: {path} ({why}; {_remedy(what)})")
 
 
 def check_sqlite_file(path: Path, what: str = "source") -> Path:

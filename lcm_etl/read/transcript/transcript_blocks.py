@@ -154,8 +154,6 @@ def _structured_text(value: Any, depth: int, strip_binary: bool) -> str | None:
     return None
 
 
-
-
 def extract_content(content: Any, strip_binary: bool = False) -> str:
     """lossless-claw ``extractMessageContent``; ``strip_binary`` keeps image/file data out."""
     got = _structured_text(content, 0, strip_binary)
@@ -170,7 +168,6 @@ def extract_content(content: Any, strip_binary: bool = False) -> str:
         content = [{k: v for k, v in i.items() if k != "data"} if isinstance(i, dict) and i.get("type") in FILE_TYPES
                    else i for i in content]
     return js_stringify(content)
-
 
 
 # --------------------------------------------------------------------------- Remnic parts

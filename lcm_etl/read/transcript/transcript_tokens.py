@@ -25,7 +25,6 @@ _LC_PART_TYPES = {
 }
 
 
-
 # lossless-claw's weights per code point: 1.5 for CJK, 2.0 for another one beyond the BMP, 0.25 for the rest
 _CJK = re.compile("[\u4e00-\u9fff\u3400-\u4dbf\U00020000-\U0002a6df\U0002a700-\U0002ebef\u3000-\u303f"
                   "\u3040-\u30ff\uac00-\ud7af\uff00-\uffef]")
@@ -50,10 +49,7 @@ def _s(v: Any) -> str | None:
 
 
 def _first_str(d: dict, keys: tuple[str, ...]) -> str | None:
-    for k in keys:
-        if isinstance(d.get(k), str):
-            return d[k]
-    return None
+    return next((d[k] for k in keys if isinstance(d.get(k), str)), None)
 
 
 _U = object()  # JavaScript `undefined`
@@ -178,10 +174,8 @@ def _tool_result_block(raw: dict, raw_type: str, call_id, name, tool_output, tex
 
 
 def _stored_json(block: dict, keys: tuple[str, ...], str_key: str) -> str | None:
-    for k in keys:
-        if k in block:
-            return js_stringify(block[k])
-    return _s(block.get(str_key))
+    stored = next((k for k in keys if k in block), None)
+    return js_stringify(block[stored]) if stored is not None else _s(block.get(str_key))
 
 
 def _parse_stored(value: str | None) -> Any:

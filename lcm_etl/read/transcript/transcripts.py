@@ -347,11 +347,8 @@ def _iso(ts: Any) -> datetime | None:
 
 
 def _created_at(msg: dict, envelope: dict) -> datetime | None:
-    for value in (msg.get("timestamp"), msg.get("createdAt"), msg.get("created_at"), envelope.get("timestamp")):
-        dt = _iso(value)
-        if dt is not None:
-            return dt
-    return None
+    values = (msg.get("timestamp"), msg.get("createdAt"), msg.get("created_at"), envelope.get("timestamp"))
+    return next((dt for dt in map(_iso, values) if dt is not None), None)
 
 
 def message_of(node: _Node, report: TranscriptReport) -> TranscriptMessage | None:
@@ -367,11 +364,6 @@ def message_of(node: _Node, report: TranscriptReport) -> TranscriptMessage | Non
         label = str(raw_role)
         report.non_persistable[label] = report.non_persistable.get(label, 0) + 1
         return None
-    return _to_message(node, msg, role)
-
-
-def _to_message(node: _Node, msg: dict, role: str) -> TranscriptMessage:
-    e = node.entry
     lc = extract_content(msg.get("content")) if "content" in msg else ""
     dt = _created_at(msg, e)
     created = dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z" if dt else None
