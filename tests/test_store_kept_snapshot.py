@@ -147,3 +147,29 @@ def test_a_session_filter_naming_a_session_with_nothing_new_is_known_and_an_unkn
     proc = run_cli("reconcile", "--sessions", store, "--dest", target, "--session-filter", "nope", env=env)
     assert proc.returncode == 2
     assert proc.stderr.startswith("lcm-etl: error: unknown --session-filter 'nope': no transcript holds that session")
+
+
+def test_a_store_in_the_state_the_sealing_run_found_it_in_is_not_compared_page_by_page(tmp_path, monkeypatch):
+    """Its files' identity, header and -wal frames as the last run found them before it read them (pages.file_state,
+    the no-op shortcut's proof): no page can differ, and none of the store's pages is read. One event appended, and
+    the pages are compared again."""
+    from lcm_etl.commands import reconcile as command
+    from lcm_etl.read.snapshot import pages
+
+    store, target, env, _ = setup(tmp_path)
+    monkeypatch.setenv("LCM_ETL_CACHE_DIR", env["LCM_ETL_CACHE_DIR"])
+    compared: list = []
+    differing = pages.differing_pages
+    monkeypatch.setattr(pages, "differing_pages", lambda *a: compared.append(a) or differing(*a))
+    opts = command.ReconcileOptions(sessions=[str(store)], target=target)
+    again = command.reconcile(opts)
+    assert compared == [] and again.messages.inserted == 0
+    assert again.extra["stores"][0]["kept_snapshot"].startswith("0 pages changed since run ")
+    writer = StoreWriter(store)
+    try:
+        writer.append(PLAIN, ["one more question"])
+        third = command.reconcile(opts)
+    finally:
+        writer.close()
+    assert len(compared) == 1 and third.messages.inserted == 1
+    assert kept_note({"extra": third.extra}).endswith(": 1 windows' rows changed")

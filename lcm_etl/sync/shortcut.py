@@ -7,7 +7,7 @@ and its state (lcm_etl/store/sync_state.py) records
 - the same source file, byte for byte unchanged: same inode, size, mtime and ctime of `lcm.db` and
   `lcm.db-wal` (ctime cannot be set back by any tool, so a rewrite or restore always changes it), and the same
   contents where a commit leaves its mark: the database header (a commit in rollback-journal mode increments
-  its change counter) and the -wal's frames (pages.wal_frames; a commit in WAL mode adds frames). File times
+  its change counter) and the -wal's frames (a commit in WAL mode adds frames): pages.file_state. File times
   are stamped at the resolution of a clock tick (a second or two on some file systems), so a commit just after
   the last run read the source could keep every time and size (a WAL reset writes over frames in place, and a
   rollback-mode commit over pages); these marks do not depend on the clock;
@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lcm_etl.store import ledger, sync_state
-from lcm_etl.read.snapshot.pages import wal_frames
-from lcm_etl.file_identity import file_signature, real_path
+from lcm_etl.read.snapshot.pages import file_state
+from lcm_etl.file_identity import real_path
 
 # What a full re-plan of an unchanged source reports besides the per-kind totals; the state records it
 # (migrate._totals), so that the shortcut reports it too.
@@ -34,12 +34,7 @@ REPLAN_FIELDS = ("source_schema", "skipped_summaries", "cross_session_links_in_s
 
 
 def source_fingerprint(src: Path) -> str:
-    try:
-        with open(src, "rb") as fh:
-            header = fh.read(100).hex()
-    except OSError:
-        header = None   # the run reports the missing or unreadable source itself
-    return sync_state.fingerprint([real_path(src), file_signature(src), header, wal_frames(Path(f"{src}-wal"))])
+    return sync_state.fingerprint([real_path(src), *file_state(src)])
 
 
 @dataclass

@@ -21,6 +21,8 @@ from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lcm_etl.file_identity import file_signature
+
 HEADER = b"SQLite format 3\x00"
 LOCK_BYTE_OFFSET = 1 << 30
 _TABLE_INTERIOR, _TABLE_LEAF, _INDEX_INTERIOR, _INDEX_LEAF = 0x05, 0x0D, 0x02, 0x0A
@@ -258,6 +260,19 @@ def wal_frames(wal: Path) -> dict | None:
             digest.update(frame)
             n += 1
     return {"frames": n, "headers": digest.hexdigest()}
+
+
+def file_state(path: Path) -> list:
+    """What any commit to a SQLite file changes, whatever the clock: its files' identity (file_signature), its
+    header (a commit in rollback-journal mode increments its change counter) and its -wal's frames (a commit in WAL
+    mode adds frames, a reset changes their salts). Two equal states are the same pages (lcm_etl/sync/shortcut.py
+    says why file times alone are not)."""
+    try:
+        with open(path, "rb") as fh:
+            header = fh.read(100).hex()
+    except OSError:
+        header = None   # the run reports the missing or unreadable source itself
+    return [file_signature(path), header, wal_frames(Path(f"{path}-wal"))]
 
 
 class SpilledPages:

@@ -5,7 +5,8 @@ keeps that copy in a cache folder, one per (source, target) pair, and seals it w
 read it once the run has committed. The next run of the pair compares the source with the copy page by
 page: it writes only the pages that differ into the copy, which is then the new snapshot, and it knows
 which source conversations own a row on a differing page (lcm_etl/read/snapshot/pages.py): everything else is proved
-unchanged by its bytes. Every page is compared, so no page of the copy is trusted unread; the copy is used
+unchanged by its bytes. Every page is compared (unless the source's files are in the state the sealing run
+found them in: pages.file_state, the no-op shortcut's proof), so no page of the copy is trusted unread; the copy is used
 only when its file is the one sealed (inode, size, mtime and ctime: a ctime cannot be set back), and what the
 changed pages prove counts only when the target's ledger names the sealing run as the last complete migrate
 of the source with marks (lcm_etl/sync/lcm_db.py). Before the copy is changed its seal is removed, so a run
@@ -72,6 +73,7 @@ class SnapshotCache:
         self.dropped: str | None = None   # why the kept copy this run would have used was not: said in the report
         self.warning: str | None = None   # why this run keeps no copy (the cache folder is full, unwritable...)
         self._hold: int | None = None     # this run holds the pair's folder (cache_bounds.hold)
+        self._state: list | None = None   # the source's files as this run found them, before reading (pages.file_state)
 
     @classmethod
     def for_pair(cls, source: Path, target: Path, **kw) -> SnapshotCache | None:
@@ -163,7 +165,7 @@ class SnapshotCache:
             self._memo = page_owners.interior_pages(self.db)
         signature = file_signature(self.db)[0]
         body = orjson.dumps({"run_id": run_id, "source": str(self.source), "target": str(self.target),
-                             "signature": signature, "sha256": digest})
+                             "signature": signature, "sha256": digest, "state": self._state})
         kept: dict | None
         for file, kept in ((self.memo_file, self._memo), (self.facts_file, self.keep)):
             if kept:
@@ -177,6 +179,7 @@ class SnapshotCache:
         and what they hold is returned; otherwise the source is copied whole (None), its bytes told to
         `progress` (sources.take_snapshot)."""
         cache_bound()   # a bound that is not a size is said before anything is read
+        self._state = pages.file_state(self.source)   # before anything is read: any later commit shows next run
         try:
             cache_bounds.sweep(self.folder.parent, but=self.folder)   # the copies killed runs left, of other pairs
             self._hold = cache_bounds.hold(self.folder)
@@ -193,7 +196,7 @@ class SnapshotCache:
             try:
                 # the differing pages' bytes wait in a file of the run's folder until written, not in memory
                 with pages.SpilledPages(folder / "differing-pages") as spill:
-                    refreshed = self._refresh(folder, memo, spill, seal["run_id"])
+                    refreshed = self._refresh(folder, memo, spill, seal["run_id"], seal.get("state") == self._state)
             except OSError as exc:   # the copy is unsealed, half written: it goes, and the run goes on without
                 _let_go(folder, hold)
                 return self._without_cache(why_failed(exc), progress), None
@@ -226,10 +229,16 @@ class SnapshotCache:
         return take_snapshot(self.source, self.what, None, progress=progress)
 
     def _refresh(self, scratch: Path, memo: dict, spill: pages.SpilledPages,
-                 since: str) -> tuple[Changes, int, set[int]] | None:
+                 since: str, unchanged: bool) -> tuple[Changes, int, set[int]] | None:
         """Compare, then write the differing pages and fold the source's WAL into the copy: what changed since run
         `since` sealed it, the page size and the pages written. None when the copy cannot be brought up to date
-        page by page (then the caller copies the source whole; `dropped` says why)."""
+        page by page (then the caller copies the source whole; `dropped` says why). `unchanged`: the source's files
+        are in the state that run found them in before it read them (the no-op shortcut's proof), so no page can
+        differ and none is compared (a 5,000,000-event store and its copy are 15 GB to read)."""
+        if unchanged:
+            self._memo = memo
+            with pages.PageFile(self.db) as copy:
+                return Changes(since, set(), 0), copy.page_size, {1}
         incoming = scratch / "incoming-wal"
         wal = Path(str(self.source) + "-wal")
         for _ in range(20):
