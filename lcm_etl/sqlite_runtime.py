@@ -73,6 +73,18 @@ def utf8_json(value: bytes | None) -> bytes | None:
     return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text).encode("utf-8")
 
 
+def uri(path: Path | str, query: str = "mode=ro") -> str:
+    """SQLite's URI of a file, read-only unless `query` says otherwise. as_uri() percent-encodes a path's `#`,
+    `?`, `%` and spaces, which `file:{path}` would read as URI syntax (another file, or none). A plain path stays
+    right where no URI is read: attach_all's ATTACH on a connection opened without one, DuckDB's ATTACH."""
+    return f"{Path(path).absolute().as_uri()}?{query}"
+
+
+def connect(path: Path | str, query: str = "mode=ro", **kwargs) -> sqlite3.Connection:
+    """The one way lcm-etl opens a file through a URI (`query`: mode=ro, immutable=1, ...)."""
+    return sqlite3.connect(uri(path, query), uri=True, **kwargs)
+
+
 def quote_path(path: Path) -> str:
     return str(path).replace("'", "''")
 

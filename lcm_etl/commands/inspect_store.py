@@ -7,6 +7,7 @@ from contextlib import closing
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from lcm_etl import sqlite_runtime
 from lcm_etl.read.snapshot import runfolder
 from lcm_etl.read.openclaw.openclaw_store import OpenStore
 from lcm_etl.read.store_reads import read_window
@@ -44,7 +45,7 @@ class StoreInfo:
 def is_session_store(db: Path) -> bool:
     """A (snapshot of a) SQLite file holding OpenClaw's transcripts and no lossless-claw messages."""
     try:
-        with closing(sqlite3.connect(f"{db.absolute().as_uri()}?mode=ro", uri=True)) as con:
+        with closing(sqlite_runtime.connect(db)) as con:
             names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     except sqlite3.Error:
         return False

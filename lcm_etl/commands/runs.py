@@ -11,6 +11,7 @@ from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lcm_etl import sqlite_runtime
 from lcm_etl.sync import identity as source_identity
 from lcm_etl.store import provenance
 from lcm_etl.store import ledger, runlock, target as tgt
@@ -72,17 +73,17 @@ def list_runs(target: Path) -> RunsReport:
         copy = take_snapshot(target, "target")
         try:
             tgt.check_remnic(copy.path, target)
-            _read(f"file:{copy.path}?mode=ro", report, alive)
+            _read(sqlite_runtime.connect(copy.path), report, alive)
         finally:
             copy.close()
     else:   # immutable: opening a database, even read-only, may create files beside it
         tgt.check_remnic(target, target)
-        _read(f"file:{target}?mode=ro&immutable=1", report, alive)
+        _read(sqlite_runtime.connect(target, "mode=ro&immutable=1"), report, alive)
     return report
 
 
-def _read(uri: str, report: RunsReport, alive: bool) -> None:
-    with closing(sqlite3.connect(uri, uri=True)) as con:
+def _read(opened: sqlite3.Connection, report: RunsReport, alive: bool) -> None:
+    with closing(opened) as con:
         report.ledger_schema_version = ledger.schema_version(con)
         report.runs = ledger.read_runs(con)
         for run in report.runs:

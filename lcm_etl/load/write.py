@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from lcm_etl import sqlite_runtime
 from lcm_etl.store import ledger, provenance, sync_state, target as tgt
 from lcm_etl.errors import BadInput, RunFailed
 from lcm_etl.load.flatten import PLANNED_OWNERS, Flattener
@@ -149,7 +150,7 @@ def _damaged(snapshot: Path | None) -> str | None:
     if snapshot is None or not snapshot.exists():   # gone: released after the content was copied
         return None
     try:
-        with closing(sqlite3.connect(f"file:{snapshot}?mode=ro", uri=True)) as con:
+        with closing(sqlite_runtime.connect(snapshot)) as con:
             rows = [r[0] for r in con.execute("PRAGMA quick_check(3)")]
     except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
         return str(exc)

@@ -12,7 +12,6 @@ out (add_unchanged).
 from __future__ import annotations
 
 import hashlib
-import sqlite3
 import zlib
 from contextlib import closing
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ import duckdb
 import orjson
 
 from lcm_etl.read.lcmdb.source_schema import SourceSchema, normalized_views
-from lcm_etl import duck
+from lcm_etl import duck, sqlite_runtime
 from lcm_etl.steps import pipeline
 from lcm_etl.store import marks
 from lcm_etl.read.lcmdb import subset
@@ -57,7 +56,7 @@ def content_marks(con: duckdb.DuckDBPyConnection, source_db: Path) -> None:
     snapshot to compare pages with must see it. SQLite reads the bytes: DuckDB never reads a content column (its
     scanner refuses a value stored as another type, and a value of any size stays out of its memory budget).
     About 0.2 s for 200k messages (23 MB of content)."""
-    with closing(sqlite3.connect(f"file:{source_db}?mode=ro", uri=True)) as lite:
+    with closing(sqlite_runtime.connect(source_db)) as lite:
         lite.create_function("content_crc", 2, _content_crc, deterministic=True)
         rows = lite.execute("SELECT CAST(conversation_id AS TEXT), count(*) || '.' || "
                             "sum(content_crc(message_id, CAST(content AS BLOB))) FROM messages "
@@ -103,7 +102,7 @@ def add_unchanged(con: duckdb.DuckDBPyConnection, report, target_db: Path, sourc
         con, "SELECT coalesce(sum(messages), 0), coalesce(sum(parts), 0), coalesce(sum(summaries), 0) "
              "FROM source_marks WHERE conversation_id NOT IN (SELECT conv_key FROM scope_convs)")
     sessions = {r[0] for r in con.execute("SELECT session_id FROM scope_sessions").fetchall()}
-    with sqlite3.connect(f"file:{target_db}?mode=ro", uri=True) as lite:
+    with sqlite_runtime.connect(target_db) as lite:
         skipped = [r for r in lite.execute(
             "SELECT source_id, session_id, reason, detail FROM lcm_etl_skipped WHERE source_path = ? "
             "AND kind = 'summary' ORDER BY source_id", (source_key,)) if r[1] not in sessions]

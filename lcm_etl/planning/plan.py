@@ -15,7 +15,7 @@ from pathlib import Path
 
 import duckdb
 
-from lcm_etl import duck
+from lcm_etl import duck, sqlite_runtime
 from lcm_etl.steps import pipeline
 from lcm_etl.read.lcmdb import subset
 from lcm_etl.store import marks
@@ -79,7 +79,7 @@ class TargetReader:
     def __post_init__(self) -> None:
         self.tables: set[str] = set()
         if self.target_db is not None:
-            with closing(sqlite3.connect(f"file:{self.target_db}?mode=ro", uri=True)) as lite:
+            with closing(sqlite_runtime.connect(self.target_db)) as lite:
                 self.tables = {r[0] for r in lite.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
 
     @property
@@ -99,7 +99,7 @@ class TargetReader:
     def provenance(self) -> None:
         """The target's marks (04) and what its provenance says of the sources' conversations (06)."""
         marks_db = self.target_db if self.holds_rows else empty_target(self.scratch)
-        with closing(sqlite3.connect(f"file:{marks_db}?mode=ro", uri=True)) as lite:
+        with closing(sqlite_runtime.connect(marks_db)) as lite:
             run_stage(pipeline.TARGET_MARKS, lite)
             target_marks = lite.execute("SELECT * FROM temp.target_marks").fetchall()
         duck.table_of_strings(self.con, "target_marks", marks.SESSION.duck_types(), target_marks)
@@ -125,8 +125,8 @@ class TargetReader:
 
 def superseded_rows(target_db: Path, source: SourceRows) -> list[tuple]:
     """The ids of imported rows whose source message holds other values now (04_superseded_rows.sql)."""
-    with closing(sqlite3.connect(f"file:{target_db}?mode=ro", uri=True)) as lite:
-        lite.execute("ATTACH ? AS src", (f"file:{source.path}?mode=ro",))
+    with closing(sqlite_runtime.connect(target_db)) as lite:
+        lite.execute("ATTACH ? AS src", (sqlite_runtime.uri(source.path),))
         for name, sql in source.views.items():
             lite.execute(f"CREATE TEMP VIEW {name} AS {sql}")
         run_stage(pipeline.SUPERSEDED, lite)

@@ -6,10 +6,10 @@ target already hold loaded beside them, and the steps r20/r60 run on them (the R
 from __future__ import annotations
 
 import functools
-import sqlite3
 from contextlib import closing
 from pathlib import Path
 
+from lcm_etl import sqlite_runtime
 from lcm_etl.errors import BadInput
 from lcm_etl.options import ReconcileOptions
 from lcm_etl.planning import plan
@@ -111,7 +111,7 @@ def _target_rows(con, reading: Reading, target_db: Path | None, workdir: Path) -
     target (a first run against a migrated target, an undo: the copy would cost more than the scan)."""
     if target_db is None:
         return plan.empty_target(workdir)
-    with closing(sqlite3.connect(f"{target_db.absolute().as_uri()}?mode=ro", uri=True)) as lite:
+    with closing(sqlite_runtime.connect(target_db)) as lite:
         if not lite.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'lcm_messages'").fetchone():
             return plan.empty_target(workdir)
     read = [r[0] for r in con.execute("SELECT session_id FROM run_sessions UNION SELECT session_id FROM jsonl_sessions")

@@ -26,6 +26,7 @@ from typing import Any
 
 import orjson
 
+from lcm_etl import sqlite_runtime
 from lcm_etl.read.openclaw.openclaw_state import legacy_session_keys
 from lcm_etl.read.openclaw.openclaw_store import StoreWindow
 from lcm_etl.read.openclaw.transcript_files import load_session_keys
@@ -58,8 +59,7 @@ class RunFile:
 
     def __init__(self, path: Path, content: bool = True, session_filter: frozenset[str] = frozenset()):
         self.path, self.content, self.session_filter = path, content, session_filter
-        self.con = sqlite3.connect(f"{path.absolute().as_uri()}?", uri=True, isolation_level=None,
-                                   check_same_thread=False)
+        self.con = sqlite_runtime.connect(path, "", isolation_level=None, check_same_thread=False)
         private_file(self.con, cache_kib=2048)   # written in order: the cache need not hold the file
         for stmt in SCHEMA:
             self.con.execute(stmt)

@@ -57,6 +57,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from lcm_etl import sqlite_runtime
 from lcm_etl.file_identity import real_path
 from lcm_etl.read.openclaw.openclaw_store import StoreWindow
 from lcm_etl.read.transcript.transcripts import (_BLANK, CANONICAL_TYPES, Transcript, TranscriptReport, _Node, _parse_line,
@@ -122,7 +123,7 @@ class Records:
         self._con: sqlite3.Connection | None = None
         if target is None:
             return
-        con = sqlite3.connect(f"{target.absolute().as_uri()}?{how}", uri=True, check_same_thread=False)
+        con = sqlite_runtime.connect(target, how, check_same_thread=False)
         try:
             names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         except sqlite3.Error:
@@ -294,7 +295,7 @@ def settle(run: sqlite3.Connection, target: Path | None) -> dict[int, str]:
     try:
         if target is None:
             raise sqlite3.OperationalError("no target")
-        run.execute("ATTACH ? AS target", (f"{target.absolute().as_uri()}?mode=ro",))
+        run.execute("ATTACH ? AS target", (sqlite_runtime.uri(target),))
         run.execute(f"CREATE TEMP TABLE records AS {_RECORDED} WHERE f.path IN "
                     "(SELECT record_key FROM main.transcripts WHERE read = 'appended')")
     except sqlite3.Error:   # no record can be read: none of the hints holds

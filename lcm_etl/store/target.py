@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from lcm_etl import sqlite_runtime
 from lcm_etl.store import ledger
 from lcm_etl.errors import BadInput, RunFailed
 from lcm_etl.read.lcmdb.sources import SQLITE_HEADER, Snapshot, take_snapshot
@@ -149,8 +150,8 @@ def check_writable(path: Path) -> None:
                        f"{path.name}: make the folder writable or move the target)")
 
 
-def _schema_of(uri: str) -> tuple[set[str], str | None]:
-    con = sqlite3.connect(uri, uri=True)
+def _schema_of(db: Path, query: str) -> tuple[set[str], str | None]:
+    con = sqlite_runtime.connect(db, query)
     try:
         names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         version = None
@@ -172,9 +173,9 @@ def check_remnic(db: Path, path: Path) -> None:
     """
     try:
         try:
-            names, version = _schema_of(f"file:{db}?mode=ro&immutable=1")
+            names, version = _schema_of(db, "mode=ro&immutable=1")
         except (sqlite3.DatabaseError, UnicodeDecodeError):
-            names, version = _schema_of(f"file:{db}?mode=ro")
+            names, version = _schema_of(db, "mode=ro")
     except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
         raise BadInput(f"target is not a readable SQLite database: {path} ({exc}; point --dest at a Remnic "
                        "lcm.sqlite, or at a new path)") from None

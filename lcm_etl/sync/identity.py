@@ -18,6 +18,7 @@ from pathlib import Path
 
 import orjson
 
+from lcm_etl import sqlite_runtime
 from lcm_etl.file_identity import real_path
 
 # a database with no conversation yet has no origin: its first conversation gives it one, and that run plans
@@ -43,7 +44,7 @@ def path_of(source_path: str) -> str:
 
 def of_snapshot(original: Path, snapshot: Path) -> SourceIdentity:
     """The identity of the source `original`, read from its snapshot (the source itself is never opened)."""
-    with closing(sqlite3.connect(f"file:{snapshot}?mode=ro", uri=True)) as con:
+    with closing(sqlite_runtime.connect(snapshot)) as con:
         try:
             row = con.execute("SELECT conversation_id, created_at FROM conversations "
                               "ORDER BY conversation_id LIMIT 1").fetchone()

@@ -21,6 +21,7 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
+from lcm_etl import sqlite_runtime
 from lcm_etl.store import ledger, sync_state
 from lcm_etl.store.marks import Marks, read as read_marks
 from lcm_etl.sync import shortcut
@@ -172,7 +173,7 @@ class _ledger:
         if self.target_db is None or not Path(self.target_db).exists():
             return None
         try:
-            con = self.con = sqlite3.connect(f"file:{self.target_db}?mode=ro", uri=True)
+            con = self.con = sqlite_runtime.connect(self.target_db)
             # another layout of lcm-etl's tables is refused here (BadInput), the connection closed first
             return con if ledger.schema_version(con) else None
         except sqlite3.Error:

@@ -24,6 +24,7 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
+from lcm_etl import sqlite_runtime
 from lcm_etl.store import ledger, sync_state
 from lcm_etl.read.snapshot.pages import file_state
 from lcm_etl.file_identity import real_path
@@ -52,9 +53,9 @@ def previous_run(target: Path, path: str, state: sync_state.SyncState, dry_run: 
     # still in the WAL is simply not seen and the full plan runs
     if dry_run and Path(str(target) + "-wal").exists() and Path(str(target) + "-wal").stat().st_size:
         return None   # the immutable view below would not see what the WAL holds
-    mode = "ro&immutable=1" if dry_run else "ro"
+    query = "mode=ro&immutable=1" if dry_run else "mode=ro"
     try:
-        con = sqlite3.connect(f"file:{target}?mode={mode}", uri=True)
+        con = sqlite_runtime.connect(target, query)
     except sqlite3.Error:
         return None
     try:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import orjson
 
+from lcm_etl import sqlite_runtime
 from lcm_etl.errors import BadInput
 from lcm_etl.read.lcmdb.source_tables import BY_NAME, LEFT_OUT, SOURCE_TABLES
 from lcm_etl.read.lcmdb.sources import unreadable
@@ -91,7 +92,7 @@ class SourceSchema:
 
 
 def detect_schema(db: Path, original: Path) -> SourceSchema:
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    con = sqlite_runtime.connect(db)
     try:
         kinds = dict(con.execute("SELECT name, type FROM sqlite_master WHERE type IN ('table','view') ORDER BY name"))
         info = {n: con.execute(f'PRAGMA table_info("{n}")').fetchall() for n in kinds}

@@ -8,10 +8,10 @@ in place of the whole files; the plan's SQL does not change.
 """
 from __future__ import annotations
 
-import sqlite3
 from contextlib import closing
 from pathlib import Path
 
+from lcm_etl import sqlite_runtime
 from lcm_etl.read.lcmdb.source_tables import SOURCE_TABLES
 
 def source_subset(snapshot: Path, out: Path, conversations: list[str]) -> Path:
@@ -31,10 +31,10 @@ def target_subset(target: Path, out: Path, sessions: list[str], tables: list[tup
 
 def _copy(db: Path, out: Path, tables, scope_ddl: str, keys: list[tuple]) -> Path:
     out.unlink(missing_ok=True)
-    with closing(sqlite3.connect(f"file:{out}", uri=True, isolation_level=None)) as con:
+    with closing(sqlite_runtime.connect(out, "", isolation_level=None)) as con:
         con.execute("PRAGMA journal_mode=OFF")
         con.execute("PRAGMA synchronous=OFF")
-        con.execute("ATTACH ? AS whole", (f"file:{db}?mode=ro",))
+        con.execute("ATTACH ? AS whole", (sqlite_runtime.uri(db),))
         con.execute(scope_ddl)
         con.executemany("INSERT OR IGNORE INTO temp.scope VALUES (?)", keys)
         ddl = dict(con.execute("SELECT name, sql FROM whole.sqlite_master WHERE type = 'table'").fetchall())

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
+from lcm_etl import sqlite_runtime
 from lcm_etl.errors import BadInput, LcmEtlError
 from lcm_etl.read.lcmdb.sources import take_snapshot
 
@@ -160,7 +161,7 @@ def registered_databases(state: Path) -> Registered:
         found.missing.append((registry, f"its agent_databases registry was not read ({exc})"))
         return found
     try:
-        with closing(sqlite3.connect(f"{snapshot.path.as_uri()}?mode=ro", uri=True)) as con:
+        with closing(sqlite_runtime.connect(snapshot.path)) as con:
             rows = con.execute("SELECT agent_id, path FROM agent_databases ORDER BY agent_id, path").fetchall()
     except sqlite3.Error:   # no such table (an older gateway) or a damaged file: nothing registered
         rows = []

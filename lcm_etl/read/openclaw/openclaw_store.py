@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator
 
+from lcm_etl import sqlite_runtime
 from lcm_etl.errors import BadInput
 from lcm_etl.file_identity import real_path
 from lcm_etl.options import DEFAULT_MEMORY_LIMIT
@@ -257,7 +258,7 @@ class OpenStore:
         from contextlib import closing
 
         try:
-            with closing(sqlite3.connect(f"{self.snapshot.path.absolute().as_uri()}?mode=ro", uri=True)) as con:
+            with closing(sqlite_runtime.connect(self.snapshot.path)) as con:
                 return int(con.execute("PRAGMA user_version").fetchone()[0])
         except sqlite3.Error:
             return None
@@ -340,8 +341,7 @@ class OpenStore:
     def _lite(self) -> sqlite3.Connection:
         """SQLite's read of the snapshot (rows are read by transcript_events' key: events())."""
         if self._rows is None:
-            self._rows = sqlite3.connect(f"{self.snapshot.path.absolute().as_uri()}?mode=ro", uri=True,
-                                         check_same_thread=False)
+            self._rows = sqlite_runtime.connect(self.snapshot.path, check_same_thread=False)
             self._rows.text_factory = bytes   # lines go to the parser as bytes, as a file's do
         return self._rows
 

@@ -10,6 +10,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Mapping, NamedTuple
 
+from lcm_etl import sqlite_runtime
 from lcm_etl.read.snapshot import pages
 from lcm_etl.read.lcmdb import source_tables
 
@@ -40,7 +41,7 @@ def owners(db: Path, changed: set[int], index_cells: bool = False, memo: dict | 
     of index entries on changed index pages, the lock-byte page). `against`: the other copy's rows; a row
     not among them is changed whatever it holds, so it is not digested (most rows of a grown source)."""
     tables = source_tables.BY_NAME if tables is None else tables
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    con = sqlite_runtime.connect(db)
     try:
         roots, table_of = _trees(con, tables)
         with pages.PageFile(db) as pf:
@@ -105,7 +106,7 @@ def interior_pages(db: Path) -> dict | None:
     """pages.layout's memo for a copy: every interior page parsed (None when the copy cannot be walked)."""
     memo: dict = {}
     try:
-        with closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as con:
+        with closing(sqlite_runtime.connect(db)) as con:
             roots = _trees(con)[0]
         with pages.PageFile(db) as pf:
             pages.layout(pf, roots, set(), memo)
