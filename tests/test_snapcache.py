@@ -4,7 +4,6 @@ migrated source the way lossless-claw (or a hand) does and checks what was read,
 that the target is what the same re-run gives without a kept snapshot (LCM_ETL_CACHE_DIR=off)."""
 from __future__ import annotations
 
-import hashlib
 import json
 import marshal
 import os
@@ -292,7 +291,7 @@ def test_syncs_with_a_kept_snapshot_end_where_syncs_without_one_end(tmp_path_fac
         without_cache("migrate", "--src", str(twin_src), "--dest", str(twin))
         assert remnic_content(target) == remnic_content(twin)
         assert_kept_layout_is_the_copys(kept(src, target))
-        assert_seal_holds_the_ledger_digest(kept(src, target), target)
+        assert_sealed_by_the_last_run(kept(src, target), target)
 
 
 def assert_kept_layout_is_the_copys(cache: snapcache.SnapshotCache) -> None:
@@ -302,29 +301,12 @@ def assert_kept_layout_is_the_copys(cache: snapcache.SnapshotCache) -> None:
     assert {n: memo.get(n) for n in fresh} == fresh
 
 
-def ledger_digest(target: Path) -> str:
+def assert_sealed_by_the_last_run(cache: snapcache.SnapshotCache, target: Path) -> None:
+    """The seal names the last complete run of the target's ledger: the run whose snapshot the copy is."""
     with sqlite3.connect(target) as con:
-        return con.execute("SELECT source_sha256 FROM lcm_etl_runs WHERE status = 'complete' "
+        last = con.execute("SELECT run_id FROM lcm_etl_runs WHERE status = 'complete' "
                            "ORDER BY started_at DESC, rowid DESC LIMIT 1").fetchone()[0]
-
-
-def assert_seal_holds_the_ledger_digest(cache: snapcache.SnapshotCache, target: Path) -> None:
-    """The seal keeps the digest the sealing run's ledger row holds, from which the next run's digest follows."""
-    import orjson
-
-    assert orjson.loads(cache.seal_file.read_bytes())["sha256"] == ledger_digest(target)
-
-
-def test_a_first_runs_digest_is_the_copys_and_a_re_runs_follows_from_it_by_the_pages_written(pair):
-    src, target, _, _, _ = pair
-    cache = kept(src, target)
-    first = ledger_digest(target)
-    assert first == hashlib.sha256(cache.db.read_bytes()).hexdigest()
-    change(src, APPEND, "one more", 2)
-    migrate_json(src, target)
-    again = ledger_digest(target)
-    assert again not in (first, hashlib.sha256(cache.db.read_bytes()).hexdigest())   # not the copy hashed whole
-    assert_seal_holds_the_ledger_digest(cache, target)
+    assert cache.sealed_run() == last
 
 
 def test_rows_a_live_writer_holds_in_the_wal_are_read_page_by_page(pair):
@@ -340,7 +322,7 @@ def test_rows_a_live_writer_holds_in_the_wal_are_read_page_by_page(pair):
         report = migrate_json(src, target)
         assert f"pages changed since the snapshot kept from run {first_run}" in report["sync_decision"]["line"]
         assert report["messages"]["inserted"] == 20
-        assert_seal_holds_the_ledger_digest(kept(src, target), target)
+        assert_sealed_by_the_last_run(kept(src, target), target)
     finally:
         writer.close()
 
@@ -409,7 +391,7 @@ def test_a_source_with_deep_b_trees_grows_and_the_kept_layout_follows_it(tmp_pat
         assert remnic_content(target) == remnic_content(twin)
         cache = kept(src, target)
         assert_kept_layout_is_the_copys(cache)
-        assert_seal_holds_the_ledger_digest(cache, target)
+        assert_sealed_by_the_last_run(cache, target)
         with pages.PageFile(cache.db) as pf:
             assert len(cache._sealed_memo()) > 20 and pf.pages > 1000   # deep enough to be worth it
 

@@ -14,7 +14,7 @@ from undolib import runs, undo
 
 
 def ledger(target: Path) -> list[tuple]:
-    return fetch(target, "SELECT run_id, command, status, source_path, source_size, source_sha256 FROM lcm_etl_runs "
+    return fetch(target, "SELECT run_id, command, status, source_path, source_size FROM lcm_etl_runs "
                          "ORDER BY rowid")
 
 

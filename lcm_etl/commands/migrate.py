@@ -113,8 +113,6 @@ class _Run:
         if self.cache is not None:
             self.snap, self.changes = self.cache.snapshot(self.bars.count)
             self._warn(self.cache.warning)
-            if self.changes is not None:   # its digest hashes only the pages written: beside planning, from now
-                self.snap.hash_in_background()
         else:
             self.snap = take_snapshot(opts.src, "source", None, progress=self.bars.count)
         self.bars.count(size, size)   # read, whole or page by page
@@ -133,7 +131,7 @@ class _Run:
             self.strategy = choose(opts.target, self.existed, (WRITE_MESSAGES, WRITE_REST), opts.lock_timeout,
                                    SourceParts(snap.folder, {"src": snap.path}, normalized_views(schema, "sqlite"),
                                                schema.integer_ids, planned=bool(opts.session_filter),
-                                               spare_work=snap.hash_in_background, release=snap.discard_in_background))
+                                               release=snap.discard_in_background))
         self.schema = schema
         self.view = tgt.target_view(opts.target, self.existed, private=opts.dry_run)
         target_db = self.view.path if self.view else opts.target if self.existed else None
@@ -168,8 +166,6 @@ class _Run:
             self._report_sync(con, scope, target_db)
             if opts.dry_run:
                 return None
-            if not (self.strategy and self.strategy.takes_spare_work):   # else a builder thread hashes when free
-                snap.hash_in_background()   # for the ledger; once DuckDB is done, so it does not slow planning
             return _Planned(stage_path, planned.batches, rows)
         except duckdb.Error as exc:
             _background_failure(self.strategy, opts, snap.path)   # a full disk shows first where the builder writes
@@ -191,12 +187,11 @@ class _Run:
         """Into the target by the strategy chosen before planning; the ledger row in the last transaction."""
         opts, report, snap = self.opts, self.report, self.snap
         assert snap is not None and self.strategy is not None   # only a dry run has none, and it has returned
-        # the source's sha256 is read when the ledger row is written: hashing runs meanwhile
         sync = self.sync
         assert sync.identity is not None
         key = sync.identity.key
         record = ledger.RunRecord.new("migrate", self.started, _options(opts), source_path=key,
-                                      source_size=snap.size, source_sha256=lambda: snap.sha256)
+                                      source_size=snap.size)
         job = WriteJob(target=opts.target, stage=planned.stage, final_stage=PROVENANCE, batches=planned.batches,
                        # 95 stores the marks under the run id
                        params={"fired_at": self.started, "source_path": key, "run_id": record.run_id},
@@ -227,7 +222,7 @@ class _Run:
         if self.cache is not None:   # sealed last, with the target as the run leaves it (a new target's building
             # name, removed above, changed its ctime); else discarded; the cache kept within its bound
             warned = self.cache.warning
-            if self.cache.finish(self.committed, lambda: self.snap.sha256 if self.snap else None) != warned:
+            if self.cache.finish(self.committed) != warned:
                 self._warn(self.cache.warning)
 
     def _warn(self, line: str | None) -> None:

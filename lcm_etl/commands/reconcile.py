@@ -98,8 +98,7 @@ def _reconcile(opts: ReconcileOptions, read: Reading, source: Snapshot | None, h
         record = ledger.RunRecord.new(
             "reconcile", started, {"sessions": _paths(read), "session_filter": opts.session_filter,
                                    "key_by": opts.key_by},
-            source_path=held_by or None, source_size=source.size if source else None,
-            source_sha256=source.sha256 if source else None)
+            source_path=held_by or None, source_size=source.size if source else None)
         job = WriteJob(target=opts.target, stage=run.path, final_stage=pipeline.RECONCILE_RECORD, batches=batches,
                        params={"fired_at": started, "run_id": record.run_id, "key_by": opts.key_by,
                                "held_by": held_by}, record=record,

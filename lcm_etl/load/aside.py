@@ -93,7 +93,6 @@ class Fill(Protocol):
     PHASE: tuple[str, tuple[str, ...]]   # the writer's progress bar (lcm_etl/progress.py)
     attached: tuple[str, ...]            # databases `into` attaches (detached before the check)
     work_tables: bool                    # the writer's _new and _map tables (write.prepare)
-    takes_spare_work: bool               # see loader.Strategy
 
     def before(self, job: WriteJob, bars: Progress) -> dict[str, int]: ...
 
@@ -111,7 +110,7 @@ class BuiltAside:
     def __init__(self, file: BuildingFile, fill: Fill, release: Callable[[], None] | None = None):
         self.file, self.fill = file, fill
         self.release = release   # called once the attachments are no longer read
-        self.PHASE, self.takes_spare_work = fill.PHASE, fill.takes_spare_work
+        self.PHASE = fill.PHASE
 
     def failed(self) -> BaseException | None:
         return self.fill.failed()
@@ -158,7 +157,6 @@ class InOneTransaction:
     PHASE: tuple[str, tuple[str, ...]] = ("building", ("indexing the plan", "messages", "flattening parts", "parts",
                                                        "checking and linking"))
     work_tables = True
-    takes_spare_work = False
 
     def __init__(self, stages: tuple[Stage, ...], flatten: bool, flattener: Flattener | None = None):
         self.stages, self.flatten, self.flattener = stages, flatten, flattener

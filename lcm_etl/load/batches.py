@@ -22,7 +22,6 @@ from lcm_etl.load.write import WriteJob, add_counts, finish, in_transaction, pla
 class InBatches:
     """The strategy for a target that exists (lcm_etl/load/loader.py chooses it)."""
     existed = True
-    takes_spare_work = False
     # the progress bar's phase before the batches, which then have a bar of their own
     PHASE: tuple[str, tuple[str, ...]] = ("preparing", ("indexing the plan", "reading the target", "flattening parts"))
 

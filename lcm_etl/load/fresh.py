@@ -16,7 +16,6 @@ import sqlite3
 import threading
 from contextlib import closing
 from pathlib import Path
-from typing import Callable
 
 from lcm_etl.interrupts import Worker
 from lcm_etl.store import target as tgt
@@ -53,13 +52,9 @@ class TargetBuilder:
     work_tables = False   # 69_new_target_turns.sql makes _new and _map views
 
     def __init__(self, file: BuildingFile, attach: dict[str, Path], views: dict[str, str], planned: bool,
-                 lock_timeout: float, spare_work: Callable[[], object] | None = None):
+                 lock_timeout: float):
         self.file = file
         self.attach_map, self.views, self.planned, self.lock_timeout = attach, views, planned, lock_timeout
-        # work for whichever of the two threads is free first (the source's hash): the builder once the file
-        # is built, or the writer when it would wait for the builder
-        self.spare_work = spare_work
-        self.takes_spare_work = spare_work is not None
         self.counts: dict[str, int] = {}
         self.error: BaseException | None = None
         self.con: sqlite3.Connection | None = None
@@ -99,8 +94,6 @@ class TargetBuilder:
                     add_counts(self.counts, run_stage(BUILD, con, after_each=self._check_cancelled))
                     con.execute("PRAGMA cache_size=-16384")   # the index sorts stay in memory
                 con.execute("COMMIT")
-            if self.spare_work and not self._cancelled:
-                self.spare_work()
         except BaseException as exc:  # re-raised in the writer's thread by join()
             self.error = exc
         finally:
@@ -152,8 +145,6 @@ class TargetBuilder:
             add_counts(counts, run_stages(con, job, (FRESH_SUMMARIES,)))
             con.execute("COMMIT")
         bars.step("parts and FTS rows")   # what is left of the builder's work, if anything
-        if self.spare_work:   # the builder may still be busy: this core is free meanwhile
-            self.spare_work()
         built = dict(self.join())
         if built.pop("messages_indexed", 0) != counts.get("messages_inserted", 0):
             raise RunFailed("internal error: the new target's FTS rows and its messages differ in number; "

@@ -28,7 +28,6 @@ from lcm_etl.load.write import WriteJob, index_stage, write_failure
 class Strategy(Protocol):
     existed: bool                        # the target existed when the run chose (for the error line)
     PHASE: tuple[str, tuple[str, ...]]   # the writer's progress bar (lcm_etl/progress.py)
-    takes_spare_work: bool               # a thread of its own runs SourceParts.spare_work once it is free
 
     def load(self, job: WriteJob, finished_at: Callable[[], str], bars: Progress) -> dict[str, int]: ...
 
@@ -49,7 +48,6 @@ class SourceParts:
     views: dict[str, str]          # its normalised views, SQLite's dialect (source_schema.normalized_views)
     integer_ids: bool              # a new target keeps the source's message ids (lcm_etl/load/fresh.py)
     planned: bool                  # a session filter: only the planned messages', once the stage exists
-    spare_work: Callable[[], object] | None = None   # for a builder thread that is done first (the hash)
     release: Callable[[], None] | None = None        # lets the snapshot go once a new target no longer reads it
 
 
@@ -64,8 +62,7 @@ def choose(target: Path, existed: bool, stages: tuple[Stage, ...], lock_timeout:
     if parts.integer_ids:
         # the new target keeps the integer source ids as its message ids: a second thread builds it from
         # the source while DuckDB plans (at once, or once the stage exists with a filter)
-        builder = TargetBuilder(file, parts.attach, parts.views, planned=parts.planned, lock_timeout=lock_timeout,
-                                spare_work=parts.spare_work)
+        builder = TargetBuilder(file, parts.attach, parts.views, planned=parts.planned, lock_timeout=lock_timeout)
         strategy = BuiltAside(file, builder, parts.release)
         try:   # a signal can land while the thread starts: the caller never gets the strategy to close
             builder.start()

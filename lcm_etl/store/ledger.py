@@ -20,7 +20,6 @@ import sqlite3
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import orjson
 
@@ -34,7 +33,7 @@ SCHEMA = """
 CREATE TABLE IF NOT EXISTS lcm_etl_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS lcm_etl_runs (run_id TEXT PRIMARY KEY, tool_version TEXT NOT NULL,
   command TEXT NOT NULL, started_at TEXT NOT NULL, finished_at TEXT, status TEXT NOT NULL,
-  source_path TEXT, source_size INTEGER, source_sha256 TEXT, options TEXT NOT NULL, counts TEXT NOT NULL,
+  source_path TEXT, source_size INTEGER, options TEXT NOT NULL, counts TEXT NOT NULL,
   provenance INTEGER NOT NULL DEFAULT 0, undone_by TEXT);
 CREATE TABLE IF NOT EXISTS lcm_etl_summaries (summary_id TEXT PRIMARY KEY, session_id TEXT NOT NULL,
   source_conversation_id, kind TEXT, depth INTEGER, earliest_at TEXT, latest_at TEXT, descendant_count INTEGER,
@@ -104,7 +103,6 @@ class RunRecord:
     options: dict
     source_path: str | None = None
     source_size: int | None = None
-    source_sha256: str | None | Callable[[], str | None] = None   # a callable: hashed while the run writes
     counts: dict = field(default_factory=dict)
     provenance: bool = True   # the run's rows are recorded (lcm_etl/store/provenance.py) and `undo` can remove them
 
@@ -115,10 +113,9 @@ class RunRecord:
         return cls(run_id=uuid.uuid4().hex, command=command, started_at=started_at, options=options, **source)
 
     def _row(self, status: str, finished_at: str | None) -> dict:
-        sha = self.source_sha256() if callable(self.source_sha256) else self.source_sha256
         return {"run_id": self.run_id, "tool_version": __version__, "command": self.command,
                 "started_at": self.started_at, "finished_at": finished_at, "status": status,
-                "source_path": self.source_path, "source_size": self.source_size, "source_sha256": sha,
+                "source_path": self.source_path, "source_size": self.source_size,
                 "options": orjson.dumps(self.options).decode(), "counts": orjson.dumps(self.counts).decode(),
                 "provenance": int(self.provenance)}
 

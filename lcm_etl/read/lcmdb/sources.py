@@ -12,12 +12,11 @@ What the copy holds (its schema generation, read as one fixed column set) is lcm
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
 import shutil
 import sqlite3
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -68,55 +67,23 @@ class Snapshot:
     path: Path
     folder: Path
     size: int
-    # how the copy's digest is made when not by hashing the whole file (lcm_etl/read/snapshot/snapcache.py: a kept copy
-    # brought up to date page by page hashes the pages it wrote)
-    digest_of: Callable[[], str | None] | None = None
-    _digest: threading.Thread | None = None
-    _sha256: list = field(default_factory=list)
     _discard: threading.Thread | None = None
-    _hash_lock: threading.Lock = field(default_factory=threading.Lock)
     hold: int | None = None   # the descriptor holding `folder` (lcm_etl/read/snapshot/runfolder.py), let go by close()
-
-    @property
-    def sha256(self) -> str | None:
-        """The snapshot's content digest (for the run ledger), computed in a background thread: hashlib
-        releases the GIL, so hashing a large source overlaps with other work."""
-        self.hash_in_background()
-        assert self._digest is not None
-        self._digest.join()
-        return self._sha256[0]
-
-    def hash_in_background(self) -> None:
-        """Start hashing, once: whichever thread first has a core to spare calls it."""
-        with self._hash_lock:
-            if self._digest is None:
-                digest_of = self.digest_of or (lambda: _file_sha256(self.path))
-                self._digest = Worker(target=lambda: self._sha256.append(digest_of()), name="lcm-etl-sha256")
-                self._digest.start()
 
     def discard_in_background(self) -> None:
         """Start deleting the folder (snapshot, plan, stage, scratch: gigabytes on a large source, seconds
         of unlinking) once nothing reads it any more, so it overlaps with the target's final fsync."""
-        if self._digest is not None:
-            self._digest.join()
         self._discard = Worker(target=shutil.rmtree, args=(self.folder,), kwargs={"ignore_errors": True},
                                name="lcm-etl-discard")
         self._discard.start()
 
     def close(self) -> None:
-        if self._digest is not None:
-            self._digest.join()
         if self._discard is not None:
             self._discard.join()
         shutil.rmtree(self.folder, ignore_errors=True)
         if self.hold is not None:
             os.close(self.hold)
             self.hold = None
-
-
-def _file_sha256(path: Path) -> str:
-    with open(path, "rb") as fh:
-        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 COPY_CHUNK = 8 << 20   # what copy_file moves between two reports of its progress

@@ -210,7 +210,7 @@ class OpenStore:
             self.con = None   # type: ignore[assignment]
         try:
             if self.cache is not None:
-                self.cache.finish(committed, lambda: None)
+                self.cache.finish(committed)
                 self.cache = None
         finally:
             if hasattr(self, "snapshot"):

@@ -19,7 +19,6 @@ that cannot be used is `dropped`, with the reason, and the source is copied whol
 """
 from __future__ import annotations
 
-import functools
 import hashlib
 import marshal
 import os
@@ -102,7 +101,7 @@ class SnapshotCache:
         self.memo_file.unlink(missing_ok=True)
         self.facts_file.unlink(missing_ok=True)
 
-    def finish(self, committed: str | None, digest: Callable[[], str | None]) -> str | None:
+    def finish(self, committed: str | None) -> str | None:
         """At the end of the run: when it committed, the cache brought within its bound and the copy sealed (the
         seal last: a fleet's worker is idle once it is written); else, or when the copy does not fit, the copy
         no seal vouches for removed. The pair let go. A warning line for the report, or None."""
@@ -111,7 +110,7 @@ class SnapshotCache:
         try:
             if committed and self._fits():
                 cache_bounds.mark_used(self.folder, self.source, self.target)
-                self.seal(committed, digest())
+                self.seal(committed)
         finally:   # failed, interrupted (sealing too), too large: no copy of the source's size left for nothing
             self._let_go_of_folder()
         return self.warning
@@ -158,14 +157,14 @@ class SnapshotCache:
             return None
         return kept if signature == file_signature(self.db)[0] else None
 
-    def seal(self, run_id: str, digest: str | None) -> None:
-        """The run that read the copy has committed: the copy is its snapshot, `digest` the one its ledger row holds.
+    def seal(self, run_id: str) -> None:
+        """The run that read the copy has committed: the copy is its snapshot.
         The run has landed whatever happens here: a seal that cannot be written only costs the next run a whole copy."""
         if self._memo is None:   # a whole copy: its interior pages, parsed once for every re-run after it
             self._memo = page_owners.interior_pages(self.db)
         signature = file_signature(self.db)[0]
         body = orjson.dumps({"run_id": run_id, "source": str(self.source), "target": str(self.target),
-                             "signature": signature, "sha256": digest, "state": self._state})
+                             "signature": signature, "state": self._state})
         kept: dict | None
         for file, kept in ((self.memo_file, self._memo), (self.facts_file, self.keep)):
             if kept:
@@ -204,10 +203,7 @@ class SnapshotCache:
                 _let_go(folder, hold)
                 raise
             if refreshed is not None:
-                changes, page_size, written = refreshed
-                digest_of = functools.partial(_pages_digest, seal.get("sha256"), self.db, page_size, written)
-                return Snapshot(self.source, self.db, folder, self.db.stat().st_size, digest_of=digest_of,
-                                hold=hold), changes
+                return Snapshot(self.source, self.db, folder, self.db.stat().st_size, hold=hold), refreshed
             _let_go(folder, hold)
         self.unseal()
         self._memo = None
@@ -229,16 +225,15 @@ class SnapshotCache:
         return take_snapshot(self.source, self.what, None, progress=progress)
 
     def _refresh(self, scratch: Path, memo: dict, spill: pages.SpilledPages,
-                 since: str, unchanged: bool) -> tuple[Changes, int, set[int]] | None:
+                 since: str, unchanged: bool) -> Changes | None:
         """Compare, then write the differing pages and fold the source's WAL into the copy: what changed since run
-        `since` sealed it, the page size and the pages written. None when the copy cannot be brought up to date
+        `since` sealed it. None when the copy cannot be brought up to date
         page by page (then the caller copies the source whole; `dropped` says why). `unchanged`: the source's files
         are in the state that run found them in before it read them (the no-op shortcut's proof), so no page can
         differ and none is compared (a 5,000,000-event store and its copy are 15 GB to read)."""
         if unchanged:
             self._memo = memo
-            with pages.PageFile(self.db) as copy:
-                return Changes(since, set(), 0), copy.page_size, {1}
+            return Changes(since, set(), 0)
         incoming = scratch / "incoming-wal"
         wal = Path(str(self.source) + "-wal")
         for _ in range(20):
@@ -282,41 +277,24 @@ class SnapshotCache:
         if incoming.exists():
             os.replace(incoming, str(self.db) + "-wal")
         fold_wal(self.db, self.source, self.what)
-        # page 1: the header SQLite rewrites when the folded copy leaves WAL mode
-        written = changed | {1}
         for n in changed:   # parsed again from the new copy where it still is an interior page
             memo.pop(n, None)
         try:
             new_owners, new_explained = (page_owners.owners(self.db, changed, memo=memo, against=old_owners,
                                                             tables=self.tables) if changed else ({}, set()))
         except (pages.NotComparable, sqlite3.Error) as exc:
-            return Changes(since, None, len(changed), f"cannot read the changed pages: {exc}"), page_size, written
+            return Changes(since, None, len(changed), f"cannot read the changed pages: {exc}")
         self._memo = memo
         unexplained = changed - old_explained - new_explained
         if unexplained:   # overflow pages of index entries (rare: an indexed value of over ~1000 bytes)
             unexplained -= page_owners.owners(self.db, changed, index_cells=True, memo=memo, tables=self.tables)[1]
         if unexplained:
             why = f"{len(unexplained)} changed pages are not rows lcm-etl can place"
-            return Changes(since, None, len(changed), why), page_size, written
+            return Changes(since, None, len(changed), why)
         owners = page_owners.of_changed_rows(old_owners, new_owners)
         if None in owners:
-            return Changes(since, None, len(changed), "rows of no conversation changed"), page_size, written
-        return Changes(since, {str(c) for c in owners}, len(changed)), page_size, written
-
-
-def _pages_digest(sealed: str | None, copy: Path, page_size: int, written: set[int]) -> str | None:
-    """The digest of a copy brought up to date page by page, for the run's ledger row: the SHA-256 of the sealing
-    run's digest, the copy's length and each page written, in page order (hashing the whole copy again took
-    seconds of a core on a large source, for the few pages a re-run writes). None when the seal has none."""
-    if sealed is None:
-        return None
-    digest = hashlib.sha256(sealed.encode())
-    with open(copy, "rb") as fh:
-        size = os.fstat(fh.fileno()).st_size
-        digest.update(size.to_bytes(8, "big"))
-        for n in sorted(p for p in written if (p - 1) * page_size < size):
-            digest.update(n.to_bytes(4, "big") + os.pread(fh.fileno(), page_size, (n - 1) * page_size))
-    return digest.hexdigest()
+            return Changes(since, None, len(changed), "rows of no conversation changed")
+        return Changes(since, {str(c) for c in owners}, len(changed))
 
 
 def used(source: Path, target: Path, dry_run: bool) -> None:
