@@ -10,7 +10,7 @@ import threading
 from pathlib import Path
 
 from lcm_etl.errors import BadInput
-from lcm_etl.options import size_bytes
+from lcm_etl.run_options import size_bytes
 
 # the kept snapshots' bound when LCM_ETL_CACHE_SIZE is not set: a snapshot is its source's size (4.5 GB for 2M
 # messages), so this keeps a few large installations' or many agents' snapshots, and no disk is filled by them

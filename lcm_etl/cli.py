@@ -201,7 +201,7 @@ def reconcile(sessions, exclude_deleted, src, dest, memory_dir, dry_run, session
               lock_timeout, batch_rows, memory_limit, strict, watch, interval, profile):
     """Bring in what OpenClaw's transcripts hold and neither lcm.db nor the target has (crash recovery)."""
     from lcm_etl.commands.reconcile import reconcile as run
-    from lcm_etl.options import ReconcileOptions
+    from lcm_etl.run_options import ReconcileOptions
     from lcm_etl.store.target import resolve_target
 
     watching = _watching(watch, interval, dry_run)

@@ -34,7 +34,7 @@ from lcm_etl.interrupts import Worker
 from lcm_etl.cachedir import cache_root, write_atomically
 from lcm_etl.errors import BadInput, LcmEtlError, RunFailed
 from lcm_etl.file_identity import file_signature
-from lcm_etl.options import DEFAULT_MEMORY_LIMIT
+from lcm_etl.run_options import DEFAULT_MEMORY_LIMIT
 
 if TYPE_CHECKING:
     import duckdb

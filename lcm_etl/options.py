@@ -4,47 +4,12 @@ line, the same for every command), never later by DuckDB or the writer as an int
 from __future__ import annotations
 
 import os
-import re
-from dataclasses import dataclass, field
-from pathlib import Path
 
 import click
 
-# DuckDB's memory units (1000^i and 1024^i), as its memory_limit parser accepts them
-_UNITS = {"b": 1, "byte": 1, "bytes": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9,
-          "t": 10**12, "tb": 10**12, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
-_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([a-z]+)\s*", re.IGNORECASE)
+from lcm_etl.run_options import DEFAULT_MEMORY_LIMIT, size_bytes
+
 MIN_MEMORY = 10**6   # below a megabyte DuckDB cannot even open its in-memory database
-# DuckDB's memory budget when none is given: the option's default, and duck.DEFAULT_MEMORY_LIMIT (here, not in
-# duck: duck imports this module through cachedir)
-DEFAULT_MEMORY_LIMIT = "96MB"
-
-
-
-@dataclass
-class ReconcileOptions:
-    """What `reconcile` is asked to do (audit --sessions plans with them too)."""
-    sessions: list[str]
-    target: Path
-    src: Path | None = None
-    dry_run: bool = False
-    session_filter: list[str] = field(default_factory=list)
-    key_by: str = "session-id"
-    strict: bool = False
-    exclude_deleted: bool = False
-    lock_timeout: float = 10.0
-    batch_rows: int = 50_000
-    progress: bool = False
-    memory_limit: str = DEFAULT_MEMORY_LIMIT
-
-
-def size_bytes(value: str, bare: bool = False) -> float | None:
-    """A size such as 96MB, 2GB or 512MiB in bytes (None: not one); `bare`: a number alone is bytes."""
-    if bare and value.strip().isdigit():
-        return float(value)
-    m = _SIZE.fullmatch(value)
-    unit = _UNITS.get(m.group(2).lower()) if m else None
-    return None if m is None or unit is None else float(m.group(1)) * unit
 
 
 class MemorySize(click.ParamType):

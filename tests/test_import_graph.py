@@ -138,6 +138,15 @@ def test_only_the_command_line_imports_click():
     assert sorted(set(users) - CLICK_LAYER) == []
 
 
+def test_importing_duck_and_the_commands_loads_no_click():
+    """click is the command line's: what runs beneath it (duck, the commands a fleet or a watch runs) has its options'
+    values from lcm_etl/run_options.py."""
+    code = ("import sys, lcm_etl.duck, lcm_etl.commands.migrate, lcm_etl.commands.reconcile, lcm_etl.commands.audit; "
+            "print('click' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+
+
 def test_importing_the_cli_and_migrate_leaves_duckdb_to_the_thread_that_warms_it():
     """migrate reads the source first; DuckDB (0.1 s of imports) is imported meanwhile by duck.Warmup."""
     code = ("import sys, lcm_etl.cli, lcm_etl.commands.migrate, lcm_etl.duck; "

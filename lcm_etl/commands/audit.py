@@ -20,7 +20,7 @@ from lcm_etl import duck
 from lcm_etl.sync import identity as source_identity
 from lcm_etl.read.snapshot import runfolder
 from lcm_etl.planning import plan
-from lcm_etl.options import ReconcileOptions
+from lcm_etl.run_options import ReconcileOptions
 from lcm_etl.planning.reconcile_plan import plan_transcripts, read_all
 from lcm_etl.report import RunReport, one_line_each, unknown_lines
 from lcm_etl.read.lcmdb.source_schema import detect_schema, normalized_views

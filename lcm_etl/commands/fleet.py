@@ -104,7 +104,7 @@ def run_pair(index: int, opts: MigrateOptions) -> PairResult:
     """migrate the pair's lcm.db, then reconcile its installation's transcripts into the same target (their rows
     already in lcm.db count as held)."""
     from lcm_etl.commands.reconcile import reconcile
-    from lcm_etl.options import ReconcileOptions
+    from lcm_etl.run_options import ReconcileOptions
 
     result = PairResult(index, str(opts.src), str(opts.target), False, 0)
     try:

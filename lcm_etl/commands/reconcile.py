@@ -22,7 +22,7 @@ from lcm_etl.sync.decision import of_transcripts
 from lcm_etl.read.snapshot import runfolder
 from lcm_etl.store import ledger
 from lcm_etl.planning import plan
-from lcm_etl.options import ReconcileOptions
+from lcm_etl.run_options import ReconcileOptions
 from lcm_etl.planning.reconcile_plan import plan_transcripts, read_all
 from lcm_etl.read import transcript_decision as decide
 from lcm_etl.read.run_file import loads

@@ -98,7 +98,7 @@ class TargetReader:
 
     def provenance(self) -> None:
         """The target's marks (04) and what its provenance says of the sources' conversations (06)."""
-        marks_db = self.target_db if self.holds_rows else empty_target(self.scratch)
+        marks_db = self.target_db if self.holds_rows and self.target_db else empty_target(self.scratch)
         with closing(sqlite_runtime.connect(marks_db)) as lite:
             run_stage(pipeline.TARGET_MARKS, lite)
             target_marks = lite.execute("SELECT * FROM temp.target_marks").fetchall()

@@ -11,13 +11,12 @@ from pathlib import Path
 
 from lcm_etl import sqlite_runtime
 from lcm_etl.errors import BadInput
-from lcm_etl.options import ReconcileOptions
+from lcm_etl.run_options import ReconcileOptions
 from lcm_etl.planning import plan
-from lcm_etl.read.transcript_decision import Records
 from lcm_etl.read.lcmdb.source_schema import detect_schema
 from lcm_etl.read.lcmdb import subset
 from lcm_etl.read.lcmdb.sources import Snapshot
-from lcm_etl.read.transcript_reading import Reading, ReadOptions, read_all as read_transcripts
+from lcm_etl.read.transcript_reading import Reading, read_all as read_all   # the commands read through the plan
 from lcm_etl.steps import pipeline
 from lcm_etl.steps.engine import run_stage
 from lcm_etl.store.target import REMNIC_TABLES
@@ -34,15 +33,6 @@ VIEWS = {"jsonl_messages": "message_id, file_order, path_index, session_id, entr
          "jsonl_parts": "message_id, ordinal", "jsonl_abandoned": "file_order, session_id, entry_id, role, inner_ts"}
 _HELD_LCM_EMPTY = ("SELECT NULL::VARCHAR AS session_id, NULL::VARCHAR AS conv_key, NULL::BIGINT AS seq, "
                    "NULL::VARCHAR AS entry_id, NULL::VARCHAR AS identity_hash WHERE false")
-
-
-def read_all(opts: ReconcileOptions, records: Records | None = None, held_by: str = "") -> Reading:
-    """Every transcript reconcile reads (lcm_etl/read/transcript_reading.py); `held_by`: the key of --src
-    (lcm_etl/sync/identity.py) the records must have been made under."""
-    return read_transcripts(ReadOptions(
-        sessions=opts.sessions, strict=opts.strict, exclude_deleted=opts.exclude_deleted, key_by=opts.key_by,
-        memory_limit=opts.memory_limit, dry_run=opts.dry_run, held_by=held_by,
-        session_filter=tuple(opts.session_filter), target=opts.target), records)
 
 
 def plan_transcripts(opts: ReconcileOptions, reading: Reading, target_db: Path | None, source: Snapshot | None,

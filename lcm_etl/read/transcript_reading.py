@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from lcm_etl import duck
+from lcm_etl.run_options import ReadOptions
 from lcm_etl.read.snapshot import runfolder
 from lcm_etl.errors import BadInput
 from lcm_etl.read import transcript_offsets as offsets
@@ -28,19 +28,6 @@ from lcm_etl.read.store_reads import (ArchiveOrigin, PendingOrigin, archive_list
                                       read_store_archive, read_window, where_kind)
 from lcm_etl.read.transcript.transcripts import Transcript, TranscriptError
 from lcm_etl.report import now_iso
-
-
-@dataclass(frozen=True)
-class ReadOptions:
-    sessions: list[str]
-    strict: bool = False
-    exclude_deleted: bool = False
-    key_by: str = "session-id"
-    memory_limit: str = duck.DEFAULT_MEMORY_LIMIT
-    dry_run: bool = False   # read-only: the store reader's DuckDB keeps no record (duck.connect); no content kept
-    held_by: str = ""       # the --src whose rows count as held (a record made with another is not used)
-    session_filter: tuple[str, ...] = ()   # the sessions the run may write (none: every one)
-    target: Path | None = None   # the target a run that writes commits to: each store's snapshot is kept for it
 
 
 @dataclass
@@ -109,10 +96,11 @@ class Reading:
             self.work = None
 
 
-def read_all(opts: ReadOptions, records: Records | None = None) -> Reading:
+def read_all(opts: ReadOptions, records: Records | None = None, held_by: str = "") -> Reading:
     """Every transcript: each session store's windows (whole, or past the seq its record proves: a re-run,
     docs/design.md), each live JSONL file (whole, or from its recorded offset), and the archives asked for; without
-    `records` (audit), each whole. Store windows come first, then live files, then archives: where two hold the same
+    `records` (audit), each whole. `held_by`: the key of --src (lcm_etl/sync/identity.py) the records must have been
+    made under (a record made with another is not used). Store windows come first, then live files, then archives: where two hold the same
     entry, the first is read."""
     given = [expand(p) for p in opts.sessions]
     for p in given:
@@ -126,10 +114,10 @@ def read_all(opts: ReadOptions, records: Records | None = None) -> Reading:
     known = records if records is not None else Records()
 
     def start(key: str) -> FileRecord | str:
-        return known.start(key, opts.key_by, opts.held_by)
+        return known.start(key, opts.key_by, held_by)
 
     def archived(key: str) -> FileRecord | str:   # an archive needs no tip: nothing continues it
-        return known.trusted(key, opts.key_by, opts.held_by)
+        return known.trusted(key, opts.key_by, held_by)
 
     work = runfolder.Held()
     reading = Reading(RunFile(Path(work.name) / "stage.sqlite", not opts.dry_run, frozenset(opts.session_filter)),

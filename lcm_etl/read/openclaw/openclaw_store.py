@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Callable, Iterator
 from lcm_etl import sqlite_runtime
 from lcm_etl.errors import BadInput
 from lcm_etl.file_identity import real_path
-from lcm_etl.options import DEFAULT_MEMORY_LIMIT
+from lcm_etl.run_options import DEFAULT_MEMORY_LIMIT
 from lcm_etl.read.lcmdb.sources import Snapshot, take_snapshot
 from lcm_etl.read.snapshot.page_owners import Owned
 from lcm_etl.read.snapshot.snapcache import Changes, SnapshotCache
