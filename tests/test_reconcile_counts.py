@@ -18,6 +18,8 @@ def test_a_re_run_read_whole_counts_the_parts_of_the_messages_already_held(tmp_p
     # another --src: the transcript is read whole again, and everything in it is held
     proc = run_cli("reconcile", "--sessions", sessions, "--dest", target, "--src", tmp_path / "state" / "lcm.db")
     assert proc.returncode == 0, proc.stderr
+    assert re.search(r"^  sync:\s+offsets: 0 of 1 transcripts read from where the last run stopped; 1 read whole: 1 "
+                     "recorded under another --key-by or --src$", proc.stdout, re.M)
     assert re.search(rf"^  parts\s+inserted\s+0\s+already present\s+{first['parts']['inserted']}\s", proc.stdout, re.M)
     again = reconcile("--sessions", sessions, "--dest", target)   # and back: whole again
     assert again["extra"]["files"][0]["read"] == "whole"

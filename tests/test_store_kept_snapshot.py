@@ -44,10 +44,18 @@ def setup(tmp_path: Path) -> tuple[Path, Path, dict, dict]:
     return store, target, env, first
 
 
-def test_a_second_sync_of_an_unchanged_store_reads_no_window_and_counts_none(tmp_path):
+def test_a_second_sync_of_an_unchanged_store_reads_no_window_and_counts_none(tmp_path, monkeypatch):
+    from lcm_etl.commands import reconcile as command
+    from lcm_etl.read.openclaw.openclaw_store import OpenStore
+
     store, target, env, first = setup(tmp_path)
     before = folder_state(store.parent)
-    again = reconcile(env, "--sessions", store, "--dest", target)
+    monkeypatch.setenv("LCM_ETL_CACHE_DIR", env["LCM_ETL_CACHE_DIR"])
+    counted: list = []   # the windows whose rows were counted, each time some were (None: every window)
+    counts = OpenStore._counts
+    monkeypatch.setattr(OpenStore, "_counts", lambda self, which: counted.append(which) or counts(self, which))
+    again = command.reconcile(command.ReconcileOptions(sessions=[str(store)], target=target)).as_dict()
+    assert counted == [set()]
     assert re.fullmatch(rf"\d+ pages changed since run {first['run_id']}: 0 windows' rows changed", kept_note(again))
     assert {(f["read"], f["lines_read"], f["imported"]) for f in windows(again).values()} == {("appended", 0, 0)}
     assert len(windows(again)) == 9 and again["messages"]["inserted"] == 0

@@ -11,6 +11,7 @@ import tracemalloc
 from pathlib import Path
 
 from conftest import ROOT
+from test_huge_values import measured
 
 GENERATE = ROOT / "fixtures" / "generate_store.py"
 
@@ -27,10 +28,12 @@ def _append(path: Path, percent: int) -> None:
                    check=True, stdout=subprocess.DEVNULL)
 
 
-def _held_after_reading(store: Path, target: Path | None = None) -> tuple[int, list]:
-    """Python memory still allocated when every window has been read (tracemalloc), and the run file's rows of the
-    transcripts (read, read_count, messages with content)."""
+def _held_after_reading(store: Path, target: Path | None = None) -> tuple[int, list, int]:
+    """Python memory still allocated when every window has been read (tracemalloc), the run file's rows of the
+    transcripts (read, read_count, messages with content), and how many parsed transcripts and messages are still
+    alive then (the reading still open)."""
     from lcm_etl.read import transcript_decision as decide
+    from lcm_etl.read.transcript.transcripts import Transcript, TranscriptMessage
     from lcm_etl.read.transcript_reading import ReadOptions, read_all
 
     records = decide.recorded(target, hint=True) if target is not None else None
@@ -43,11 +46,12 @@ def _held_after_reading(store: Path, target: Path | None = None) -> tuple[int, l
         held = tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()
+    alive = sum(isinstance(o, (Transcript, TranscriptMessage)) for o in gc.get_objects())
     try:
         return held, reading.run.query(
             "SELECT t.read, t.read_count, (SELECT count(*) FROM jsonl_content c WHERE c.message_id BETWEEN "
             "t.file_order << 32 AND (t.file_order << 32) + 4294967295) FROM transcripts t ORDER BY t.file_order"
-        ).fetchall()
+        ).fetchall(), alive
     finally:
         reading.close()
 
@@ -60,9 +64,9 @@ def test_what_reading_holds_does_not_grow_with_the_windows_read(tmp_path):
     small = _store(tmp_path / "small" / "agent" / "openclaw-agent.sqlite", 400)
     large = _store(tmp_path / "large" / "agent" / "openclaw-agent.sqlite", 4000)
     _held_after_reading(small)   # what the first read allocates once (imports, caches) is not the windows'
-    held_small, small_read = _held_after_reading(small)
-    held_large, large_read = _held_after_reading(large)
-    assert len(small_read) == 4 and len(large_read) == 40
+    held_small, small_read, _ = _held_after_reading(small)
+    held_large, large_read, alive = _held_after_reading(large)
+    assert len(small_read) == 4 and len(large_read) == 40 and alive == 0
     assert all(count and written == count for _, count, written in small_read + large_read)
     per_window = (held_large - held_small) / 36   # the parse's bounded caches, still filling (about 1,200 bytes)
     assert per_window < 2_000, f"{per_window:.0f} bytes held per window read"
@@ -76,28 +80,26 @@ def test_a_window_once_read_holds_nothing_in_python(tmp_path):
     small = _store(tmp_path / "small" / "agent" / "openclaw-agent.sqlite", 3000, per_window=10)
     large = _store(tmp_path / "large" / "agent" / "openclaw-agent.sqlite", 30000, per_window=10)
     _held_after_reading(small)   # what the first read allocates once (imports, caches) is not the windows'
-    held_small, small_read = _held_after_reading(small)
-    held_large, large_read = _held_after_reading(large)
-    assert (len(small_read), len(large_read)) == (300, 3000)
+    held_small, small_read, _ = _held_after_reading(small)
+    held_large, large_read, alive = _held_after_reading(large)
+    assert (len(small_read), len(large_read), alive) == (300, 3000, 0)
     per_window = (held_large - held_small) / 2700
     assert per_window < 50, f"{per_window:.0f} bytes held per window read"
 
 
 def _peak_rss_mb(*args) -> float:
-    """The peak memory of `lcm-etl reconcile` in a process of its own (wait4's rusage)."""
-    import os
-
-    proc = subprocess.Popen([sys.executable, "-m", "lcm_etl.cli", "reconcile", *map(str, args), "-q"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0, proc.stderr.read() if proc.stderr else ""
-    return usage.ru_maxrss / 1024
+    """The peak memory of `lcm-etl reconcile`, started by a fresh interpreter (test_huge_values.measured): wait4's
+    rusage of a child of pytest starts from pytest's own peak (a `python -c pass` of a 400 MB parent: 411 MB)."""
+    run = measured("reconcile", *args, "-q")
+    assert run["rc"] == 0, run["stderr"]
+    return run["peak_mb"]
 
 
-def test_the_process_peak_does_not_grow_with_the_windows(tmp_path):
+def test_the_process_peak_grows_by_less_than_30_mb_from_200_to_2000_windows(tmp_path):
     """The bound on the process: ten times the windows (200 → 2,000, ten events each), a first run and a re-run
-    after every window grew, peak within a few MB of each other (the store reader's DuckDB and the plan's budget
-    are the same at either size)."""
+    after every window grew. Measured in a process of its own (2026-11-28): first runs 115 → 133 MB, re-runs
+    118 → 140 MB. The peak is not flat: 142 MB at 6,000 windows, 200 MB at 20,000 (first runs); this bounds its
+    growth at this size. (wait4's figures, used before, started from pytest's own peak: the test could not fail.)"""
     peaks = {}
     for n in (2000, 20000):
         store = _store(tmp_path / str(n) / "agent" / "openclaw-agent.sqlite", n, per_window=10)
@@ -106,7 +108,7 @@ def test_the_process_peak_does_not_grow_with_the_windows(tmp_path):
         _append(store, 10)
         peaks[n] = (first, _peak_rss_mb("--sessions", store, "--dest", target))
     for small, large in zip(peaks[2000], peaks[20000]):
-        assert large - small < 20, peaks
+        assert large - small < 30, peaks
 
 
 def test_a_re_run_releases_each_windows_appended_messages_and_writes_what_one_run_writes(tmp_path):
@@ -120,8 +122,8 @@ def test_a_re_run_releases_each_windows_appended_messages_and_writes_what_one_ru
     target = tmp_path / "t.sqlite"
     command.reconcile(command.ReconcileOptions(sessions=[str(store)], target=target))
     _append(store, 10)
-    _, transcripts = _held_after_reading(store, target)
-    assert len(transcripts) == 40
+    _, transcripts, alive = _held_after_reading(store, target)
+    assert (len(transcripts), alive) == (40, 0)   # every appended message is in the run file, none parsed in Python
     assert all(how == "appended" and count and written == count for how, count, written in transcripts)
     report = command.reconcile(command.ReconcileOptions(sessions=[str(store)], target=target))
     assert report.extra["files_read_from_offset"] == 40 and report.messages.inserted > 0

@@ -325,18 +325,22 @@ class OpenStore:
         run kept. Otherwise every window's rows are counted, in proportion to the store."""
         sealed, c = getattr(self.cache, "sealed", None), self.changes
         if c is None or c.conversations is None or not isinstance(sealed, dict):
-            live = {sid: (int(m), int(n)) for sid, m, n in self.con.execute(
-                "SELECT session_id, max(seq), count(*) FROM st.transcript_events GROUP BY 1").fetchall()}
+            live = self._counts(None)
         else:
             live = {sid: counts for sid, counts in sealed.items() if sid not in c.conversations}
-            for sid in c.conversations:
-                m, n = self._lite().execute("SELECT max(seq), count(*) FROM transcript_events WHERE session_id = ?",
-                                            (sid,)).fetchone()
-                if n:
-                    live[sid] = (int(m), int(n))
+            live.update(self._counts(c.conversations))
         if self.cache is not None:
             self.cache.keep = live   # sealed with the copy, for the next run
         return live
+
+    def _counts(self, windows: set[str] | None) -> dict[str, tuple[int, int]]:
+        """The last seq and rows of each of `windows` (None: of every window) with rows in transcript_events."""
+        if windows is None:
+            rows = self.con.execute("SELECT session_id, max(seq), count(*) FROM st.transcript_events GROUP BY 1")
+            return {sid: (int(m), int(n)) for sid, m, n in rows.fetchall()}
+        counted = {sid: self._lite().execute("SELECT max(seq), count(*) FROM transcript_events WHERE session_id = ?",
+                                             (sid,)).fetchone() for sid in windows}
+        return {sid: (int(m), int(n)) for sid, (m, n) in counted.items() if n}
 
     def _lite(self) -> sqlite3.Connection:
         """SQLite's read of the snapshot (rows are read by transcript_events' key: events())."""
