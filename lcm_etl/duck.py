@@ -71,9 +71,6 @@ def connect(workdir: Path | None = None, memory_limit: str = DEFAULT_MEMORY_LIMI
     config: dict[str, str | bool | int | float | list[str]] = {
         "autoinstall_known_extensions": False,
         "autoload_known_extensions": False,
-        # the spool's Parquet files are local and read once: their blocks kept cached grew with the rows spooled
-        # (a re-run of a 5,000,000-event store after 1 % appended: 8 MB held through the plan)
-        "enable_external_file_cache": False,
         "memory_limit": memory_limit,
         "preserve_insertion_order": False,
         # one thread: two double some operators' working memory, and planning is a small part of a run

@@ -1,8 +1,9 @@
 """A file's identity: the one spelling of its path that anything is keyed on, and what a write, a checkpoint, a WAL
 reset or a restore changes (as the caches compare it).
 
-A module of its own, below read/ and duck: the snapshot's seal (read/sources.py), the kept copy's cache and the
-extension check's record (duck.py) all compare it, and duck is imported by read/ (tests/test_import_graph.py)."""
+A module of its own, below read/ and duck: the kept snapshot's seal (read/snapshot/snapcache.py), the source's
+copy (read/lcmdb/sources.py) and the extension check's record (duck.py) all compare it, and duck is imported by
+read/ (tests/test_import_graph.py)."""
 from __future__ import annotations
 
 import os

@@ -16,7 +16,7 @@ def _name(path: Path) -> str:
 
 def _imports() -> dict[str, set[str]]:
     """Module (dotted) -> the package's modules it imports (at any level of the file: a function's import is
-    one too). The package imports absolutely: `from lcm_etl.read import sources` names lcm_etl.read.lcmdb.sources."""
+    one too). The package imports absolutely: `from lcm_etl.read.lcmdb import sources` names lcm_etl.read.lcmdb.sources."""
     files = {_name(p): p for p in PACKAGE.rglob("*.py")}
     graph: dict[str, set[str]] = {}
     for module, path in files.items():

@@ -220,7 +220,7 @@ def apply_schema(con: sqlite3.Connection) -> None:
                 con.execute(ddl)
         con.execute("INSERT INTO lcm_meta (key, value) VALUES ('schema_version', '2') "
                     "ON CONFLICT(key) DO UPDATE SET value = excluded.value")
-    ledger.ensure(con)   # lcm-etl's own tables, created or upgraded
+    ledger.ensure(con)   # lcm-etl's own tables, created when the target has none
 
 
 def begin_immediate(con: sqlite3.Connection, path: Path, lock_timeout: float) -> None:

@@ -100,8 +100,7 @@ class StoreArchive:
 class StoreWindows:
     """A store's windows, kept as rows of the store connection's table `store_windows` (numbered `ord` in order);
     each StoreWindow made as it is iterated, 1,024 rows a query (nothing indexes them; a query between two pages
-    cannot cut one short). The columns most windows share a value of (reason, scope, chat type, channel,
-    projection, watermark) are one string each."""
+    cannot cut one short)."""
 
     BATCH = 1024
 
@@ -114,12 +113,12 @@ class StoreWindows:
     def __iter__(self) -> Iterator[StoreWindow]:
         if self._con is None or self._make is None:
             return
-        one, at = functools.partial(_shared, {}), 0
+        at = 0
         while rows := self._con.execute("SELECT * EXCLUDE (ord) FROM store_windows WHERE ord > ? ORDER BY ord LIMIT ?",
                                         [at, self.BATCH]).fetchall():
             at += len(rows)
             for row in rows:
-                yield self._make(one, row)
+                yield self._make(row)
 
 
 @dataclass
@@ -133,11 +132,6 @@ class StoreContents:
     cold: dict[str, ColdArchive] = field(default_factory=dict)   # window id -> its archive, for the cold windows
     pending: list[PendingInput] = field(default_factory=list)
     findings: list[dict] = field(default_factory=list)           # history that is there but cannot be read
-
-
-def _shared(seen: dict, value):
-    """`value`, or the equal one seen before."""
-    return seen.setdefault(value, value)
 
 
 _JOURNAL_MAGIC = bytes.fromhex("d9d505f920a163d7")   # a rollback journal's header while its transaction is live
@@ -349,18 +343,18 @@ class OpenStore:
             self._rows.text_factory = bytes   # lines go to the parser as bytes, as a file's do
         return self._rows
 
-    def _window(self, agent: str | None, one, r: tuple) -> StoreWindow:
+    def _window(self, agent: str | None, r: tuple) -> StoreWindow:
         sid, max_seq, events, cold = r[0], r[1], r[2], r[3]
         w = dict(zip(_WINDOW_COLUMNS, r[4:4 + len(_WINDOW_COLUMNS)]))
         n = dict(zip(_NODE_COLUMNS, r[4 + len(_WINDOW_COLUMNS):4 + len(_WINDOW_COLUMNS) + len(_NODE_COLUMNS)]))
         watermark, projection = r[-2], r[-1]
         return StoreWindow(
             store=self.path, agent_id=agent, session_id=sid, session_key=w["session_key"],
-            previous_session_id=w["previous_session_id"], reason=one(w["reason"]),
-            session_scope=one(w["session_scope"]), chat_type=one(w["chat_type"]), channel=one(w["channel"]),
+            previous_session_id=w["previous_session_id"], reason=w["reason"],
+            session_scope=w["session_scope"], chat_type=w["chat_type"], channel=w["channel"],
             title=n["display_name"] or n["label"] or w["display_name"],
-            current=n["current_session_id"] == sid, created_at=w["created_at"], watermark=one(watermark),
-            max_seq=int(max_seq), events=int(events), projection=one("cold" if cold else projection), cold=one(cold),
+            current=n["current_session_id"] == sid, created_at=w["created_at"], watermark=watermark,
+            max_seq=int(max_seq), events=int(events), projection="cold" if cold else projection, cold=cold,
             record_key=f"{self.key}#{sid}")
 
     def where(self, w: StoreWindow) -> Path:

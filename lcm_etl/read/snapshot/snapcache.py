@@ -300,7 +300,7 @@ class SnapshotCache:
 def used(source: Path, target: Path, dry_run: bool) -> None:
     """A migrate of the pair found nothing changed: its kept snapshot is still wanted (eviction's order)."""
     cache = None if dry_run else SnapshotCache.for_pair(source, target)
-    if cache is not None and cache._seal()[0] is not None:
+    if cache is not None and cache.sealed_run() is not None:
         cache_bounds.mark_used(cache.folder, source, target)
 
 
