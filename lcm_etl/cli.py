@@ -19,7 +19,7 @@ from lcm_etl.options import (TEXT_PATH, inspected_option, key_by_option, lock_ti
                              output_options, profile_option, run_options, session_filter_option, source_option,
                              target_options, transcripts_options, watch_options, write_options)
 from lcm_etl.steps.pipeline import COMMANDS
-from lcm_etl.report import emit, one_line
+from lcm_etl.report import Targeted, emit, one_line
 from lcm_etl.read.openclaw.openclaw_home import default_lcm_db, lcm_db_beside, profile_sessions, profile_state
 from lcm_etl.read.lcmdb.sources import expand
 from lcm_etl.sqlite_runtime import disable_memstatus
@@ -62,6 +62,11 @@ def handled(f):
         # first, so connections still open in them are closed (a WAL target's -wal and -shm go with them)
         sys.exit(code or 0)
     return wrapper
+
+
+def targeted(report, target) -> Targeted:
+    """The report, saying why its target is that file (report.Targeted)."""
+    return Targeted(report, str(target.path), target.rule, target.default)
 
 
 def progress_wanted(as_json: bool, quiet: bool) -> bool:
@@ -124,7 +129,8 @@ def migrate(src, dest, memory_dir, dry_run, session_filter, key_by, as_json, qui
                       functools.partial(MigrateOptions, dry_run=dry_run, session_filter=list(session_filter),
                                         key_by=key_by, lock_timeout=lock_timeout, batch_rows=batch_rows,
                                         memory_limit=memory_limit, full=full))
-    opts = MigrateOptions(src=resolve_src(src, profile), target=resolve_target(dest, memory_dir), dry_run=dry_run,
+    target = resolve_target(dest, memory_dir)
+    opts = MigrateOptions(src=resolve_src(src, profile), target=target.path, dry_run=dry_run,
                           session_filter=list(session_filter), key_by=key_by, lock_timeout=lock_timeout,
                           batch_rows=batch_rows, progress=progress_wanted(as_json, quiet) and not watching,
                           memory_limit=memory_limit, full=full)
@@ -132,7 +138,7 @@ def migrate(src, dest, memory_dir, dry_run, session_filter, key_by, as_json, qui
         from lcm_etl.commands.watch import path_signature
 
         return _watch(lambda: run(opts), functools.partial(path_signature, opts.src), interval, as_json, quiet)
-    emit(run(opts), as_json, quiet)
+    emit(targeted(run(opts), target), as_json, quiet)
     return 0
 
 
@@ -205,7 +211,8 @@ def reconcile(sessions, exclude_deleted, src, dest, memory_dir, dry_run, session
     from lcm_etl.store.target import resolve_target
 
     watching = _watching(watch, interval, dry_run)
-    opts = ReconcileOptions(sessions=profile_sessions(profile, list(sessions)), target=resolve_target(dest, memory_dir),
+    target = resolve_target(dest, memory_dir)
+    opts = ReconcileOptions(sessions=profile_sessions(profile, list(sessions)), target=target.path,
                             src=expand(src) if src else None, dry_run=dry_run, session_filter=list(session_filter),
                             key_by=key_by, strict=strict, exclude_deleted=exclude_deleted,
                             lock_timeout=lock_timeout, batch_rows=batch_rows,
@@ -214,7 +221,7 @@ def reconcile(sessions, exclude_deleted, src, dest, memory_dir, dry_run, session
         from lcm_etl.commands.watch import reconcile_inputs
 
         return _watch(lambda: run(opts), reconcile_inputs(opts.sessions, opts.src), interval, as_json, quiet)
-    emit(run(opts), as_json, quiet)
+    emit(targeted(run(opts), target), as_json, quiet)
     return 0
 
 
@@ -249,13 +256,14 @@ def audit(sessions, exclude_deleted, src, dest, memory_dir, session_filter, key_
     defaults = not src and not sessions and (state_folder() / "agents").is_dir()
     source = resolve_src(src) if (src or not (sessions or defaults)) else None
     beside = None if src else lcm_db_beside([expand(p) for p in sessions])
-    audited = run(AuditOptions(target=resolve_target(dest, memory_dir), src=source, sessions=sessions,
+    target = resolve_target(dest, memory_dir)
+    audited = run(AuditOptions(target=target.path, src=source, sessions=sessions,
                                session_filter=list(session_filter), key_by=key_by,
                                memory_limit=memory_limit, default_src=beside,
                                default_transcripts=defaults, exclude_deleted=exclude_deleted))
     if junit:
         write_junit(expand(junit), junit_xml(audited.report, audited.findings, audited.sessions))
-    emit(audited, as_json, quiet)
+    emit(targeted(audited, target), as_json, quiet)
     return EXIT_PENDING if audited.findings else 0
 
 
@@ -300,7 +308,8 @@ def runs(dest, memory_dir, as_json, quiet, debug):
     from lcm_etl.commands.runs import list_runs
     from lcm_etl.store.target import resolve_target
 
-    emit(list_runs(resolve_target(dest, memory_dir)), as_json, quiet)
+    target = resolve_target(dest, memory_dir)
+    emit(targeted(list_runs(target.path), target), as_json, quiet)
     return 0
 
 
@@ -319,8 +328,9 @@ def undo(run_id, dest, memory_dir, dry_run, force, lock_timeout, as_json, quiet,
     from lcm_etl.store.target import resolve_target
     from lcm_etl.commands.undo import UndoOptions, undo as run
 
-    emit(run(UndoOptions(target=resolve_target(dest, memory_dir), run_id=run_id, force=force, dry_run=dry_run,
-                         lock_timeout=lock_timeout), now_iso), as_json, quiet)
+    target = resolve_target(dest, memory_dir)
+    emit(targeted(run(UndoOptions(target=target.path, run_id=run_id, force=force, dry_run=dry_run,
+                                  lock_timeout=lock_timeout), now_iso), target), as_json, quiet)
     return 0
 
 
