@@ -90,7 +90,8 @@ EPILOG = "\b\nExit codes:\n" + "\n".join(f"  {code:>3}  {meaning}" for code, mea
 @click.version_option(__version__, prog_name="lcm-etl")
 @click.pass_context
 def cli(ctx):
-    """Migrate OpenClaw conversation memory (lossless-claw lcm.db, JSONL transcripts) into Remnic's LCM store."""
+    """Migrate OpenClaw conversation memory (lossless-claw lcm.db, session stores and JSONL transcripts) into
+    Remnic's LCM store."""
     if ctx.invoked_subcommand is None:   # click's own error here is the whole help text after "error:"
         raise click.UsageError(f"no command given: one of {', '.join(sorted(ctx.command.commands))}", ctx)
 
