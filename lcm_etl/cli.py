@@ -64,8 +64,16 @@ def handled(f):
     return wrapper
 
 
-def targeted(report, target) -> Targeted:
-    """The report, saying why its target is that file (report.Targeted)."""
+def targeted(report, target, wrote: bool = False) -> Targeted:
+    """The report, saying why its target is that file (report.Targeted); for a command that wrote the target,
+    with the warning of a SQLite that can corrupt a WAL target Remnic holds open (sqlite_runtime)."""
+    from lcm_etl.sqlite_runtime import wal_reset_warning
+
+    warning = wal_reset_warning(target.path) if wrote else None
+    if warning is not None and hasattr(report, "warnings"):
+        report.warnings.append(warning)
+    elif warning is not None:   # undo's report has no warnings: said on stderr, once
+        click.echo(f"lcm-etl: warning: {warning}", err=True)
     return Targeted(report, str(target.path), target.rule, target.default)
 
 
@@ -86,8 +94,18 @@ def resolve_src(src: str | None, profile: str | None = None):
 EPILOG = "\b\nExit codes:\n" + "\n".join(f"  {code:>3}  {meaning}" for code, meaning in EXIT_CODES.items())
 
 
+def _version(ctx, param, value) -> None:
+    """--version: lcm-etl's and the SQLite every connection uses (lcm_etl/sqlite_runtime.py)."""
+    if value and not ctx.resilient_parsing:
+        from lcm_etl.sqlite_runtime import library
+
+        click.echo(f"lcm-etl, version {__version__}\n{library()}")
+        ctx.exit()
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=EPILOG, invoke_without_command=True)
-@click.version_option(__version__, prog_name="lcm-etl")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_version,
+              help="Show the version and the SQLite in use, and exit.")
 @click.pass_context
 def cli(ctx):
     """Migrate OpenClaw conversation memory (lossless-claw lcm.db, session stores and JSONL transcripts) into
@@ -139,7 +157,7 @@ def migrate(src, dest, memory_dir, dry_run, session_filter, key_by, as_json, qui
         from lcm_etl.commands.watch import path_signature
 
         return _watch(lambda: run(opts), functools.partial(path_signature, opts.src), interval, as_json, quiet)
-    emit(targeted(run(opts), target), as_json, quiet)
+    emit(targeted(run(opts), target, wrote=not dry_run), as_json, quiet)
     return 0
 
 
@@ -222,7 +240,7 @@ def reconcile(sessions, exclude_deleted, src, dest, memory_dir, dry_run, session
         from lcm_etl.commands.watch import reconcile_inputs
 
         return _watch(lambda: run(opts), reconcile_inputs(opts.sessions, opts.src), interval, as_json, quiet)
-    emit(targeted(run(opts), target), as_json, quiet)
+    emit(targeted(run(opts), target, wrote=not dry_run), as_json, quiet)
     return 0
 
 
@@ -331,7 +349,7 @@ def undo(run_id, dest, memory_dir, dry_run, force, lock_timeout, as_json, quiet,
 
     target = resolve_target(dest, memory_dir)
     emit(targeted(run(UndoOptions(target=target.path, run_id=run_id, force=force, dry_run=dry_run,
-                                  lock_timeout=lock_timeout), now_iso), target), as_json, quiet)
+                                  lock_timeout=lock_timeout), now_iso), target, wrote=not dry_run), as_json, quiet)
     return 0
 
 

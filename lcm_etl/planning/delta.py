@@ -12,7 +12,7 @@ out (add_unchanged).
 from __future__ import annotations
 
 import hashlib
-import sqlite3
+from lcm_etl.sqlite_runtime import sqlite3
 import zlib
 from contextlib import closing
 from dataclasses import dataclass

@@ -6,7 +6,7 @@ target already hold loaded beside them, and the steps r20/r60 run on them (the R
 from __future__ import annotations
 
 import functools
-import sqlite3
+from lcm_etl.sqlite_runtime import sqlite3
 from contextlib import closing
 from pathlib import Path
 

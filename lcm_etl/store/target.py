@@ -7,7 +7,7 @@ it is 2. lcm-etl adds its own `lcm_etl_*` tables (ledger and provenance); Remnic
 from __future__ import annotations
 
 import os
-import sqlite3
+from lcm_etl.sqlite_runtime import sqlite3
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path

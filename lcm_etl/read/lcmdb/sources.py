@@ -15,7 +15,7 @@ import errno
 import hashlib
 import os
 import shutil
-import sqlite3
+from lcm_etl.sqlite_runtime import sqlite3
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path

@@ -8,7 +8,7 @@ in place of the whole files; the plan's SQL does not change.
 """
 from __future__ import annotations
 
-import sqlite3
+from lcm_etl.sqlite_runtime import sqlite3
 from contextlib import closing
 from pathlib import Path
 
