@@ -63,7 +63,7 @@ class Where:
 
 def _active_space(where: Where) -> Found | None:
     manifest = where.home / MANIFEST
-    if not manifest.is_file():
+    if not manifest.exists():   # Remnic's existsSync, here and below: what exists is read, or fails as in Remnic
         return None
     data = _json(manifest, "spaces manifest")
     spaces = data.get("spaces") if isinstance(data, dict) else None
@@ -88,12 +88,12 @@ def config_file(where: Where) -> Path | None:
     named = where.var("REMNIC_CONFIG_PATH") or where.var("ENGRAM_CONFIG_PATH")
     if named:
         return where.path(named)
-    return next((p for p in map(where.path, CONFIG_FILES) if p.is_file()), None)
+    return next((p for p in map(where.path, CONFIG_FILES) if p.exists()), None)
 
 
 def _config(where: Where) -> Found | None:
     path = config_file(where)
-    if path is None or not path.is_file():
+    if path is None or not path.exists():
         return None
     data = _json(path, "config file")
     if not isinstance(data, dict):
@@ -107,7 +107,7 @@ def _config(where: Where) -> Found | None:
 
 def _standalone(where: Where) -> Found | None:
     for folder in STANDALONE:
-        if where.path(folder).is_dir():
+        if where.path(folder).exists():
             return Found(where.path(folder), f"{folder} exists")
     return None
 
