@@ -117,3 +117,20 @@ def test_a_run_writing_a_wal_target_with_an_affected_sqlite_says_so_once_in_its_
     assert warned == [[expected] if affected else [], [expected] if affected else [], [], []]
     text = run_cli("migrate", "--src", src, "--dest", dest, env=system).stdout
     assert text.count("WAL-reset bug") == (1 if affected else 0)
+
+
+def test_an_undo_writing_a_wal_target_with_an_affected_sqlite_says_so_once_on_stderr(tmp_path):
+    """undo's report has no warnings: the line goes to stderr, exactly when Python's own SQLite has the bug."""
+    from lcm_etl.sqlite_runtime import wal_reset_bug
+
+    dest, system = tmp_path / "lcm.sqlite", os.environ | {"LCM_ETL_SQLITE": "system"}
+    assert run_cli("migrate", "--src", FIXTURE_DIR / "multiparent-newest.db", "--dest", dest, "-q").returncode == 0
+    run_id = json.loads(run_cli("runs", "--dest", dest, "--json").stdout)["runs"][0]["run_id"]
+    assert run_cli("undo", run_id, "--dest", dest, "--dry-run", env=system).stderr == ""
+    undone = run_cli("undo", run_id, "--dest", dest, env=system)
+    assert undone.returncode == 0
+    affected = wal_reset_bug(sqlite3.sqlite_version_info)
+    assert undone.stderr == (f"lcm-etl: warning: the target is in WAL mode and this lcm-etl writes with SQLite "
+                             f"{sqlite3.sqlite_version}, which has the WAL-reset bug (fixed in 3.51.3, 3.50.7, 3.44.6): "
+                             "writing it while Remnic has it open can corrupt it; stop Remnic first, or install "
+                             "lcm-etl where pysqlite3 has a wheel (docs/cli.md, \"Which SQLite\")\n" if affected else "")
