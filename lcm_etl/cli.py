@@ -77,6 +77,12 @@ def targeted(report, target, wrote: bool = False) -> Targeted:
     return Targeted(report, str(target.path), target.rule, target.default)
 
 
+def _watched_target(target, as_json: bool, quiet: bool) -> None:
+    """A watch prints one line per sync, not a report: which file Remnic's rules chose is said once, first."""
+    if target.default and not as_json and not quiet:
+        click.echo(f"lcm-etl: target: {target.path} ({target.rule})", err=True)
+
+
 def progress_wanted(as_json: bool, quiet: bool) -> bool:
     return not as_json and not quiet and sys.stderr.isatty()
 
@@ -156,6 +162,7 @@ def migrate(src, dest, memory_dir, dry_run, session_filter, key_by, as_json, qui
     if watching:
         from lcm_etl.commands.watch import path_signature
 
+        _watched_target(target, as_json, quiet)
         return _watch(lambda: run(opts), functools.partial(path_signature, opts.src), interval, as_json, quiet)
     emit(targeted(run(opts), target, wrote=not dry_run), as_json, quiet)
     return 0
@@ -239,6 +246,7 @@ def reconcile(sessions, exclude_deleted, src, dest, memory_dir, dry_run, session
     if watching:
         from lcm_etl.commands.watch import reconcile_inputs
 
+        _watched_target(target, as_json, quiet)
         return _watch(lambda: run(opts), reconcile_inputs(opts.sessions, opts.src), interval, as_json, quiet)
     emit(targeted(run(opts), target, wrote=not dry_run), as_json, quiet)
     return 0

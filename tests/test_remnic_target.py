@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 from pathlib import Path
 
@@ -158,3 +159,19 @@ def test_a_fleet_manifest_entry_with_an_empty_target_is_refused_not_sent_to_remn
     manifest = write_json(tmp_path / "pairs.json", [{"src": str(SRC), "dest": ""}])
     proc = lcm_etl(home, "migrate", "--manifest", manifest, "--dry-run", code=2)
     assert proc.stderr == f"lcm-etl: error: manifest entry 1 needs \"src\" and \"dest\" (or \"memory_dir\"): {manifest}\n"
+
+
+def test_a_watch_on_the_default_target_names_it_once_before_its_first_sync(tmp_path):
+    """The watcher inherits the test session's REMNIC_MEMORY_DIR (conftest): that is the rule it names."""
+    from watchlib import Watcher
+
+    target = Path(os.environ["REMNIC_MEMORY_DIR"]) / "state" / "lcm.sqlite"
+    w = Watcher("migrate", "--src", SRC, "--interval", "0.2", tmp=tmp_path / "tmp", as_json=False)
+    try:
+        assert " sync 1: " in w.next_sync()
+        code, err = w.stop(signal.SIGTERM)
+    finally:
+        w.kill()
+    assert code == 0, err
+    assert err == (f"lcm-etl: target: {target} (REMNIC_MEMORY_DIR)\n"
+                   "lcm-etl: watching (polling every 0.2 s; Ctrl-C stops)\n")
