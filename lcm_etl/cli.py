@@ -19,7 +19,7 @@ from lcm_etl.options import (TEXT_PATH, inspected_option, key_by_option, lock_ti
                              output_options, profile_option, run_options, session_filter_option, source_option,
                              target_options, transcripts_options, watch_options, write_options)
 from lcm_etl.steps.pipeline import COMMANDS
-from lcm_etl.report import emit, one_line
+from lcm_etl.report import Targeted, emit, one_line
 from lcm_etl.read.openclaw.openclaw_home import default_lcm_db, lcm_db_beside, profile_sessions, profile_state
 from lcm_etl.read.lcmdb.sources import expand
 from lcm_etl.sqlite_runtime import disable_memstatus
@@ -64,6 +64,25 @@ def handled(f):
     return wrapper
 
 
+def targeted(report, target, wrote: bool = False) -> Targeted:
+    """The report, saying why its target is that file (report.Targeted); for a command that wrote the target,
+    with the warning of a SQLite that can corrupt a WAL target Remnic holds open (sqlite_runtime)."""
+    from lcm_etl.sqlite_runtime import wal_reset_warning
+
+    warning = wal_reset_warning(target.path) if wrote else None
+    if warning is not None and hasattr(report, "warnings"):
+        report.warnings.append(warning)
+    elif warning is not None:   # undo's report has no warnings: said on stderr, once
+        click.echo(f"lcm-etl: warning: {warning}", err=True)
+    return Targeted(report, str(target.path), target.rule, target.default)
+
+
+def _watched_target(target, as_json: bool, quiet: bool) -> None:
+    """A watch prints one line per sync, not a report: which file Remnic's rules chose is said once, first."""
+    if target.default and not as_json and not quiet:
+        click.echo(f"lcm-etl: target: {target.path} ({target.rule})", err=True)
+
+
 def progress_wanted(as_json: bool, quiet: bool) -> bool:
     return not as_json and not quiet and sys.stderr.isatty()
 
@@ -81,11 +100,22 @@ def resolve_src(src: str | None, profile: str | None = None):
 EPILOG = "\b\nExit codes:\n" + "\n".join(f"  {code:>3}  {meaning}" for code, meaning in EXIT_CODES.items())
 
 
+def _version(ctx, param, value) -> None:
+    """--version: lcm-etl's and the SQLite every connection uses (lcm_etl/sqlite_runtime.py)."""
+    if value and not ctx.resilient_parsing:
+        from lcm_etl.sqlite_runtime import library
+
+        click.echo(f"lcm-etl, version {__version__}\n{library()}")
+        ctx.exit()
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=EPILOG, invoke_without_command=True)
-@click.version_option(__version__, prog_name="lcm-etl")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_version,
+              help="Show the version and the SQLite in use, and exit.")
 @click.pass_context
 def cli(ctx):
-    """Migrate OpenClaw conversation memory (lossless-claw lcm.db, JSONL transcripts) into Remnic's LCM store."""
+    """Migrate OpenClaw conversation memory (lossless-claw lcm.db, session stores and JSONL transcripts) into
+    Remnic's LCM store."""
     if ctx.invoked_subcommand is None:   # click's own error here is the whole help text after "error:"
         raise click.UsageError(f"no command given: one of {', '.join(sorted(ctx.command.commands))}", ctx)
 
@@ -124,15 +154,17 @@ def migrate(src, dest, memory_dir, dry_run, session_filter, key_by, as_json, qui
                       functools.partial(MigrateOptions, dry_run=dry_run, session_filter=list(session_filter),
                                         key_by=key_by, lock_timeout=lock_timeout, batch_rows=batch_rows,
                                         memory_limit=memory_limit, full=full))
-    opts = MigrateOptions(src=resolve_src(src, profile), target=resolve_target(dest, memory_dir), dry_run=dry_run,
+    target = resolve_target(dest, memory_dir)
+    opts = MigrateOptions(src=resolve_src(src, profile), target=target.path, dry_run=dry_run,
                           session_filter=list(session_filter), key_by=key_by, lock_timeout=lock_timeout,
                           batch_rows=batch_rows, progress=progress_wanted(as_json, quiet) and not watching,
                           memory_limit=memory_limit, full=full)
     if watching:
         from lcm_etl.commands.watch import path_signature
 
+        _watched_target(target, as_json, quiet)
         return _watch(lambda: run(opts), functools.partial(path_signature, opts.src), interval, as_json, quiet)
-    emit(run(opts), as_json, quiet)
+    emit(targeted(run(opts), target, wrote=not dry_run), as_json, quiet)
     return 0
 
 
@@ -205,7 +237,8 @@ def reconcile(sessions, exclude_deleted, src, dest, memory_dir, dry_run, session
     from lcm_etl.store.target import resolve_target
 
     watching = _watching(watch, interval, dry_run)
-    opts = ReconcileOptions(sessions=profile_sessions(profile, list(sessions)), target=resolve_target(dest, memory_dir),
+    target = resolve_target(dest, memory_dir)
+    opts = ReconcileOptions(sessions=profile_sessions(profile, list(sessions)), target=target.path,
                             src=expand(src) if src else None, dry_run=dry_run, session_filter=list(session_filter),
                             key_by=key_by, strict=strict, exclude_deleted=exclude_deleted,
                             lock_timeout=lock_timeout, batch_rows=batch_rows,
@@ -213,8 +246,9 @@ def reconcile(sessions, exclude_deleted, src, dest, memory_dir, dry_run, session
     if watching:
         from lcm_etl.commands.watch import reconcile_inputs
 
+        _watched_target(target, as_json, quiet)
         return _watch(lambda: run(opts), reconcile_inputs(opts.sessions, opts.src), interval, as_json, quiet)
-    emit(run(opts), as_json, quiet)
+    emit(targeted(run(opts), target, wrote=not dry_run), as_json, quiet)
     return 0
 
 
@@ -249,13 +283,14 @@ def audit(sessions, exclude_deleted, src, dest, memory_dir, session_filter, key_
     defaults = not src and not sessions and (state_folder() / "agents").is_dir()
     source = resolve_src(src) if (src or not (sessions or defaults)) else None
     beside = None if src else lcm_db_beside([expand(p) for p in sessions])
-    audited = run(AuditOptions(target=resolve_target(dest, memory_dir), src=source, sessions=sessions,
+    target = resolve_target(dest, memory_dir)
+    audited = run(AuditOptions(target=target.path, src=source, sessions=sessions,
                                session_filter=list(session_filter), key_by=key_by,
                                memory_limit=memory_limit, default_src=beside,
                                default_transcripts=defaults, exclude_deleted=exclude_deleted))
     if junit:
         write_junit(expand(junit), junit_xml(audited.report, audited.findings, audited.sessions))
-    emit(audited, as_json, quiet)
+    emit(targeted(audited, target), as_json, quiet)
     return EXIT_PENDING if audited.findings else 0
 
 
@@ -300,7 +335,8 @@ def runs(dest, memory_dir, as_json, quiet, debug):
     from lcm_etl.commands.runs import list_runs
     from lcm_etl.store.target import resolve_target
 
-    emit(list_runs(resolve_target(dest, memory_dir)), as_json, quiet)
+    target = resolve_target(dest, memory_dir)
+    emit(targeted(list_runs(target.path), target), as_json, quiet)
     return 0
 
 
@@ -319,8 +355,9 @@ def undo(run_id, dest, memory_dir, dry_run, force, lock_timeout, as_json, quiet,
     from lcm_etl.store.target import resolve_target
     from lcm_etl.commands.undo import UndoOptions, undo as run
 
-    emit(run(UndoOptions(target=resolve_target(dest, memory_dir), run_id=run_id, force=force, dry_run=dry_run,
-                         lock_timeout=lock_timeout), now_iso), as_json, quiet)
+    target = resolve_target(dest, memory_dir)
+    emit(targeted(run(UndoOptions(target=target.path, run_id=run_id, force=force, dry_run=dry_run,
+                                  lock_timeout=lock_timeout), now_iso), target, wrote=not dry_run), as_json, quiet)
     return 0
 
 

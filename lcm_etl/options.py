@@ -59,7 +59,11 @@ def target_options(role: str):
     """--dest / --memory-dir; `role` says what the command does with the target ("to write", "to check")."""
     def decorate(f):
         f = click.option("--memory-dir", metavar="DIR", type=TEXT_PATH,
-                         help="Remnic memory dir; the target is DIR/state/lcm.sqlite")(f)
+                         help="Remnic memory dir; the target is DIR/state/lcm.sqlite. With neither option: the "
+                              "memory dir Remnic uses, found as Remnic finds it (an active space, "
+                              "$REMNIC_MEMORY_DIR, memoryDir in its config file, ~/.remnic/memory, "
+                              "~/.engram/memory, else ~/.openclaw/workspace/memory/local; docs/cli.md, \"The "
+                              "target\")")(f)
         return click.option("--dest", metavar="PATH", type=TEXT_PATH,
                             help=f"Remnic LCM database (lcm.sqlite) {role}")(f)
     return decorate

@@ -278,3 +278,26 @@ def _transcript_line(f: dict) -> str:
         notes.append(f"{f['unknown_entry_types']} entries of unknown type ignored")
     where = f"{f['file']} window {f['window']}" if f.get("kind") == "window" else f["file"]
     return f"  {where}: " + "; ".join(notes)
+
+
+@dataclass
+class Targeted:
+    """A command's report with why its target is that file (`rule`: --dest, --memory-dir, or the Remnic rule that
+    chose it when neither was given, lcm_etl/store/remnic_home.py): in --json as `target_rule`, after `target`;
+    in text, when Remnic's rules chose the file, as the first line, so a user sees which file was written."""
+    report: Printable
+    target: str
+    rule: str
+    default: bool
+
+    def as_dict(self) -> dict:
+        out: dict = {}
+        for key, value in self.report.as_dict().items():
+            out[key] = value
+            if key == "target":
+                out["target_rule"] = self.rule
+        return out
+
+    def as_text(self) -> str:
+        text = self.report.as_text()
+        return f"target: {self.target} ({self.rule})\n{text}" if self.default else text

@@ -1,5 +1,16 @@
-"""SQLite as lcm-etl's threads use it: one process-wide setting (the CLI applies it first thing) and the
-helpers every connection of a run shares (attachments, private-file pragmas, interruption).
+"""SQLite as lcm-etl uses it: which library every connection goes through (chosen once, here), one process-wide
+setting (the CLI applies it first thing) and the helpers every connection of a run shares (attachments,
+private-file pragmas, interruption).
+
+Which SQLite. Every module opens its connections through `sqlite3` from here, never the standard library's
+directly: the pysqlite3 wheel's SQLite (3.53.4 in pysqlite3 0.6.1) where it is installed — pyproject.toml installs
+it where a wheel exists: Linux x86_64, macOS arm64, Windows amd64 — else Python's own module, which uses the
+system's library (3.40.1 on Debian 12, 3.45 on Ubuntu 24.04). SQLite 3.7.0 to 3.51.2 has the WAL-reset bug (fixed in
+3.51.3, backported to 3.50.7 and 3.44.6): two processes writing or checkpointing one WAL database can corrupt it,
+which is lcm-etl writing a target a running Remnic holds open. One module object for every connection also keeps
+one family of exception classes: pysqlite3's errors are not the standard library's. `LCM_ETL_SQLITE=system` uses
+Python's own module even where pysqlite3 is installed (to compare the two, docs/benchmarks.md). DuckDB's SQLite
+scanner embeds its own SQLite; it only reads lcm-etl's private snapshots and scratch files.
 
 SQLite counts every allocation for sqlite3_status() under one global mutex (SQLITE_CONFIG_MEMSTATUS, on
 by default). A run drives SQLite from two threads at once — a new target's builder beside the writer, or
@@ -16,9 +27,27 @@ merely slower.
 from __future__ import annotations
 
 import ctypes
+import importlib
+import os
 import re
-import sqlite3
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import sqlite3
+else:
+    def _library():
+        """pysqlite3's module where installed (unless LCM_ETL_SQLITE=system), else the standard library's."""
+        if os.environ.get("LCM_ETL_SQLITE") != "system":
+            try:
+                from pysqlite3 import dbapi2
+                return dbapi2
+            except ImportError:
+                pass
+        import sqlite3 as standard
+        return standard
+
+    sqlite3 = _library()
 
 SQLITE_OK = 0
 SQLITE_CONFIG_MEMSTATUS = 9
@@ -29,10 +58,8 @@ _LONE_SURROGATE = re.compile("[\udc80-\udcff]")
 def disable_memstatus() -> bool:
     """Turn SQLite's allocation counter off for this process. True if it is off now."""
     try:
-        import _sqlite3
-
         # the module's own symbols, or those of the libsqlite3 it links (dlsym searches its dependencies)
-        lib = ctypes.CDLL(_sqlite3.__file__)
+        lib = ctypes.CDLL(extension_module().__file__)
         lib.sqlite3_config.argtypes = [ctypes.c_int]   # the rest is variadic: passed as such
         if lib.sqlite3_shutdown() != SQLITE_OK:
             return False
@@ -40,6 +67,50 @@ def disable_memstatus() -> bool:
         return lib.sqlite3_initialize() == SQLITE_OK and done
     except (ImportError, OSError, AttributeError):
         return False
+
+
+def extension_module():
+    """The C extension of the module in use: pysqlite3._sqlite3 (SQLite linked in), or the standard _sqlite3."""
+    return importlib.import_module("pysqlite3._sqlite3" if sqlite3.__name__.startswith("pysqlite3") else "_sqlite3")
+
+
+def library() -> str:
+    """The SQLite in use, as --version says it: its version, and which module brought it."""
+    if sqlite3.__name__.startswith("pysqlite3"):
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            module = f"pysqlite3 {version('pysqlite3')}"
+        except PackageNotFoundError:   # a pysqlite3 built in place, without metadata
+            module = "pysqlite3"
+    else:
+        module = "Python's sqlite3 module, the system library"
+    return f"SQLite {sqlite3.sqlite_version} ({module})"
+
+
+def wal_reset_bug(version: tuple[int, ...]) -> bool:
+    """Whether a SQLite version has the WAL-reset bug: 3.7.0 to 3.51.2, but for the backports (3.50.7 and later
+    3.50 releases, 3.44.6 and later 3.44 releases)."""
+    if not (3, 7, 0) <= version < (3, 51, 3):
+        return False
+    return not ((version[:2] == (3, 50) and version >= (3, 50, 7)) or (version[:2] == (3, 44) and version >= (3, 44, 6)))
+
+
+def wal_reset_warning(target: Path) -> str | None:
+    """The report's warning when the SQLite in use has the WAL-reset bug and `target` is in WAL mode (its header's
+    read and write versions are 2), None otherwise: a run writing it while Remnic has it open can corrupt it."""
+    if not wal_reset_bug(sqlite3.sqlite_version_info):
+        return None
+    try:
+        with open(target, "rb") as fh:
+            header = fh.read(20)
+    except OSError:
+        return None
+    if header[18:20] != b"\x02\x02":
+        return None
+    return (f"the target is in WAL mode and this lcm-etl writes with SQLite {sqlite3.sqlite_version}, which has the "
+            "WAL-reset bug (fixed in 3.51.3, 3.50.7, 3.44.6): writing it while Remnic has it open can corrupt it; "
+            "stop Remnic first, or install lcm-etl where pysqlite3 has a wheel (docs/cli.md, \"Which SQLite\")")
 
 
 def attach_all(con: sqlite3.Connection, attachments: dict[str, Path], views: dict[str, str]) -> None:

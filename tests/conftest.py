@@ -63,15 +63,19 @@ INSERT INTO lcm_meta (key, value) VALUES ('schema_version', '2');
 @pytest.fixture(autouse=True, scope="session")
 def _private_snapshot_cache(tmp_path_factory):
     """Kept snapshots (lcm_etl/read/snapshot/snapcache.py) go to the test session's temporary folder, never ~/.cache:
-    the CLI subprocesses inherit the environment."""
+    the CLI subprocesses inherit the environment. So does Remnic's memory dir, the target of a run given none
+    (lcm_etl/store/remnic_home.py): a test's own folder, never the user's Remnic store."""
     import os
-    before = os.environ.get("LCM_ETL_CACHE_DIR")
-    os.environ["LCM_ETL_CACHE_DIR"] = str(tmp_path_factory.mktemp("snapshot-cache"))
+    private = {"LCM_ETL_CACHE_DIR": str(tmp_path_factory.mktemp("snapshot-cache")),
+               "REMNIC_MEMORY_DIR": str(tmp_path_factory.mktemp("remnic-memory"))}
+    before = {name: os.environ.get(name) for name in private}
+    os.environ.update(private)
     yield
-    if before is None:
-        os.environ.pop("LCM_ETL_CACHE_DIR", None)
-    else:
-        os.environ["LCM_ETL_CACHE_DIR"] = before
+    for name, value in before.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 def facts(name: str) -> dict:

@@ -126,10 +126,8 @@ def test_a_target_that_is_not_sqlite_at_all_exits_2_and_is_untouched(tmp_path):
     assert dest.read_text() == "hello\n"
 
 
-def test_no_target_and_two_targets_are_usage_errors(tmp_path):
+def test_two_targets_are_a_usage_error(tmp_path):
     src = copy_fixture("basic-0.1.0.db", tmp_path / "src")
-    proc = run_cli("migrate", "--src", src)
-    assert_one_line_error(proc, 2, "lcm-etl: error: no target: pass --dest PATH")
     proc = run_cli("migrate", "--src", src, "--dest", tmp_path / "a.sqlite", "--memory-dir", tmp_path / "m")
     assert_one_line_error(proc, 2, "lcm-etl: error: give either --dest or --memory-dir, not both")
     assert not (tmp_path / "a.sqlite").exists() and not (tmp_path / "m").exists()

@@ -178,13 +178,13 @@ def test_a_discovered_tree_runs_on_the_cluster_with_each_installations_session_s
 
 
 def sqlite_memory_used() -> int:
-    """On a worker: what SQLite's allocation counter says after an in-memory table of ~4 MB (0 when off)."""
+    """On a worker: what the allocation counter of the SQLite lcm-etl uses says after an in-memory table of ~4 MB
+    (0 when off)."""
     import ctypes
-    import sqlite3 as sq
 
-    import _sqlite3
+    from lcm_etl.sqlite_runtime import extension_module, sqlite3 as sq
 
-    lib = ctypes.CDLL(_sqlite3.__file__)
+    lib = ctypes.CDLL(extension_module().__file__)
     con = sq.connect(":memory:")
     con.execute("CREATE TABLE t AS WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 20000) "
                 "SELECT i, hex(randomblob(100)) AS x FROM n")

@@ -29,7 +29,9 @@ def test_a_stage_that_cannot_be_indexed_fails_with_the_disk_full_line_and_the_ta
     before = digest(target)
 
     def full(stage):
-        raise sqlite3.OperationalError("database or disk is full")
+        from lcm_etl.sqlite_runtime import sqlite3 as runtime   # the error class of the SQLite lcm-etl uses
+
+        raise runtime.OperationalError("database or disk is full")
 
     monkeypatch.setattr(loader, "index_stage", full)
     with pytest.raises(RunFailed) as failed:

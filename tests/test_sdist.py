@@ -71,3 +71,23 @@ def test_the_wheel_carries_every_module_of_the_package(dist):
         names = set(whl.namelist())
     modules = {str(p.relative_to(ROOT)) for p in (ROOT / "lcm_etl").rglob("*.py") if "__pycache__" not in p.parts}
     assert len(modules) > 50 and modules - names == set()
+
+
+def test_the_wheel_carries_the_license_the_json_schemas_and_its_metadata(dist):
+    """What an installed lcm-etl has without the checkout: its license, the --json reports' schemas
+    (lcm_etl/schemas/, the files of docs/schemas/ byte for byte), and metadata naming the license, the platforms
+    and pysqlite3 where it has a wheel."""
+    (wheel,) = dist.glob("*.whl")
+    with zipfile.ZipFile(wheel) as whl:
+        names = set(whl.namelist())
+        (info,) = {n.split("/")[0] for n in names if n.split("/")[0].endswith(".dist-info")}
+        license_text = whl.read(f"{info}/licenses/LICENSE").decode()
+        schemas = {p.name: whl.read(f"lcm_etl/schemas/{p.name}") for p in (ROOT / "docs" / "schemas").glob("*.json")}
+        meta = whl.read(f"{info}/METADATA").decode()
+    assert license_text == (ROOT / "LICENSE").read_text(encoding="utf-8") and license_text.startswith("MIT License")
+    assert len(schemas) >= 10
+    assert all(data == (ROOT / "docs" / "schemas" / name).read_bytes() for name, data in schemas.items())
+    assert "License-Expression: MIT" in meta.splitlines()
+    for classifier in ("Operating System :: POSIX :: Linux", "Operating System :: MacOS"):
+        assert f"Classifier: {classifier}" in meta.splitlines()
+    assert any(line.startswith("Requires-Dist: pysqlite3==0.6.1; ") for line in meta.splitlines())

@@ -185,11 +185,12 @@ def test_a_signal_inside_a_sqlite_function_is_still_reported_as_that_signal():
     """SQLite swallows what a user-defined function raises ("user-defined function raised exception"), so a
     SIGTERM that lands in one (lcm_etl_utf8_json while a batch is written) leaves no Interrupted in the chain."""
     from lcm_etl.interrupts import interruption, raised_as_interrupted
+    from lcm_etl.sqlite_runtime import sqlite3 as runtime   # the SQLite lcm-etl's connections use
 
-    con = sqlite3.connect(":memory:")
+    con = runtime.connect(":memory:")
     con.create_function("slow", 1, lambda v: os.kill(os.getpid(), signal.SIGTERM) or v)
     with raised_as_interrupted():
-        with pytest.raises(sqlite3.OperationalError, match="user-defined function raised exception") as caught:
+        with pytest.raises(runtime.OperationalError, match="user-defined function raised exception") as caught:
             con.execute("SELECT slow(1)").fetchall()
         stop = interruption(caught.value)
     assert stop is not None and stop.exit_code == 143

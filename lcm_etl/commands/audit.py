@@ -8,7 +8,7 @@ a missing target is read as empty (everything pending) and never created.
 from __future__ import annotations
 
 import hashlib
-import sqlite3
+from lcm_etl.sqlite_runtime import sqlite3
 import time
 from collections import Counter
 from dataclasses import dataclass, field, replace

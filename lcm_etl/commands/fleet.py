@@ -70,9 +70,10 @@ def read_manifest(path: Path) -> list[tuple[Path, Path]]:
         except orjson.JSONDecodeError as exc:
             raise BadInput(f"manifest is not valid JSON: {path}: {exc}") from None
         for n, item in enumerate(items, 1):
-            if not isinstance(item, dict) or "src" not in item or not ({"dest", "memory_dir"} & item.keys()):
+            # each pair names its target: an empty one is not Remnic's default (one target for every pair)
+            if not isinstance(item, dict) or "src" not in item or not (item.get("dest") or item.get("memory_dir")):
                 raise BadInput(f"manifest entry {n} needs \"src\" and \"dest\" (or \"memory_dir\"): {path}")
-            pairs.append((expand(item["src"]), resolve_target(item.get("dest"), item.get("memory_dir"))))
+            pairs.append((expand(item["src"]), resolve_target(item.get("dest"), item.get("memory_dir")).path))
     else:
         for n, line in enumerate(text.split("\n"), 1):
             line = line.split("#", 1)[0].strip()

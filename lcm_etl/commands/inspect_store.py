@@ -2,7 +2,7 @@
 them) and archives, read through the same snapshot and reader as `reconcile` (lcm_etl/read/store_reads.py)."""
 from __future__ import annotations
 
-import sqlite3
+from lcm_etl.sqlite_runtime import sqlite3
 from contextlib import closing
 from dataclasses import asdict, dataclass, field
 from pathlib import Path

@@ -1,7 +1,7 @@
 """`migrate`: lossless-claw lcm.db → Remnic LCM. Snapshot, plan in DuckDB, stage, write in SQLite."""
 from __future__ import annotations
 
-import sqlite3
+from lcm_etl.sqlite_runtime import sqlite3
 import sys
 import time
 from dataclasses import dataclass, field, replace

@@ -6,7 +6,7 @@ row are only what it could still write before it stopped, and a killed run wrote
 whose run no longer holds the target's run lock is a killed run's (the next run records it so)."""
 from __future__ import annotations
 
-import sqlite3
+from lcm_etl.sqlite_runtime import sqlite3
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path

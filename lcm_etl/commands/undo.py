@@ -17,7 +17,7 @@ It refuses (exit 2, nothing changed) when rows written after the run depend on t
 """
 from __future__ import annotations
 
-import sqlite3
+from lcm_etl.sqlite_runtime import sqlite3
 import time
 from contextlib import closing
 from dataclasses import asdict, dataclass, field

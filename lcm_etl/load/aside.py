@@ -9,7 +9,7 @@ source ids: two threads, two files).
 from __future__ import annotations
 
 import os
-import sqlite3
+from lcm_etl.sqlite_runtime import sqlite3
 import threading
 from contextlib import closing, contextmanager
 from pathlib import Path

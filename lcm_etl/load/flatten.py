@@ -3,7 +3,7 @@
 from integer ids is built differently (lcm_etl/load/fresh.py)."""
 from __future__ import annotations
 
-import sqlite3
+from lcm_etl.sqlite_runtime import sqlite3
 from contextlib import closing
 from pathlib import Path
 

@@ -12,7 +12,7 @@ keys checked) and links it into place: TargetBuilder is one way of filling a bui
 """
 from __future__ import annotations
 
-import sqlite3
+from lcm_etl.sqlite_runtime import sqlite3
 import threading
 from contextlib import closing
 from pathlib import Path

@@ -11,7 +11,7 @@ chooses its strategy before planning and hands it to `load` with the job once th
 """
 from __future__ import annotations
 
-import sqlite3
+from lcm_etl.sqlite_runtime import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Protocol

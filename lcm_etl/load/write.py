@@ -7,7 +7,7 @@ The two ways: lcm_etl/load/batches.py (into an existing target, one transaction 
 """
 from __future__ import annotations
 
-import sqlite3
+from lcm_etl.sqlite_runtime import sqlite3
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path

@@ -7,7 +7,7 @@ content inside SQLite. Dry-run reports come straight from the plan, so they are 
 """
 from __future__ import annotations
 
-import sqlite3
+from lcm_etl.sqlite_runtime import sqlite3
 from collections import Counter
 from contextlib import closing
 from dataclasses import dataclass

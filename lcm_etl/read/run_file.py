@@ -20,7 +20,7 @@ write (--session-filter), and none by a read that writes nothing (audit, a dry r
 from __future__ import annotations
 
 import json
-import sqlite3
+from lcm_etl.sqlite_runtime import sqlite3
 from pathlib import Path
 from typing import Any
 

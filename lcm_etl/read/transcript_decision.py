@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
+from lcm_etl.sqlite_runtime import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO

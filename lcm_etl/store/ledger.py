@@ -16,7 +16,7 @@ migrate leaves for the next run's decision is beside its row, in typed columns (
 """
 from __future__ import annotations
 
-import sqlite3
+from lcm_etl.sqlite_runtime import sqlite3
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path

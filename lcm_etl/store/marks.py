@@ -14,7 +14,7 @@ A mark is equal, figure for figure, exactly when what it digests is unchanged. T
 """
 from __future__ import annotations
 
-import sqlite3
+from lcm_etl.sqlite_runtime import sqlite3
 from dataclasses import dataclass
 
 from lcm_etl.read.lcmdb.source_tables import SOURCE_TABLES

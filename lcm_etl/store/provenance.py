@@ -24,7 +24,7 @@ has no triggers (they would also stop SQLite's page-copy of 82_copy_scratch.sql)
 """
 from __future__ import annotations
 
-import sqlite3
+from lcm_etl.sqlite_runtime import sqlite3
 
 from lcm_etl.store.target import REMNIC_TABLES
 

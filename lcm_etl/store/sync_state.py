@@ -9,7 +9,7 @@ compares its snapshots' fingerprints. The ledger's `counts` keeps only what the 
 from __future__ import annotations
 
 import hashlib
-import sqlite3
+from lcm_etl.sqlite_runtime import sqlite3
 from dataclasses import dataclass, replace
 
 import orjson

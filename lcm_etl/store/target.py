@@ -7,7 +7,7 @@ it is 2. lcm-etl adds its own `lcm_etl_*` tables (ledger and provenance); Remnic
 from __future__ import annotations
 
 import os
-import sqlite3
+from lcm_etl.sqlite_runtime import sqlite3
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,16 +83,27 @@ def indexes_after_load(con: sqlite3.Connection, *tables: str):
         con.execute(sql)
 
 
-def resolve_target(dest: str | None, memory_dir: str | None) -> Path:
+@dataclass(frozen=True)
+class Target:
+    """The target a command was given or found, and why it is that file (the report's first line)."""
+    path: Path
+    rule: str            # "--dest", "--memory-dir", or the Remnic rule that chose it (lcm_etl/store/remnic_home.py)
+    default: bool = False
+
+
+def resolve_target(dest: str | None, memory_dir: str | None) -> Target:
+    """--dest, else --memory-dir's state/lcm.sqlite, else the one Remnic reads (remnic_home)."""
     from lcm_etl.read.lcmdb.sources import expand
+    from lcm_etl.store.remnic_home import LCM_STORE, remnic_memory_dir
 
     if dest and memory_dir:
         raise BadInput("give either --dest or --memory-dir, not both")
     if memory_dir:
-        return expand(memory_dir) / "state" / "lcm.sqlite"
+        return Target(expand(memory_dir) / LCM_STORE, "--memory-dir")
     if dest:
-        return expand(dest)
-    raise BadInput("no target: pass --dest PATH (a Remnic lcm.sqlite) or --memory-dir DIR")
+        return Target(expand(dest), "--dest")
+    found = remnic_memory_dir()
+    return Target(found.memory_dir / LCM_STORE, found.rule, default=True)
 
 
 def check_target(path: Path, open_it: bool = True) -> bool:

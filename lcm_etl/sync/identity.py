@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-import sqlite3
+from lcm_etl.sqlite_runtime import sqlite3
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path

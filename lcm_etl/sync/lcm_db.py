@@ -17,7 +17,7 @@ Every cause of a full plan is said in `Decision.why`. Nothing here writes; plann
 """
 from __future__ import annotations
 
-import sqlite3
+from lcm_etl.sqlite_runtime import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 

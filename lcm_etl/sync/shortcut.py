@@ -20,7 +20,7 @@ what a row's identity is.
 """
 from __future__ import annotations
 
-import sqlite3
+from lcm_etl.sqlite_runtime import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 

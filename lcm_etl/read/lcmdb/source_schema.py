@@ -7,7 +7,7 @@ DuckDB (planning) and in SQLite (the bulk copy of content), so both see identica
 """
 from __future__ import annotations
 
-import sqlite3
+from lcm_etl.sqlite_runtime import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 

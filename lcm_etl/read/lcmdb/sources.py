@@ -14,7 +14,7 @@ from __future__ import annotations
 import errno
 import os
 import shutil
-import sqlite3
+from lcm_etl.sqlite_runtime import sqlite3
 import threading
 from dataclasses import dataclass
 from pathlib import Path

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import re
-import sqlite3
+from lcm_etl.sqlite_runtime import sqlite3
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path

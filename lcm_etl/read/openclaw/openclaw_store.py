@@ -18,7 +18,7 @@ it says it is fresh, the path read here is compared with it, and a difference is
 from __future__ import annotations
 
 import functools
-import sqlite3
+from lcm_etl.sqlite_runtime import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator

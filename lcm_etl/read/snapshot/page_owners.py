@@ -5,7 +5,7 @@ of the copy before the changed pages are written and after, and re-plans the own
 from __future__ import annotations
 
 import hashlib
-import sqlite3
+from lcm_etl.sqlite_runtime import sqlite3
 from contextlib import closing
 from pathlib import Path
 from typing import Mapping, NamedTuple

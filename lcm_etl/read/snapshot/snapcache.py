@@ -23,7 +23,7 @@ import hashlib
 import marshal
 import os
 import shutil
-import sqlite3
+from lcm_etl.sqlite_runtime import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping
