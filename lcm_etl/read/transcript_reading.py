@@ -59,13 +59,16 @@ class Reading:
     fallback_time: str = field(default_factory=now_iso)   # the created_at of a message that has none
     keys_by_folder: dict = field(default_factory=dict)
     left_out: set[str] = field(default_factory=set)  # session ids of the archives --exclude-deleted left out
+    # session id -> the session key its store window or archive row carries: a file of that session (a published
+    # archive, the doctor's original) takes it, so --key-by session-key lands it where the store's copy lands
+    store_keys: dict[str, str] = field(default_factory=dict)
 
     def add(self, read: Callable[..., Transcript], start: FileRecord | str, again: tuple[str | None, str | None] =
             (None, None), order: int | None = None) -> Transcript:
         """A transcript read (`read(start, strict)`) into the run file; `again`: the store and the window or
         archive name it is read again from (none: its path)."""
         t = _guarded(read, start, self.strict)
-        self.run.add(t, start if from_record(t) else None, file_session(t, self.key_by, self.keys_by_folder),
+        self.run.add(t, start if from_record(t) else None, file_session(t, self.key_by, self.keys_by_folder, self.store_keys),
                      _kind(t), where_kind(t), again, _origin(t), self.fallback_time, order)
         return t
 
@@ -150,6 +153,9 @@ def _read_into(reading: Reading, inputs: Inputs, opts: ReadOptions, start, archi
                                                       keeps_records=not opts.dry_run,
                                                       target=None if opts.dry_run else opts.target)
         c = store.contents
+        for held in (*c.windows, *c.archives):
+            if held.session_key and held.session_key.strip():
+                reading.store_keys.setdefault(held.session_id, held.session_key)
         reading.stores.append({"store": str(path), "agent_id": c.agent_id, "user_version": c.user_version,
                                "windows": len(c.windows), "archives": len(c.archives),
                                "cold_windows": len(c.cold), "pending_inputs": len(c.pending),
