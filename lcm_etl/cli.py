@@ -20,7 +20,7 @@ from lcm_etl.options import (TEXT_PATH, inspected_option, key_by_option, lock_ti
                              target_options, transcripts_options, watch_options, write_options)
 from lcm_etl.steps.pipeline import COMMANDS
 from lcm_etl.report import emit, one_line
-from lcm_etl.read.openclaw.openclaw_home import default_lcm_db, lcm_db_beside, profile_sessions, profile_state
+from lcm_etl.read.openclaw.openclaw_home import default_lcm_db, profile_state, sources
 from lcm_etl.read.lcmdb.sources import expand
 from lcm_etl.sqlite_runtime import disable_memstatus
 
@@ -205,8 +205,9 @@ def reconcile(sessions, exclude_deleted, src, dest, memory_dir, dry_run, session
     from lcm_etl.store.target import resolve_target
 
     watching = _watching(watch, interval, dry_run)
-    opts = ReconcileOptions(sessions=profile_sessions(profile, list(sessions)), target=resolve_target(dest, memory_dir),
-                            src=expand(src) if src else None, dry_run=dry_run, session_filter=list(session_filter),
+    read = sources(src, list(sessions), profile)   # what audit reads too
+    opts = ReconcileOptions(sessions=read.sessions, target=resolve_target(dest, memory_dir),
+                            src=read.lcm_db, dry_run=dry_run, session_filter=list(session_filter),
                             key_by=key_by, strict=strict, exclude_deleted=exclude_deleted,
                             lock_timeout=lock_timeout, batch_rows=batch_rows,
                             progress=progress_wanted(as_json, quiet) and not watching, memory_limit=memory_limit)
@@ -238,21 +239,16 @@ def audit(sessions, exclude_deleted, src, dest, memory_dir, session_filter, key_
     from lcm_etl.errors import EXIT_PENDING
     from lcm_etl.store.target import resolve_target
 
-    from lcm_etl.read.openclaw.openclaw_state import state_folder
-
     if junit:
         check_junit_path(expand(junit))
-    sessions = profile_sessions(profile, list(sessions))
-    # without --src the lcm.db of the state folder --sessions names (else the default one) is audited too; with
-    # --sessions it may be absent (audit.py). With neither, the default installation: its lcm.db, and the
-    # transcripts reconcile would read by default
-    defaults = not src and not sessions and (state_folder() / "agents").is_dir()
-    source = resolve_src(src) if (src or not (sessions or defaults)) else None
-    beside = None if src else lcm_db_beside([expand(p) for p in sessions])
-    audited = run(AuditOptions(target=resolve_target(dest, memory_dir), src=source, sessions=sessions,
+    # the sources reconcile reads (openclaw_home.sources): the transcripts, and the lcm.db beside them when it exists
+    # (audit.py says when it does not). With no transcripts to read, the lcm.db is what is audited: it must exist
+    read = sources(src, list(sessions), profile)
+    required = read.src or (None if read.sessions or read.installation else default_lcm_db())
+    audited = run(AuditOptions(target=resolve_target(dest, memory_dir), src=required, sessions=read.sessions,
                                session_filter=list(session_filter), key_by=key_by,
-                               memory_limit=memory_limit, default_src=beside,
-                               default_transcripts=defaults, exclude_deleted=exclude_deleted))
+                               memory_limit=memory_limit, default_src=None if read.src else read.beside,
+                               default_transcripts=read.installation, exclude_deleted=exclude_deleted))
     if junit:
         write_junit(expand(junit), junit_xml(audited.report, audited.findings, audited.sessions))
     emit(audited, as_json, quiet)

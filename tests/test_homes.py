@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, copy_fixture, run_cli
+from conftest import ROOT, copy_fixture, empty_target, run_cli
 
 LAYOUT = ROOT / "fixtures" / "openclaw-hidden" / "layout"
 WRITTEN_HOME = "/home/claw/"   # the home OpenClaw ran in: absolute registry paths start with it
@@ -86,7 +86,7 @@ def test_a_profile_folder_named_by_sessions_lands_its_agent_and_the_agent_regist
 
 def test_profile_work_reads_the_profiles_folder_and_audit_is_pending_before_and_clean_after(tmp_path):
     home = home_copy(tmp_path)
-    target = tmp_path / "t" / "lcm.sqlite"
+    target = empty_target(tmp_path / "t" / "lcm.sqlite")
     audit = ("audit", "--profile", "work", "--dest", target, "-q")
     assert run_cli(*audit, env=env_of(home)).returncode == 3
     proc = run_cli("reconcile", "--profile", "work", "--dest", target, "-q", env=env_of(home))
@@ -198,8 +198,8 @@ def test_audit_of_a_state_folder_looks_for_its_lcm_db_not_the_callers(tmp_path):
     home = home_copy(tmp_path)
     (home / ".openclaw").mkdir()
     os.rename(copy_fixture("basic-0.9.4.db", tmp_path), home / ".openclaw" / "lcm.db")   # the caller's default
-    proc = run_cli("audit", "--sessions", home / ".openclaw-work", "--dest", tmp_path / "t.sqlite", "--json",
-                   env=env_of(home))
+    proc = run_cli("audit", "--sessions", home / ".openclaw-work", "--dest", empty_target(tmp_path / "t.sqlite"),
+                   "--json", env=env_of(home))
     assert proc.returncode == 3, proc.stderr
     report = json.loads(proc.stdout)
     assert (report["source"], report["extra"]["lcm_db_not_found"]) == (None, str(home / ".openclaw-work" / "lcm.db"))

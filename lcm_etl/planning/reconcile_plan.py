@@ -36,13 +36,14 @@ _HELD_LCM_EMPTY = ("SELECT NULL::VARCHAR AS session_id, NULL::VARCHAR AS conv_ke
                    "NULL::VARCHAR AS entry_id, NULL::VARCHAR AS identity_hash WHERE false")
 
 
-def read_all(opts: ReconcileOptions, records: Records | None = None, held_by: str = "") -> Reading:
+def read_all(opts: ReconcileOptions, records: Records | None = None, held_by: str = "",
+             content: bool = False) -> Reading:
     """Every transcript reconcile reads (lcm_etl/read/transcript_reading.py); `held_by`: the key of --src
-    (lcm_etl/sync/identity.py) the records must have been made under."""
+    (lcm_etl/sync/identity.py) the records must have been made under; `content`: kept in a dry run too (audit)."""
     return read_transcripts(ReadOptions(
         sessions=opts.sessions, strict=opts.strict, exclude_deleted=opts.exclude_deleted, key_by=opts.key_by,
         memory_limit=opts.memory_limit, dry_run=opts.dry_run, held_by=held_by,
-        session_filter=tuple(opts.session_filter), target=opts.target), records)
+        session_filter=tuple(opts.session_filter), target=opts.target, content=content), records)
 
 
 def plan_transcripts(opts: ReconcileOptions, reading: Reading, target_db: Path | None, source: Snapshot | None,

@@ -10,6 +10,7 @@ transcript's parse at a time. A transcript that cannot be read is bad input (exi
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -21,6 +22,7 @@ from lcm_etl.read import transcript_offsets as offsets
 from lcm_etl.file_identity import real_path
 from lcm_etl.read.run_file import RunFile, file_session
 from lcm_etl.read.transcript_decision import FileRecord, Records, from_record
+from lcm_etl.read.openclaw.openclaw_home import is_state_dir, registry_finding
 from lcm_etl.read.openclaw.openclaw_state import Inputs, archive_kind, archive_session_id, find_inputs, state_folder
 from lcm_etl.read.openclaw.openclaw_store import OpenStore, StoreWindow
 from lcm_etl.read.lcmdb.sources import expand
@@ -41,6 +43,7 @@ class ReadOptions:
     held_by: str = ""       # the --src whose rows count as held (a record made with another is not used)
     session_filter: tuple[str, ...] = ()   # the sessions the run may write (none: every one)
     target: Path | None = None   # the target a run that writes commits to: each store's snapshot is kept for it
+    content: bool = False   # content kept although dry_run: audit compares it with the target's
 
 
 @dataclass
@@ -62,6 +65,7 @@ class Reading:
     # session id -> the session key its store window or archive row carries: a file of that session (a published
     # archive, the doctor's original) takes it, so --key-by session-key lands it where the store's copy lands
     store_keys: dict[str, str] = field(default_factory=dict)
+    unread: list[dict] = field(default_factory=list)   # a registry unread, a registered database gone or not a store
 
     def add(self, read: Callable[..., Transcript], start: FileRecord | str, again: tuple[str | None, str | None] =
             (None, None), order: int | None = None) -> Transcript:
@@ -98,8 +102,9 @@ class Reading:
         self.add(read, why, order=order)
 
     def findings(self) -> list[dict]:
-        """History the sources hold that could not be read (a cold archive missing or failing verification)."""
-        return [f for store in self.open_stores.values() for f in store.findings]
+        """History the sources hold that could not be read (a cold archive missing or failing verification, an agent
+        database registered and not read)."""
+        return self.unread + [f for store in self.open_stores.values() for f in store.findings]
 
     def close(self, committed: str | None = None) -> None:
         """`committed`: the run that read this and committed (the stores' kept snapshots are sealed for it)."""
@@ -122,7 +127,7 @@ def read_all(opts: ReadOptions, records: Records | None = None) -> Reading:
         if not p.exists():
             raise BadInput(f"transcript path not found: {p} (pass --sessions with an openclaw-agent.sqlite, an agent "
                            "folder, a state folder, a .jsonl file or a sessions folder)")
-    if not given and not (state_folder() / "agents").is_dir():
+    if not given and not is_state_dir(state_folder()):   # its agents may all live in registered agentDirs
         raise BadInput(f"no transcripts: nothing under {state_folder()}/agents/ (set OPENCLAW_STATE_DIR, or pass "
                        "--sessions with an openclaw-agent.sqlite, an agent or state folder, or a .jsonl file)")
     inputs = find_inputs(given)
@@ -135,8 +140,8 @@ def read_all(opts: ReadOptions, records: Records | None = None) -> Reading:
         return known.trusted(key, opts.key_by, opts.held_by)
 
     work = runfolder.Held()
-    reading = Reading(RunFile(Path(work.name) / "stage.sqlite", not opts.dry_run, frozenset(opts.session_filter)),
-                      opts.strict, list(inputs.skipped), work=work, key_by=opts.key_by)
+    reading = Reading(RunFile(Path(work.name) / "stage.sqlite", not opts.dry_run or opts.content, frozenset(opts.session_filter)),
+                      opts.strict, list(inputs.skipped), work=work, key_by=opts.key_by, unread=list(inputs.findings))
     try:
         _read_into(reading, inputs, opts, start, archived)
         reading.run.flush()
@@ -149,9 +154,17 @@ def read_all(opts: ReadOptions, records: Records | None = None) -> Reading:
 def _read_into(reading: Reading, inputs: Inputs, opts: ReadOptions, start, archived) -> None:
     assert reading.work is not None
     for path in inputs.stores:
-        store = reading.open_stores[path] = OpenStore(path, Path(reading.work.name), opts.memory_limit,
-                                                      keeps_records=not opts.dry_run,
-                                                      target=None if opts.dry_run else opts.target)
+        try:
+            store = OpenStore(path, Path(reading.work.name), opts.memory_limit, keeps_records=not opts.dry_run,
+                              target=None if opts.dry_run else opts.target)
+        except BadInput as exc:   # a file a registry names is the registry's word, not the user's: the rest is read
+            if path not in inputs.registered:
+                raise
+            why = re.split(r" \(|; ", str(exc))[0]   # the reason, without the hint for a path the user named
+            reading.unread.append(registry_finding("registered, not a session store", path,
+                                                   f"{inputs.registered[path]}; {why}"))
+            continue
+        reading.open_stores[path] = store
         c = store.contents
         for held in (*c.windows, *c.archives):
             if held.session_key and held.session_key.strip():

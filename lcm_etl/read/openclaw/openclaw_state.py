@@ -36,6 +36,8 @@ class Inputs:
     named: set[Path] = field(default_factory=set)                # files named on the command line: always read
     skipped: list[tuple[Path, str]] = field(default_factory=list)
     seen: set[Path] = field(default_factory=set)                 # the real paths of all of the above (_add)
+    registered: dict[Path, str] = field(default_factory=dict)    # a store found by a registry: where it is named
+    findings: list[dict] = field(default_factory=list)           # a registry unread, a registered store not found
 
 
 def state_folder() -> Path:
@@ -84,9 +86,10 @@ def _folder(p: Path, out: Inputs) -> None:
         for agent in sorted(a for a in agents.iterdir() if a.is_dir()) if agents.is_dir() else []:
             _agent(agent, out)
         registered = registered_databases(p)
-        for store in registered.stores:     # one already found under agents/ is the same file: read once
-            _add(out, out.stores, store)
-        out.skipped += registered.missing
+        for store, where in registered.stores.items():   # one already found under agents/ is the same file: read once
+            if _add(out, out.stores, store):
+                out.registered[store] = where
+        out.findings += registered.findings
     elif (p / "agent").is_dir() or (p / "sessions").is_dir() or (p / IMPORT_ARCHIVE).is_dir():
         _agent(p, out)                      # an agent folder
     elif (p / STORE_NAME).is_file():        # the folder that holds a store (an agent's agent/): its store
@@ -116,13 +119,15 @@ def _sessions(folder: Path, out: Inputs) -> None:
             out.skipped.append((path, reason))
 
 
-def _add(out: Inputs, into: list[Path], p: Path) -> None:
+def _add(out: Inputs, into: list[Path], p: Path) -> bool:
     """`p` into its list once, by real path (a symlink or another spelling of a file is the same file). A set, not a
-    scan of the list: a folder of 1,000 archives took 500,000 resolve() calls, about 100 s."""
+    scan of the list: a folder of 1,000 archives took 500,000 resolve() calls, about 100 s. True: it was new."""
     real = p.resolve()
-    if real not in out.seen:
-        out.seen.add(real)
-        into.append(p)
+    if real in out.seen:
+        return False
+    out.seen.add(real)
+    into.append(p)
+    return True
 
 
 def archive_kind(path: Path) -> str:
