@@ -100,7 +100,7 @@ def test_openclaw_home_is_where_the_default_state_folder_is(tmp_path, spelling):
     home = home_copy(tmp_path)
     custom = str(home / "openclaw-home") if spelling == "absolute" else "~/openclaw-home"   # `~` is $HOME
     env = env_of(home, OPENCLAW_HOME=custom)
-    target = tmp_path / "t" / "lcm.sqlite"
+    target = empty_target(tmp_path / "t" / "lcm.sqlite")
     assert run_cli("audit", "--dest", target, "-q", env=env).returncode == 3
     proc = run_cli("reconcile", "--dest", target, "-q", env=env)
     assert (proc.returncode, proc.stderr) == (0, "")
@@ -179,7 +179,7 @@ def test_profile_default_is_the_openclaw_folder_and_migrate_reads_the_profiles_l
         assert json.loads(proc.stdout)["source"] == str(folder / "lcm.db")
 
 
-def test_a_registered_database_that_is_gone_is_left_out_with_its_reason_and_the_rest_is_read(tmp_path):
+def test_a_registered_database_that_is_gone_is_a_warning_naming_it_and_the_rest_is_read(tmp_path):
     home = home_copy(tmp_path)
     gone = home / "agents" / "research" / "openclaw-agent.sqlite"
     gone.unlink()
@@ -187,11 +187,12 @@ def test_a_registered_database_that_is_gone_is_left_out_with_its_reason_and_the_
     proc = run_cli("reconcile", "--sessions", home / ".openclaw-work", "--dest", target, "--json", env=env_of(home))
     assert proc.returncode == 0, proc.stderr
     registry = home / ".openclaw-work" / "state" / "openclaw.sqlite"
-    assert json.loads(proc.stdout)["extra"]["files_skipped"] == [
-        {"file": str(gone), "reason": f"registered for agent research in {registry}, but not found"}]
+    assert json.loads(proc.stdout)["warnings"] == [
+        f"agent database {gone}: registered, not found; registered for agent research in {registry}"]
     assert landed(target) == expected("profile.main")
     text = run_cli("reconcile", "--sessions", home / ".openclaw-work", "--dest", target, env=env_of(home)).stdout
-    assert f"  left out {gone}: registered for agent research in {registry}, but not found\n" in text
+    assert f"  warning: agent database {gone}: registered, not found; registered for agent research in {registry}\n" \
+        in text
 
 
 def test_audit_of_a_state_folder_looks_for_its_lcm_db_not_the_callers(tmp_path):

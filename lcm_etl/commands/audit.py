@@ -259,23 +259,29 @@ def _audit_transcripts(opts: AuditOptions, source: Snapshot | None, target_db: P
 
 
 # each message a transcript holds with an entry id is in the target once, as read: an entry id twice in a session is
-# a duplicate, a row whose content is not the transcript's was changed (compared in SQLite, on the run file: the
-# content never goes through Python or DuckDB)
+# a duplicate; a row whose content is not its transcript's first copy's (the one a reconcile lands), although the
+# row's identity is still the transcript's (OpenClaw rewriting an entry in place changes both: that row is kept as
+# imported, r20_match.sql), was changed in the target. Compared in SQLite, on the run file: the content never goes
+# through Python or DuckDB.
 _STORED_AS_READ = """
-WITH held AS (SELECT id, session_id, json_extract(metadata, '$.transcript_entry_id') AS entry_id
+WITH held AS (SELECT id, session_id, json_extract(metadata, '$.transcript_entry_id') AS entry_id,
+                     json_extract(metadata, '$.identity_hash') AS identity_hash
               FROM target.lcm_messages
               WHERE session_id IN (SELECT session_id FROM main.jsonl_messages) AND json_valid(metadata)
-                AND json_extract(metadata, '$.source') = 'openclaw-jsonl')   -- an lcm.db row's twin: a10's finding
+                AND json_extract(metadata, '$.source') = 'openclaw-jsonl'),   -- an lcm.db row's twin: a10's finding
+first AS (SELECT min(message_id) AS message_id FROM main.jsonl_messages WHERE entry_id IS NOT NULL
+          GROUP BY session_id, entry_id)
 SELECT 'transcript message', 'duplicated in target', session_id, entry_id,
        count(*) || ' rows: ' || group_concat(id, ', ')
 FROM held WHERE entry_id IS NOT NULL GROUP BY session_id, entry_id HAVING count(*) > 1
 UNION ALL
-SELECT 'transcript message', 'changed in target', m.session_id, min(tr.path) || ':' || m.entry_id,
+SELECT 'transcript message', 'changed in target', m.session_id, tr.path || ':' || m.entry_id,
        'row ' || t.id || ': its content is not the transcript''s'
-FROM main.jsonl_messages m JOIN main.jsonl_content c USING (message_id) JOIN main.transcripts tr USING (file_order)
-JOIN held h ON h.session_id = m.session_id AND h.entry_id = m.entry_id JOIN target.lcm_messages t ON t.id = h.id
+FROM first JOIN main.jsonl_messages m USING (message_id) JOIN main.jsonl_content c USING (message_id)
+JOIN main.transcripts tr USING (file_order)
+JOIN held h ON h.session_id = m.session_id AND h.entry_id = m.entry_id AND h.identity_hash IS m.identity_hash
+JOIN target.lcm_messages t ON t.id = h.id
 WHERE CAST(t.content AS BLOB) IS NOT CAST(c.content AS BLOB)
-GROUP BY m.session_id, m.entry_id, t.id
 ORDER BY 3, 4"""
 
 

@@ -192,11 +192,15 @@ def _read_into(reading: Reading, inputs: Inputs, opts: ReadOptions, start, archi
         reading.add(functools.partial(offsets.read, f), start(real_path(f)))
     live = {r[0] for r in reading.run.query("SELECT DISTINCT header_id FROM transcripts WHERE kind <> 'archive'")} \
         if inputs.archive_files else set()
+    # the agents whose store was read: the store says which sessions were deleted on purpose (its archive rows)
+    stored = {p.resolve().parent.parent for p in reading.open_stores} if inputs.archive_files else set()
     for f in inputs.archive_files:
-        # a published archive file is its store row's copy (same bytes): left out with it, read with it
+        # a published archive file is its store row's copy (same bytes): left out with it, read with it; one whose
+        # row is gone, beside a store, is not known to be deleted on purpose: read
         sid = archive_session_id(f)
-        wanted = f.resolve() in inputs.named or not (
-            sid in reading.left_out or opts.exclude_deleted and deleted_on_purpose(archive_kind(f), sid in live))
+        by_name = f.resolve().parent.parent not in stored and opts.exclude_deleted and \
+            deleted_on_purpose(archive_kind(f), sid in live)
+        wanted = f.resolve() in inputs.named or not (sid in reading.left_out or by_name)
         if wanted:
             origin = reading.add(functools.partial(read_archive_file, f, None), archived(real_path(f))).origin
         else:
