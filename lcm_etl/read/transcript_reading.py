@@ -5,7 +5,8 @@ the last run stopped").
 What `--sessions` names is sorted by lcm_etl/read/openclaw/openclaw_state.py; a store's windows are read by store_reads.py
 from its snapshot (openclaw/openclaw_store.py), a file by transcript_offsets.py, each from its record or whole as
 transcript_decision.py decides, and each goes into the run file as it is read (run_file.py): Python holds one
-transcript's parse at a time. A transcript that cannot be read is bad input (exit 2), and nothing is written.
+transcript's parse at a time. A transcript or a store that cannot be read is a finding (findings.py) and the rest is
+read; one named on the command line is bad input (exit 2), and nothing is written.
 """
 from __future__ import annotations
 
@@ -21,7 +22,9 @@ from lcm_etl.read import transcript_offsets as offsets
 from lcm_etl.file_identity import real_path
 from lcm_etl.read.run_file import RunFile, file_session
 from lcm_etl.read.transcript_decision import FileRecord, Records, from_record
-from lcm_etl.read.openclaw.openclaw_state import Inputs, archive_kind, archive_session_id, find_inputs, state_folder
+from lcm_etl.read.findings import Unreadable, finding, read_regular, refuse_under_strict
+from lcm_etl.read.openclaw.openclaw_state import (Inputs, archive_kind, archive_session_id, find_inputs, is_sqlite,
+                                                  state_folder)
 from lcm_etl.read.openclaw.openclaw_store import OpenStore, StoreWindow
 from lcm_etl.read.lcmdb.sources import expand
 from lcm_etl.read.store_reads import (ArchiveOrigin, PendingOrigin, archive_listing, read_archive_file, read_pending,
@@ -59,12 +62,21 @@ class Reading:
     fallback_time: str = field(default_factory=now_iso)   # the created_at of a message that has none
     keys_by_folder: dict = field(default_factory=dict)
     left_out: set[str] = field(default_factory=set)  # session ids of the archives --exclude-deleted left out
+    found: list[dict] = field(default_factory=list)   # findings of the folders, files and stores (findings.py)
+    named: set[Path] = field(default_factory=set)     # files named on the command line: unreadable is bad input
 
     def add(self, read: Callable[..., Transcript], start: FileRecord | str, again: tuple[str | None, str | None] =
-            (None, None), order: int | None = None) -> Transcript:
+            (None, None), order: int | None = None) -> Transcript | None:
         """A transcript read (`read(start, strict)`) into the run file; `again`: the store and the window or
-        archive name it is read again from (none: its path)."""
-        t = _guarded(read, start, self.strict)
+        archive name it is read again from (none: its path). One that cannot be read is a finding (None); bad
+        input when it was named on the command line, or under --strict."""
+        try:
+            t = read(start, self.strict)
+        except TranscriptError as exc:
+            if self.strict or exc.path.resolve() in self.named:
+                raise BadInput(f"not a readable transcript: {exc}; nothing was written") from None
+            self.found.append(finding("transcript", exc.path, exc.message))
+            return None
         self.run.add(t, start if from_record(t) else None, file_session(t, self.key_by, self.keys_by_folder),
                      _kind(t), where_kind(t), again, _origin(t), self.fallback_time, order)
         return t
@@ -95,8 +107,9 @@ class Reading:
         self.add(read, why, order=order)
 
     def findings(self) -> list[dict]:
-        """History the sources hold that could not be read (a cold archive missing or failing verification)."""
-        return [f for store in self.open_stores.values() for f in store.findings]
+        """History the sources hold that could not be read: folders, files, stores, and what each store's reading
+        found (a cold archive missing or failing verification, a pending input that is not a message)."""
+        return self.found + [f for store in self.open_stores.values() for f in store.findings]
 
     def close(self, committed: str | None = None) -> None:
         """`committed`: the run that read this and committed (the stores' kept snapshots are sealed for it)."""
@@ -133,10 +146,13 @@ def read_all(opts: ReadOptions, records: Records | None = None) -> Reading:
 
     work = runfolder.Held()
     reading = Reading(RunFile(Path(work.name) / "stage.sqlite", not opts.dry_run, frozenset(opts.session_filter)),
-                      opts.strict, list(inputs.skipped), work=work, key_by=opts.key_by)
+                      opts.strict, list(inputs.skipped), work=work, key_by=opts.key_by, found=inputs.findings,
+                      named=inputs.named)
     try:
         _read_into(reading, inputs, opts, start, archived)
         reading.run.flush()
+        if opts.strict:
+            refuse_under_strict(reading.findings())
     except BaseException:
         reading.close()
         raise
@@ -146,9 +162,9 @@ def read_all(opts: ReadOptions, records: Records | None = None) -> Reading:
 def _read_into(reading: Reading, inputs: Inputs, opts: ReadOptions, start, archived) -> None:
     assert reading.work is not None
     for path in inputs.stores:
-        store = reading.open_stores[path] = OpenStore(path, Path(reading.work.name), opts.memory_limit,
-                                                      keeps_records=not opts.dry_run,
-                                                      target=None if opts.dry_run else opts.target)
+        store = _open_store(reading, path, opts)
+        if store is None:
+            continue
         c = store.contents
         reading.stores.append({"store": str(path), "agent_id": c.agent_id, "user_version": c.user_version,
                                "windows": len(c.windows), "archives": len(c.archives),
@@ -178,11 +194,28 @@ def _read_into(reading: Reading, inputs: Inputs, opts: ReadOptions, start, archi
         sid = archive_session_id(f)
         wanted = f.resolve() in inputs.named or not (
             sid in reading.left_out or opts.exclude_deleted and deleted_on_purpose(archive_kind(f), sid in live))
-        if wanted:
-            origin = reading.add(functools.partial(read_archive_file, f, None), archived(real_path(f))).origin
-        else:
-            origin = ArchiveOrigin(f.name, archive_kind(f), sid, None)
-        reading.archives.append(archive_listing(origin, str(f.parent), wanted, origin.session_id in live))
+        t = reading.add(functools.partial(read_archive_file, f, None), archived(real_path(f))) if wanted else None
+        origin = t.origin if t is not None else ArchiveOrigin(f.name, archive_kind(f), sid, None)
+        reading.archives.append(archive_listing(origin, str(f.parent), t is not None, origin.session_id in live))
+
+
+def _open_store(reading: Reading, path: Path, opts: ReadOptions) -> OpenStore | None:
+    """A session store's snapshot, opened; one that is not a readable store is a finding (bad input when named)."""
+    assert reading.work is not None
+    try:
+        if not is_sqlite(path):
+            read_regular(path, limit=0)   # says why it cannot be read, or that it is not empty
+        store = OpenStore(path, Path(reading.work.name), opts.memory_limit, keeps_records=not opts.dry_run,
+                          target=None if opts.dry_run else opts.target)
+    except (Unreadable, BadInput) as exc:
+        problem = exc.problem if isinstance(exc, Unreadable) else "not a readable session store"
+        if path.resolve() in reading.named or opts.strict:
+            raise BadInput(str(exc) if isinstance(exc, BadInput) else f"session store {path}: {problem}") from None
+        reading.found.append(finding("session store", path, problem if isinstance(exc, Unreadable) else
+                                     f"{problem} ({exc})"))
+        return None
+    reading.open_stores[path] = store
+    return store
 
 
 def deleted_on_purpose(reason: str, session_alive: bool) -> bool:
@@ -209,10 +242,3 @@ def _origin(t: Transcript) -> dict:
                 "pending_state": t.origin.input.state}
     return {"kind": _kind(t)}
 
-
-def _guarded(read, *args):
-    """read(*args); a transcript that cannot be read is bad input, and nothing is written."""
-    try:
-        return read(*args)
-    except TranscriptError as exc:
-        raise BadInput(f"not a readable transcript: {exc}; nothing was written") from None

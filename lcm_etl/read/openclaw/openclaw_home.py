@@ -136,7 +136,10 @@ def profile_state(profile: str, env: Mapping[str, str] | None = None) -> Path:
 def is_state_dir(folder: Path) -> bool:
     """A folder OpenClaw keeps state in: agent folders, or the gateway's state DB (its agents may all live
     in custom agentDirs elsewhere)."""
-    return (folder / "agents").is_dir() or (folder / REGISTRY).is_file()
+    try:
+        return (folder / "agents").is_dir() or (folder / REGISTRY).is_file()
+    except OSError:   # a state/ folder that cannot be read: a state folder still (its registry read is a finding)
+        return True
 
 
 @dataclass
@@ -170,7 +173,13 @@ def registered_databases(state: Path) -> Registered:
         if not isinstance(stored, str) or not stored.strip():
             continue
         path = Path(stored) if os.path.isabs(stored) else state / stored
-        if path.is_file():
+        try:
+            there = path.is_file()
+        except OSError as exc:   # a custom agentDir another user's mode bits hide
+            found.missing.append((path, f"registered for agent {agent} in {registry}, but cannot be read "
+                                        f"({exc.strerror or exc})"))
+            continue
+        if there:
             found.stores.append(path)
         else:
             found.missing.append((path, f"registered for agent {agent} in {registry}, but not found"))

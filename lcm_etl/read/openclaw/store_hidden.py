@@ -9,8 +9,8 @@ does not know (docs/mapping.md, "Everything OpenClaw holds").
   (a crash between the two); store_reads.read_pending makes it a one-message transcript.
 - A table a newer release added that holds session rows: a **finding**, never passed over without a word.
 
-What cannot be read (a cold archive missing or failing verification, an unknown table) is a finding: a dict of
-audit's FINDING_KEYS, which reconcile reports as a warning and audit as a difference.
+What cannot be read (a cold archive missing or failing verification, an unknown table) is a finding
+(lcm_etl/read/findings.py), which reconcile reports as a warning and audit as a difference.
 """
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from typing import Iterator
 import orjson
 
 from lcm_etl.errors import BadInput
+from lcm_etl.read.findings import finding
 
 # Every table of OpenClaw's agent database up to schema 23 (2026.9.6): the four that hold conversation history are
 # read (transcript_events, session_transcript_archives, session_transcript_cold_archives, session_pending_inputs),
@@ -92,10 +93,9 @@ def unknown_tables(columns: dict[str, set[str]], store: Path, user_version: int 
         known = (table in KNOWN_TABLES or table.startswith("sqlite_")
                  or table.endswith(_FTS_SHADOWS) and table.rpartition("_")[0] in KNOWN_TABLES)
         if not known and cols & _HOLDS_HISTORY:
-            out.append({"kind": "session store table", "problem": "unknown, holds session rows: not read",
-                        "session_id": None, "source_id": f"{store}#{table}",
-                        "detail": f"columns {', '.join(sorted(cols & _HOLDS_HISTORY))}; a newer OpenClaw's "
-                                  f"(user_version {user_version}): lcm-etl does not know it"})
+            out.append(finding("session store table", f"{store}#{table}", "unknown, holds session rows: not read",
+                               detail=f"columns {', '.join(sorted(cols & _HOLDS_HISTORY))}; a newer OpenClaw's "
+                                      f"(user_version {user_version}): lcm-etl does not know it"))
     return out
 
 
@@ -155,8 +155,8 @@ def cold_rows(con, store: Path, session_id: str, c: ColdArchive, after_seq: int,
     except Exception as exc:   # zstandard's ZstdError, orjson's JSONDecodeError, a record of another shape
         problem = f"verified but undecodable ({type(exc).__name__}: {exc})"
     if problem is not None:
-        findings.append({"kind": "cold archive", "problem": problem, "session_id": session_id, "source_id": where,
-                         "detail": "OpenClaw refuses it too: restore it from a backup"})
+        findings.append(finding("cold archive", where, problem, session_id,
+                                "OpenClaw refuses it too: restore it from a backup"))
         yield -1, None, f"cold archive {where} {problem}"
         return
     for seq, raw in sorted(rows):
@@ -190,6 +190,6 @@ def pending_inputs(con, columns: dict[str, set[str]], store: Path, agent: str | 
         if isinstance(message, dict) and isinstance(message.get("role"), str):
             out.append(PendingInput(store, agent, *r))
         else:
-            findings.append({"kind": "pending input", "problem": "message_json is not a message", "session_id": r[1],
-                             "source_id": f"{store}#session_pending_inputs/{r[0]}", "detail": "not read"})
+            findings.append(finding("pending input", f"{store}#session_pending_inputs/{r[0]}",
+                                    "message_json is not a message", r[1]))
     return out

@@ -29,6 +29,7 @@ from typing import Any, Iterable
 
 import orjson
 
+from lcm_etl.read.findings import Unreadable, read_regular
 from lcm_etl.read.transcript.transcript_blocks import build_parts, extract_content, reject_constant, without_surrogates
 from lcm_etl.read.openclaw.transcript_files import file_stem
 from lcm_etl.read.transcript.transcript_identity import identity_hash
@@ -157,11 +158,9 @@ def read_transcript(path: Path | str, strict: bool = False) -> Transcript:
     """Parse one transcript file; see the module docstring for the rules."""
     path = Path(path)
     try:
-        data = path.read_bytes()
-    except IsADirectoryError:
-        raise TranscriptError(path, "is a directory, not a transcript file") from None
-    except OSError as exc:
-        raise TranscriptError(path, f"cannot be read ({exc.strerror or exc})") from None
+        data = read_regular(path)
+    except Unreadable as exc:
+        raise TranscriptError(path, exc.problem) from None
     return transcript_of_bytes(path, data, strict)
 
 
