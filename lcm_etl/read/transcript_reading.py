@@ -64,9 +64,10 @@ class Reading:
     left_out: set[str] = field(default_factory=set)  # session ids of the archives --exclude-deleted left out
     found: list[dict] = field(default_factory=list)   # findings of the folders, files and stores (findings.py)
     named: set[Path] = field(default_factory=set)     # files named on the command line: unreadable is bad input
+    declared: dict[str, str] = field(default_factory=dict)   # archive name -> its store row's archive_sha256
 
     def add(self, read: Callable[..., Transcript], start: FileRecord | str, again: tuple[str | None, str | None] =
-            (None, None), order: int | None = None) -> Transcript | None:
+            (None, None), order: int | None = None, what: str = "transcript") -> Transcript | None:
         """A transcript read (`read(start, strict)`) into the run file; `again`: the store and the window or
         archive name it is read again from (none: its path). One that cannot be read is a finding (None); bad
         input when it was named on the command line, or under --strict."""
@@ -75,7 +76,7 @@ class Reading:
         except TranscriptError as exc:
             if self.strict or exc.path.resolve() in self.named:
                 raise BadInput(f"not a readable transcript: {exc}; nothing was written") from None
-            self.found.append(finding("transcript", exc.path, exc.message))
+            self.found.append(finding(what, exc.path, exc.message))
             return None
         self.run.add(t, start if from_record(t) else None, file_session(t, self.key_by, self.keys_by_folder),
                      _kind(t), where_kind(t), again, _origin(t), self.fallback_time, order)
@@ -92,24 +93,26 @@ class Reading:
             archives = {a.name: a for a in store.contents.archives}
             for order, kind, where, name, _ in rows:
                 if where is not None and Path(where) == path and kind == "archive":
-                    self._again(order, functools.partial(read_store_archive, store, archives[name]), again[order])
+                    self._again(order, functools.partial(read_store_archive, store, archives[name]), again[order],
+                                "archive")
             for w in found:
                 order = windows[(path, w.session_id)]
                 self._again(order, functools.partial(read_window, store, w), again[order])
         for order, kind, where, _, path in rows:
             if where is None:
-                read = functools.partial(read_archive_file, Path(path), None) if kind == "archive" else \
-                    functools.partial(offsets.read, Path(path))
-                self._again(order, read, again[order])
+                read = functools.partial(read_archive_file, Path(path), None, declared=self.declared.get(
+                    Path(path).name)) if kind == "archive" else functools.partial(offsets.read, Path(path))
+                self._again(order, read, again[order], kind)
 
-    def _again(self, order: int, read: Callable[..., Transcript], why: str) -> None:
+    def _again(self, order: int, read: Callable[..., Transcript], why: str, what: str = "window") -> None:
         self.run.forget(order)
-        self.add(read, why, order=order)
+        self.add(read, why, order=order, what="transcript" if what == "file" else what)
 
     def findings(self) -> list[dict]:
         """History the sources hold that could not be read: folders, files, stores, and what each store's reading
         found (a cold archive missing or failing verification, a pending input that is not a message)."""
-        return self.found + [f for store in self.open_stores.values() for f in store.findings]
+        every = self.found + [f for store in self.open_stores.values() for f in store.findings]
+        return list({tuple(f.values()): f for f in every}.values())   # a window read again finds it again
 
     def close(self, committed: str | None = None) -> None:
         """`committed`: the run that read this and committed (the stores' kept snapshots are sealed for it)."""
@@ -177,9 +180,11 @@ def _read_into(reading: Reading, inputs: Inputs, opts: ReadOptions, start, archi
             wanted = not (opts.exclude_deleted and deleted_on_purpose(a.reason, a.session_alive))
             if wanted:
                 reading.add(functools.partial(read_store_archive, store, a), archived(real_path(path, a.name)),
-                            (str(path), a.name))
+                            (str(path), a.name), what="archive")
             else:
                 reading.left_out.add(a.session_id)
+            if a.sha256:
+                reading.declared[a.name] = a.sha256
             origin = ArchiveOrigin(a.name, a.reason, a.session_id, a.session_key, path, a.agent_id)
             reading.archives.append(archive_listing(origin, str(path), wanted, a.session_id in held))
         # after every window: a pending input lands at the end of its window's session
@@ -194,7 +199,8 @@ def _read_into(reading: Reading, inputs: Inputs, opts: ReadOptions, start, archi
         sid = archive_session_id(f)
         wanted = f.resolve() in inputs.named or not (
             sid in reading.left_out or opts.exclude_deleted and deleted_on_purpose(archive_kind(f), sid in live))
-        t = reading.add(functools.partial(read_archive_file, f, None), archived(real_path(f))) if wanted else None
+        t = reading.add(functools.partial(read_archive_file, f, None, declared=reading.declared.get(f.name)),
+                        archived(real_path(f)), what="archive") if wanted else None
         origin = t.origin if t is not None else ArchiveOrigin(f.name, archive_kind(f), sid, None)
         reading.archives.append(archive_listing(origin, str(f.parent), t is not None, origin.session_id in live))
 

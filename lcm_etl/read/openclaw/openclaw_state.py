@@ -77,10 +77,10 @@ def _look(into, folder: Path, out: Inputs) -> None:
 
 
 def _named_file(p: Path, out: Inputs) -> None:
+    out.named.add(p.resolve())
     if is_sqlite(p):
         _add(out, out.stores, p)
         return
-    out.named.add(p.resolve())
     if classify_file_name(p.name) == "archive":
         _add(out, out.archive_files, p)
     else:
