@@ -182,15 +182,16 @@ class PendingOrigin:
         return {k: v for k, v in out.items() if v is not None}
 
 
-def read_pending(p: PendingInput, strict: bool) -> Transcript:
+def read_pending(store: OpenStore, p: PendingInput, strict: bool) -> Transcript:
     """The input as its window would have held it: a message entry after the window's header. It has no entry id
     (OpenClaw gives one when it writes the entry): the plan matches it by identity, so the entry OpenClaw may write
-    later, with the same content, is the same message (r20_match.sql), never a second one."""
-    message = orjson.loads(p.message_json)   # a message: store_hidden.pending_inputs checked it
+    later, with the same content, is the same message (r20_match.sql), never a second one. Its message_json goes
+    into the entry's line as it is (store_hidden.pending_inputs checked it is a message), parsed as lines are."""
     when = (datetime.fromtimestamp(p.accepted_at / 1000, timezone.utc).isoformat(timespec="milliseconds")
             .replace("+00:00", "Z") if p.accepted_at is not None else None)
     lines = [(1, orjson.dumps({"type": "session", "version": 3, "id": p.session_id})),
-             (2, orjson.dumps({"type": "message", "timestamp": when, "message": message}))]
+             (2, b'{"type":"message","timestamp":' + orjson.dumps(when) + b',"message":' +
+              store.pending_message(p) + b"}")]
     t = parse_transcript(Path(f"{p.store}#session_pending_inputs/{p.input_id}"), lines, strict)
     t.header_id, t.origin, t.mark, t.why_whole = p.session_id, PendingOrigin(p), None, PENDING
     return t

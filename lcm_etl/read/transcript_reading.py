@@ -189,7 +189,7 @@ def _read_into(reading: Reading, inputs: Inputs, opts: ReadOptions, start, archi
             reading.archives.append(archive_listing(origin, str(path), wanted, a.session_id in held))
         # after every window: a pending input lands at the end of its window's session
         for p in c.pending:
-            reading.add(lambda _start, strict, p=p: read_pending(p, strict), "")
+            reading.add(lambda _start, strict, p=p, s=store: read_pending(s, p, strict), "", what="pending input")
     for f in inputs.files:
         reading.add(functools.partial(offsets.read, f), start(real_path(f)))
     live = {r[0] for r in reading.run.query("SELECT DISTINCT header_id FROM transcripts WHERE kind <> 'archive'")} \

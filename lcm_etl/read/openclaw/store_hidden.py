@@ -23,6 +23,7 @@ import orjson
 
 from lcm_etl.errors import BadInput
 from lcm_etl.read.findings import Unreadable, finding, read_regular
+from lcm_etl.read.transcript.transcripts import parse_line
 
 # Every table of OpenClaw's agent database up to schema 23 (2026.9.6): the four that hold conversation history are
 # read (transcript_events, session_transcript_archives, session_transcript_cold_archives, session_pending_inputs),
@@ -41,11 +42,13 @@ KNOWN_TABLES = frozenset((
     "standing_intents_fts", "trajectory_runtime_events", "transcript_event_identities", "transcript_events",
     "transcript_rewrite_watermarks"))
 _FTS_SHADOWS = ("_config", "_content", "_data", "_docsize", "_idx")
-# a column that ties a table's rows to sessions or messages: an unknown table with one may hold history
-_HOLDS_HISTORY = frozenset(("session_id", "session_key", "conversation_id", "message_id", "event_json", "message_json",
-                            "event_id"))
+_FTS = frozenset(t for t in KNOWN_TABLES if t.endswith("_fts"))   # only these have shadow tables
+# a column that ties a table's rows to sessions or messages (spelt in any case, with or without '_': sessionId,
+# msg_id): an unknown table with one may hold history
+_HOLDS_HISTORY = frozenset(("sessionid", "sessionkey", "conversationid", "messageid", "msgid", "eventjson",
+                            "messagejson", "eventid"))
 _COLD_COLUMNS = ("session_id", "archive_name", "archive_sha256", "archive_bytes", "event_count", "last_seq", "storage")
-_PENDING_COLUMNS = ("input_id", "session_id", "session_key", "idempotency_key", "state", "accepted_at", "message_json")
+_PENDING_COLUMNS = ("input_id", "session_id", "session_key", "idempotency_key", "state", "accepted_at")
 
 
 @dataclass(frozen=True)
@@ -76,7 +79,6 @@ class PendingInput:
     idempotency_key: str | None
     state: str | None
     accepted_at: int | None
-    message_json: str
 
 
 # A transcript's JSONL compresses 5-10 times at OpenClaw's level 1: a frame whose row declares no length may
@@ -124,10 +126,11 @@ def unknown_tables(columns: dict[str, set[str]], store: Path, user_version: int 
     out = []
     for table, cols in sorted(columns.items()):
         known = (table in KNOWN_TABLES or table.startswith("sqlite_")
-                 or table.endswith(_FTS_SHADOWS) and table.rpartition("_")[0] in KNOWN_TABLES)
-        if not known and cols & _HOLDS_HISTORY:
+                 or table.endswith(_FTS_SHADOWS) and table.rpartition("_")[0] in _FTS)
+        held = sorted(c for c in cols if c.replace("_", "").lower() in _HOLDS_HISTORY)
+        if not known and held:
             out.append(finding("session store table", f"{store}#{table}", "unknown, holds session rows: not read",
-                               detail=f"columns {', '.join(sorted(cols & _HOLDS_HISTORY))}; a newer OpenClaw's "
+                               detail=f"columns {', '.join(held)}; a newer OpenClaw's "
                                       f"(user_version {user_version}): lcm-etl does not know it"))
     return out
 
@@ -231,7 +234,21 @@ def _verified(con, where: str, session_id: str, c: ColdArchive) -> bytes | str:
     return data
 
 
-def pending_inputs(con, columns: dict[str, set[str]], store: Path, agent: str | None,
+def pending_message(lite, input_id: str) -> bytes:
+    """A pending input's message_json, read by SQLite (`lite`: its text as bytes): a value of any size stays out of
+    DuckDB's memory budget (a 100 MB message through it ran out of the default 96 MB)."""
+    row = lite.execute("SELECT message_json FROM session_pending_inputs WHERE input_id = ?", (input_id,)).fetchone()
+    return bytes(row[0]) if row and row[0] is not None else b""
+
+
+def message_of(raw: bytes) -> dict | None:
+    """A pending input's message parsed as a transcript line is (lone-surrogate escapes, which JSON.stringify
+    writes, kept), or None when it is not a message."""
+    message, _why = parse_line(raw)
+    return message if isinstance(message, dict) and isinstance(message.get("role"), str) else None
+
+
+def pending_inputs(con, lite, columns: dict[str, set[str]], store: Path, agent: str | None,
                    findings: list[dict]) -> list[PendingInput]:
     """The inputs no transcript entry holds: not consumed, and no event of their window carries their idempotency key
     (OpenClaw writes the input as the turn runs, then deletes the row: a read between the two sees both). Every state
@@ -251,11 +268,7 @@ def pending_inputs(con, columns: dict[str, set[str]], store: Path, agent: str | 
                        f"{'WHERE ' + ' AND '.join(conds) if conds else ''} ORDER BY {order}").fetchall()
     out = []
     for r in rows:
-        try:
-            message = orjson.loads(r[-1])
-        except orjson.JSONDecodeError:
-            message = None
-        if isinstance(message, dict) and isinstance(message.get("role"), str):
+        if message_of(pending_message(lite, r[0])) is not None:
             out.append(PendingInput(store, agent, *r))
         else:
             findings.append(finding("pending input", f"{store}#session_pending_inputs/{r[0]}",

@@ -125,7 +125,7 @@ class _Node:
     has_id: bool
 
 
-def _parse_line(raw: bytes) -> tuple[Any, str | None]:
+def parse_line(raw: bytes) -> tuple[Any, str | None]:
     try:
         return orjson.loads(raw), None
     except orjson.JSONDecodeError as exc:
@@ -194,7 +194,7 @@ def parse_transcript(path: Path, lines: Iterable[tuple[int, bytes]], strict: boo
             raw = raw[3:]
         if _BLANK.match(raw):   # not raw.strip(): that copies a line of any size to see it is not blank
             continue
-        value, reason = _parse_line(raw)
+        value, reason = parse_line(raw)
         if reason is None and not isinstance(value, dict):
             reason = f"not a JSON object ({type(value).__name__})"
         if reason is not None:
