@@ -78,6 +78,8 @@ def resolve_src(src: str | None, profile: str | None = None):
 
 
 # click rewraps an epilog's paragraphs; \b keeps the lines as written
+STRICT = ("a finding (a transcript, archive, cold file, pending input or store that cannot be read) or an unparsable "
+          "transcript line is an error (exit 2, nothing written), not a warning")
 EPILOG = "\b\nExit codes:\n" + "\n".join(f"  {code:>3}  {meaning}" for code, meaning in EXIT_CODES.items())
 
 
@@ -193,7 +195,7 @@ def _dask_runner():
 @target_options("to write (created when absent, with its folders)")
 @run_options
 @write_options
-@click.option("--strict", is_flag=True, help="an unparsable transcript line is an error, not a skipped line")
+@click.option("--strict", is_flag=True, help=STRICT)
 @watch_options
 @profile_option
 @handled
@@ -229,10 +231,11 @@ def reconcile(sessions, exclude_deleted, src, dest, memory_dir, dry_run, session
 @memory_limit_option
 @click.option("--junit", metavar="FILE", type=TEXT_PATH,
               help="also write the audit as JUnit XML to FILE: one test case per session, failing when it is behind")
+@click.option("--strict", is_flag=True, help=STRICT)
 @profile_option
 @handled
 def audit(sessions, exclude_deleted, src, dest, memory_dir, session_filter, key_by, as_json, quiet, debug, memory_limit,
-          junit, profile):
+          junit, strict, profile):
     """Read-only: is everything in the sources in the target? Exit 0 clean, 3 pending or different."""
     from lcm_etl.commands.audit import AuditOptions, audit as run
     from lcm_etl.commands.audit_junit import check_junit_path, junit_xml, write_junit
@@ -248,7 +251,7 @@ def audit(sessions, exclude_deleted, src, dest, memory_dir, session_filter, key_
     audited = run(AuditOptions(target=resolve_target(dest, memory_dir), src=required, sessions=read.sessions,
                                session_filter=list(session_filter), key_by=key_by,
                                memory_limit=memory_limit, default_src=None if read.src else read.beside,
-                               default_transcripts=read.installation, exclude_deleted=exclude_deleted))
+                               default_transcripts=read.installation, exclude_deleted=exclude_deleted, strict=strict))
     if junit:
         write_junit(expand(junit), junit_xml(audited.report, audited.findings, audited.sessions))
     emit(audited, as_json, quiet)

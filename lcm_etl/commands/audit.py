@@ -22,6 +22,7 @@ from lcm_etl.sync import identity as source_identity
 from lcm_etl.read.snapshot import runfolder
 from lcm_etl.planning import plan
 from lcm_etl.options import ReconcileOptions
+from lcm_etl.read.findings import FINDING_KEYS
 from lcm_etl.planning.reconcile_plan import plan_transcripts, read_all
 from lcm_etl.report import RunReport, one_line_each, unknown_lines
 from lcm_etl.read.lcmdb.source_schema import detect_schema, normalized_views
@@ -58,7 +59,6 @@ _DETAIL_EMPTY = {
 }
 _NEEDS = {"tgt_detail": "lcm_messages", "tgt_part_keys": "lcm_message_parts", "tgt_summary_detail": "lcm_summary_nodes",
           "tgt_provenance_summaries": "lcm_etl_summaries", "tgt_skipped": "lcm_etl_skipped"}
-FINDING_KEYS = ("kind", "problem", "session_id", "source_id", "detail")
 
 
 @dataclass
@@ -76,6 +76,7 @@ class AuditOptions:
     # $OPENCLAW_STATE_DIR) although --sessions names none: `audit` run with no input named audits the installation
     default_transcripts: bool = False
     exclude_deleted: bool = False
+    strict: bool = False   # an unparsable line or a finding of the transcripts' read is bad input (exit 2)
 
 
 # extra's "<kind> kept, no longer in the source": rows the source deleted that the target keeps (counted, not findings)
@@ -223,7 +224,7 @@ def _audit_transcripts(opts: AuditOptions, source: Snapshot | None, target_db: P
                        report: RunReport, sessions: set[str]) -> list[dict]:
     ropts = ReconcileOptions(sessions=opts.sessions, target=opts.target, src=opts.src, dry_run=True,   # read-only
                              session_filter=opts.session_filter, key_by=opts.key_by, memory_limit=opts.memory_limit,
-                             exclude_deleted=opts.exclude_deleted)
+                             exclude_deleted=opts.exclude_deleted, strict=opts.strict)
     reading = read_all(ropts, content=True)
     work = runfolder.Held()
     con = None

@@ -4,11 +4,11 @@ transcripts, read from where the last run stopped").
 
 Every transcript (each agent's session store windows and archives, lcm_etl/read/store_reads.py; legacy JSONL files,
 transcript_offsets.py) is read, from its record or whole (transcript_decision.py), into the run file as it is read
-(lcm_etl/read/run_file.py: its messages, parts, content, one row per transcript), before the target is looked at:
-one bad transcript means nothing is written. Under the run lock, the hints are settled and what must be read again
-whole is (queries over the run file); DuckDB plans over the file (reconcile_plan.py: r20/r60), r65 hands off,
+(lcm_etl/read/run_file.py: its messages, parts, content, one row per transcript), before the target is looked at.
+Under the run lock, the hints are settled and what must be read again whole is (queries over the run file); DuckDB plans over the file (reconcile_plan.py: r20/r60), r65 hands off,
 r72/r80 write the content from the file, r95 records what the file says was read, and the report is a query over
-it joined with the plan's counts per transcript.
+it joined with the plan's counts per transcript. What cannot be read is a finding (lcm_etl/read/findings.py): a
+warning, and the rest is written (--strict: exit 2, nothing written).
 """
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from lcm_etl.planning import plan
 from lcm_etl.options import ReconcileOptions
 from lcm_etl.planning.reconcile_plan import plan_transcripts, read_all
 from lcm_etl.read import transcript_decision as decide
+from lcm_etl.read.findings import as_warning
 from lcm_etl.read.run_file import loads
 from lcm_etl.report import RunReport, now_iso
 from lcm_etl.store.runlock import target_lock
@@ -203,9 +204,7 @@ def _fill_files(report: RunReport, read: Reading) -> None:
         for gap in r.get("gaps", ()):
             report.warnings.append(f"{path}: entry {gap} points at a missing parent; the path continues with the "
                                    "entry before it")
-    for f in read.findings():
-        report.warnings.append(f"{f['kind']} {f['source_id']}" + (f" (window {f['session_id']})" if f["session_id"]
-                                                                   else "") + f": {f['problem']}; {f['detail']}")
+    report.warnings += [as_warning(f) for f in read.findings()]
     report.extra["files"] = files
     report.extra["files_skipped"] = [{"file": str(p), "reason": why} for p, why in read.skipped]
     report.extra["stores"] = read.stores

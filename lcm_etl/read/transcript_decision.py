@@ -59,7 +59,7 @@ from typing import Any, BinaryIO
 
 from lcm_etl.file_identity import real_path
 from lcm_etl.read.openclaw.openclaw_store import StoreWindow
-from lcm_etl.read.transcript.transcripts import (_BLANK, CANONICAL_TYPES, Transcript, TranscriptReport, _Node, _parse_line,
+from lcm_etl.read.transcript.transcripts import (_BLANK, CANONICAL_TYPES, Transcript, TranscriptReport, _Node, parse_line,
                                       message_of)
 
 # why a transcript was read whole: the report's fixed vocabulary (per file `why`, the `sync:` line's counts), in
@@ -256,7 +256,7 @@ def continue_path(lines, tip: str | None, report: TranscriptReport) -> tuple[lis
         raw = raw[3:] if raw.startswith(b"\xef\xbb\xbf") else raw
         if _BLANK.match(raw):
             continue
-        e, reason = _parse_line(raw)
+        e, reason = parse_line(raw)
         if reason is not None or not isinstance(e, dict) or not _continues(e, tip, seen):
             return NOT_APPEND
         key = e["id"].strip()

@@ -5,7 +5,8 @@ the last run stopped").
 What `--sessions` names is sorted by lcm_etl/read/openclaw/openclaw_state.py; a store's windows are read by store_reads.py
 from its snapshot (openclaw/openclaw_store.py), a file by transcript_offsets.py, each from its record or whole as
 transcript_decision.py decides, and each goes into the run file as it is read (run_file.py): Python holds one
-transcript's parse at a time. A transcript that cannot be read is bad input (exit 2), and nothing is written.
+transcript's parse at a time. A transcript or a store that cannot be read is a finding (findings.py) and the rest is
+read; one named on the command line is bad input (exit 2), and nothing is written.
 """
 from __future__ import annotations
 
@@ -22,8 +23,10 @@ from lcm_etl.read import transcript_offsets as offsets
 from lcm_etl.file_identity import real_path
 from lcm_etl.read.run_file import RunFile, file_session
 from lcm_etl.read.transcript_decision import FileRecord, Records, from_record
+from lcm_etl.read.findings import Unreadable, finding, read_regular, refuse_under_strict
 from lcm_etl.read.openclaw.openclaw_home import is_state_dir, registry_finding
-from lcm_etl.read.openclaw.openclaw_state import Inputs, archive_kind, archive_session_id, find_inputs, state_folder
+from lcm_etl.read.openclaw.openclaw_state import (Inputs, archive_kind, archive_session_id, find_inputs, is_sqlite,
+                                                  state_folder)
 from lcm_etl.read.openclaw.openclaw_store import OpenStore, StoreWindow
 from lcm_etl.read.lcmdb.sources import expand
 from lcm_etl.read.store_reads import (ArchiveOrigin, PendingOrigin, archive_listing, read_archive_file, read_pending,
@@ -65,13 +68,23 @@ class Reading:
     # session id -> the session key its store window or archive row carries: a file of that session (a published
     # archive, the doctor's original) takes it, so --key-by session-key lands it where the store's copy lands
     store_keys: dict[str, str] = field(default_factory=dict)
-    unread: list[dict] = field(default_factory=list)   # a registry unread, a registered database gone or not a store
+    found: list[dict] = field(default_factory=list)   # findings of the folders, files and stores (findings.py)
+    named: set[Path] = field(default_factory=set)     # files named on the command line: unreadable is bad input
+    declared: dict[str, str] = field(default_factory=dict)   # archive name -> its store row's archive_sha256
+    registered: dict[Path, str] = field(default_factory=dict)   # a store a registry names: where it is named
 
     def add(self, read: Callable[..., Transcript], start: FileRecord | str, again: tuple[str | None, str | None] =
-            (None, None), order: int | None = None) -> Transcript:
+            (None, None), order: int | None = None, what: str = "transcript") -> Transcript | None:
         """A transcript read (`read(start, strict)`) into the run file; `again`: the store and the window or
-        archive name it is read again from (none: its path)."""
-        t = _guarded(read, start, self.strict)
+        archive name it is read again from (none: its path). One that cannot be read is a finding (None); bad
+        input when it was named on the command line, or under --strict."""
+        try:
+            t = read(start, self.strict)
+        except TranscriptError as exc:
+            if self.strict or exc.path.resolve() in self.named:
+                raise BadInput(f"not a readable transcript: {exc}; nothing was written") from None
+            self.found.append(finding(what, exc.path, exc.message))
+            return None
         self.run.add(t, start if from_record(t) else None, file_session(t, self.key_by, self.keys_by_folder, self.store_keys),
                      _kind(t), where_kind(t), again, _origin(t), self.fallback_time, order)
         return t
@@ -87,24 +100,26 @@ class Reading:
             archives = {a.name: a for a in store.contents.archives}
             for order, kind, where, name, _ in rows:
                 if where is not None and Path(where) == path and kind == "archive":
-                    self._again(order, functools.partial(read_store_archive, store, archives[name]), again[order])
+                    self._again(order, functools.partial(read_store_archive, store, archives[name]), again[order],
+                                "archive")
             for w in found:
                 order = windows[(path, w.session_id)]
                 self._again(order, functools.partial(read_window, store, w), again[order])
         for order, kind, where, _, path in rows:
             if where is None:
-                read = functools.partial(read_archive_file, Path(path), None) if kind == "archive" else \
-                    functools.partial(offsets.read, Path(path))
-                self._again(order, read, again[order])
+                read = functools.partial(read_archive_file, Path(path), None, declared=self.declared.get(
+                    Path(path).name)) if kind == "archive" else functools.partial(offsets.read, Path(path))
+                self._again(order, read, again[order], kind)
 
-    def _again(self, order: int, read: Callable[..., Transcript], why: str) -> None:
+    def _again(self, order: int, read: Callable[..., Transcript], why: str, what: str = "window") -> None:
         self.run.forget(order)
-        self.add(read, why, order=order)
+        self.add(read, why, order=order, what="transcript" if what == "file" else what)
 
     def findings(self) -> list[dict]:
-        """History the sources hold that could not be read (a cold archive missing or failing verification, an agent
-        database registered and not read)."""
-        return self.unread + [f for store in self.open_stores.values() for f in store.findings]
+        """History the sources hold that could not be read: folders, files, stores, and what each store's reading
+        found (a cold archive missing or failing verification, a pending input that is not a message)."""
+        every = self.found + [f for store in self.open_stores.values() for f in store.findings]
+        return list({tuple(f.values()): f for f in every}.values())   # a window read again finds it again
 
     def close(self, committed: str | None = None) -> None:
         """`committed`: the run that read this and committed (the stores' kept snapshots are sealed for it)."""
@@ -141,10 +156,13 @@ def read_all(opts: ReadOptions, records: Records | None = None) -> Reading:
 
     work = runfolder.Held()
     reading = Reading(RunFile(Path(work.name) / "stage.sqlite", not opts.dry_run or opts.content, frozenset(opts.session_filter)),
-                      opts.strict, list(inputs.skipped), work=work, key_by=opts.key_by, unread=list(inputs.findings))
+                      opts.strict, list(inputs.skipped), work=work, key_by=opts.key_by, found=inputs.findings,
+                      named=inputs.named, registered=inputs.registered)
     try:
         _read_into(reading, inputs, opts, start, archived)
         reading.run.flush()
+        if opts.strict:
+            refuse_under_strict(reading.findings())
     except BaseException:
         reading.close()
         raise
@@ -154,17 +172,9 @@ def read_all(opts: ReadOptions, records: Records | None = None) -> Reading:
 def _read_into(reading: Reading, inputs: Inputs, opts: ReadOptions, start, archived) -> None:
     assert reading.work is not None
     for path in inputs.stores:
-        try:
-            store = OpenStore(path, Path(reading.work.name), opts.memory_limit, keeps_records=not opts.dry_run,
-                              target=None if opts.dry_run else opts.target)
-        except BadInput as exc:   # a file a registry names is the registry's word, not the user's: the rest is read
-            if path not in inputs.registered:
-                raise
-            why = re.split(r" \(|; ", str(exc))[0]   # the reason, without the hint for a path the user named
-            reading.unread.append(registry_finding("registered, not a session store", path,
-                                                   f"{inputs.registered[path]}; {why}"))
+        store = _open_store(reading, path, opts)
+        if store is None:
             continue
-        reading.open_stores[path] = store
         c = store.contents
         for held in (*c.windows, *c.archives):
             if held.session_key and held.session_key.strip():
@@ -180,14 +190,16 @@ def _read_into(reading: Reading, inputs: Inputs, opts: ReadOptions, start, archi
             wanted = not (opts.exclude_deleted and deleted_on_purpose(a.reason, a.session_alive))
             if wanted:
                 reading.add(functools.partial(read_store_archive, store, a), archived(real_path(path, a.name)),
-                            (str(path), a.name))
+                            (str(path), a.name), what="archive")
             else:
                 reading.left_out.add(a.session_id)
+            if a.sha256:
+                reading.declared[a.name] = a.sha256
             origin = ArchiveOrigin(a.name, a.reason, a.session_id, a.session_key, path, a.agent_id)
             reading.archives.append(archive_listing(origin, str(path), wanted, a.session_id in held))
         # after every window: a pending input lands at the end of its window's session
         for p in c.pending:
-            reading.add(lambda _start, strict, p=p: read_pending(p, strict), "")
+            reading.add(lambda _start, strict, p=p, s=store: read_pending(s, p, strict), "", what="pending input")
     for f in inputs.files:
         reading.add(functools.partial(offsets.read, f), start(real_path(f)))
     live = {r[0] for r in reading.run.query("SELECT DISTINCT header_id FROM transcripts WHERE kind <> 'archive'")} \
@@ -201,11 +213,35 @@ def _read_into(reading: Reading, inputs: Inputs, opts: ReadOptions, start, archi
         by_name = f.resolve().parent.parent not in stored and opts.exclude_deleted and \
             deleted_on_purpose(archive_kind(f), sid in live)
         wanted = f.resolve() in inputs.named or not (sid in reading.left_out or by_name)
-        if wanted:
-            origin = reading.add(functools.partial(read_archive_file, f, None), archived(real_path(f))).origin
+        t = reading.add(functools.partial(read_archive_file, f, None, declared=reading.declared.get(f.name)),
+                        archived(real_path(f)), what="archive") if wanted else None
+        origin = t.origin if t is not None else ArchiveOrigin(f.name, archive_kind(f), sid, None)
+        reading.archives.append(archive_listing(origin, str(f.parent), t is not None, origin.session_id in live))
+
+
+def _open_store(reading: Reading, path: Path, opts: ReadOptions) -> OpenStore | None:
+    """A session store's snapshot, opened; one that is not a readable store is a finding (bad input when named)."""
+    assert reading.work is not None
+    try:
+        if not is_sqlite(path):
+            read_regular(path, limit=0)   # says why it cannot be read, or that it is not empty
+        store = OpenStore(path, Path(reading.work.name), opts.memory_limit, keeps_records=not opts.dry_run,
+                          target=None if opts.dry_run else opts.target)
+    except (Unreadable, BadInput) as exc:
+        problem = exc.problem if isinstance(exc, Unreadable) else "not a readable session store"
+        if path.resolve() in reading.named or opts.strict:
+            raise BadInput(str(exc) if isinstance(exc, BadInput) else f"session store {path}: {problem}") from None
+        if path in reading.registered:   # the registry's word, not the user's: said as the registry's
+            why = (re.split(r" \(|; ", str(exc))[0] if isinstance(exc, BadInput)   # its reason, not the hint
+                   else "not a SQLite database" if problem.startswith("larger than") else problem)
+            reading.found.append(registry_finding("registered, not a session store", path,
+                                                  f"{reading.registered[path]}; {why}"))
         else:
-            origin = ArchiveOrigin(f.name, archive_kind(f), sid, None)
-        reading.archives.append(archive_listing(origin, str(f.parent), wanted, origin.session_id in live))
+            reading.found.append(finding("session store", path, problem if isinstance(exc, Unreadable) else
+                                         f"{problem} ({exc})"))
+        return None
+    reading.open_stores[path] = store
+    return store
 
 
 def deleted_on_purpose(reason: str, session_alive: bool) -> bool:
@@ -232,10 +268,3 @@ def _origin(t: Transcript) -> dict:
                 "pending_state": t.origin.input.state}
     return {"kind": _kind(t)}
 
-
-def _guarded(read, *args):
-    """read(*args); a transcript that cannot be read is bad input, and nothing is written."""
-    try:
-        return read(*args)
-    except TranscriptError as exc:
-        raise BadInput(f"not a readable transcript: {exc}; nothing was written") from None

@@ -160,7 +160,10 @@ def profile_state(profile: str, env: Mapping[str, str] | None = None) -> Path:
 def is_state_dir(folder: Path) -> bool:
     """A folder OpenClaw keeps state in: agent folders, or the gateway's state DB (its agents may all live
     in custom agentDirs elsewhere)."""
-    return (folder / "agents").is_dir() or (folder / REGISTRY).is_file()
+    try:
+        return (folder / "agents").is_dir() or (folder / REGISTRY).is_file()
+    except OSError:   # a state/ folder that cannot be read: a state folder still (its registry read is a finding)
+        return True
 
 
 @dataclass
@@ -204,7 +207,12 @@ def registered_databases(state: Path) -> Registered:
             continue
         path = Path(stored) if os.path.isabs(stored) else state / stored
         where = f"registered for agent {agent} in {registry}"
-        if path.is_file():
+        try:
+            there = path.is_file()
+        except OSError as exc:   # a custom agentDir another user's mode bits hide
+            found.findings.append(registry_finding(f"registered, cannot be read ({exc.strerror or exc})", path, where))
+            continue
+        if there:
             found.stores[path] = where
         else:
             found.findings.append(registry_finding("registered, not found", path, where))

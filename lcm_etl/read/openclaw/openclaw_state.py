@@ -20,6 +20,7 @@ from pathlib import Path
 
 import orjson
 
+from lcm_etl.read.findings import Unreadable, finding, open_regular
 from lcm_etl.read.openclaw.openclaw_home import is_state_dir, registered_databases, state_dir
 from lcm_etl.read.lcmdb.sources import SQLITE_HEADER
 from lcm_etl.read.openclaw.transcript_files import classify_file_name, discover_transcripts, file_stem
@@ -37,7 +38,7 @@ class Inputs:
     skipped: list[tuple[Path, str]] = field(default_factory=list)
     seen: set[Path] = field(default_factory=set)                 # the real paths of all of the above (_add)
     registered: dict[Path, str] = field(default_factory=dict)    # a store found by a registry: where it is named
-    findings: list[dict] = field(default_factory=list)           # a registry unread, a registered store not found
+    findings: list[dict] = field(default_factory=list)           # folders, registries, registered stores unread
 
 
 def state_folder() -> Path:
@@ -47,9 +48,9 @@ def state_folder() -> Path:
 
 def is_sqlite(path: Path) -> bool:
     try:
-        with open(path, "rb") as fh:
+        with open(open_regular(path), "rb") as fh:   # a FIFO is never opened (findings.open_regular)
             return fh.read(len(SQLITE_HEADER)) == SQLITE_HEADER
-    except OSError:
+    except (OSError, Unreadable):
         return False
 
 
@@ -58,7 +59,7 @@ def find_inputs(paths: list[Path]) -> Inputs:
     out = Inputs()
     for p in paths or [state_folder()]:
         if p.is_dir():
-            _folder(p, out)
+            _look(_folder, p, out)
         elif p.exists():
             _named_file(p, out)
         else:
@@ -66,11 +67,21 @@ def find_inputs(paths: list[Path]) -> Inputs:
     return out
 
 
+def _look(into, folder: Path, out: Inputs) -> None:
+    """`into(folder, out)`; a folder that cannot be listed (another user's mode bits) is a finding, and the
+    folders beside it are still read."""
+    try:
+        into(folder, out)
+    except OSError as exc:
+        where = Path(exc.filename) if exc.filename else folder
+        out.findings.append(finding("folder", where, f"cannot be read ({exc.strerror or exc})"))
+
+
 def _named_file(p: Path, out: Inputs) -> None:
+    out.named.add(p.resolve())
     if is_sqlite(p):
         _add(out, out.stores, p)
         return
-    out.named.add(p.resolve())
     if classify_file_name(p.name) == "archive":
         _add(out, out.archive_files, p)
     else:
@@ -84,12 +95,8 @@ def _folder(p: Path, out: Inputs) -> None:
     agents = p / "agents"
     if is_state_dir(p):                     # a state folder: every agent's, then the stores it registers elsewhere
         for agent in sorted(a for a in agents.iterdir() if a.is_dir()) if agents.is_dir() else []:
-            _agent(agent, out)
-        registered = registered_databases(p)
-        for store, where in registered.stores.items():   # one already found under agents/ is the same file: read once
-            if _add(out, out.stores, store):
-                out.registered[store] = where
-        out.findings += registered.findings
+            _look(_agent, agent, out)
+        _look(_registered, p, out)
     elif (p / "agent").is_dir() or (p / "sessions").is_dir() or (p / IMPORT_ARCHIVE).is_dir():
         _agent(p, out)                      # an agent folder
     elif (p / STORE_NAME).is_file():        # the folder that holds a store (an agent's agent/): its store
@@ -98,17 +105,28 @@ def _folder(p: Path, out: Inputs) -> None:
         _sessions(p, out)                   # a sessions folder (or any folder of transcripts)
 
 
+def _registered(state: Path, out: Inputs) -> None:
+    registered = registered_databases(state)
+    for store, where in registered.stores.items():   # one already found under agents/ is the same file: read once
+        if _add(out, out.stores, store):
+            out.registered[store] = where
+    out.findings += registered.findings
+
+
 def _agent(agent: Path, out: Inputs) -> None:
-    store = agent / "agent" / STORE_NAME
-    if store.is_file():
-        _add(out, out.stores, store)
-    if (agent / "sessions").is_dir():
-        _sessions(agent / "sessions", out)
-    if (agent / IMPORT_ARCHIVE).is_dir():
-        _sessions(agent / IMPORT_ARCHIVE, out)
+    _look(_agent_store, agent / "agent", out)
+    for folder in (agent / "sessions", agent / IMPORT_ARCHIVE):
+        _look(_sessions, folder, out)
+
+
+def _agent_store(folder: Path, out: Inputs) -> None:
+    if (folder / STORE_NAME).is_file():
+        _add(out, out.stores, folder / STORE_NAME)
 
 
 def _sessions(folder: Path, out: Inputs) -> None:
+    if not folder.is_dir():
+        return
     files, skipped = discover_transcripts([folder], set())
     for f in files:
         _add(out, out.files, f)

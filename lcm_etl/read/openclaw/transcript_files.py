@@ -67,7 +67,7 @@ def discover_transcripts(paths: list[Path], explicit: set) -> tuple[list[Path], 
         p = Path(raw).expanduser()
         if p.is_dir():
             for child in sorted(p.iterdir()):
-                if child.is_file():
+                if not child.is_dir():   # a FIFO or device named as a transcript too: its read says what it is
                     consider(child, False)
         elif p.exists():
             consider(p, p.resolve() in explicit_resolved)
