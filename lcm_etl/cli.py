@@ -191,7 +191,7 @@ def _dask_runner():
 
 @cli.command(epilog=EPILOG)
 @transcripts_options
-@click.option("--src", "src", metavar="PATH", type=TEXT_PATH, help="lossless-claw database whose rows count as already held (optional)")
+@click.option("--src", "src", metavar="PATH", type=TEXT_PATH, help="lossless-claw database whose rows count as already held (default: the lcm.db of the state folder read, when it exists, as audit reads it)")
 @target_options("to write (created when absent, with its folders)")
 @run_options
 @write_options
