@@ -196,11 +196,13 @@ def _dask_runner():
 @run_options
 @write_options
 @click.option("--strict", is_flag=True, help=STRICT)
+@click.option("--full", is_flag=True, help="read every transcript whole, trusting no record of an earlier run (a re-run "
+                                           "already reads whole what the target no longer holds)")
 @watch_options
 @profile_option
 @handled
 def reconcile(sessions, exclude_deleted, src, dest, memory_dir, dry_run, session_filter, key_by, as_json, quiet, debug,
-              lock_timeout, batch_rows, memory_limit, strict, watch, interval, profile):
+              lock_timeout, batch_rows, memory_limit, strict, full, watch, interval, profile):
     """Bring in what OpenClaw's transcripts hold and neither lcm.db nor the target has (crash recovery)."""
     from lcm_etl.commands.reconcile import reconcile as run
     from lcm_etl.options import ReconcileOptions
@@ -212,7 +214,8 @@ def reconcile(sessions, exclude_deleted, src, dest, memory_dir, dry_run, session
                             src=read.lcm_db, dry_run=dry_run, session_filter=list(session_filter),
                             key_by=key_by, strict=strict, exclude_deleted=exclude_deleted,
                             lock_timeout=lock_timeout, batch_rows=batch_rows,
-                            progress=progress_wanted(as_json, quiet) and not watching, memory_limit=memory_limit)
+                            progress=progress_wanted(as_json, quiet) and not watching, memory_limit=memory_limit,
+                            full=full)
     if watching:
         from lcm_etl.commands.watch import reconcile_inputs
 

@@ -36,6 +36,7 @@ class ReconcileOptions:
     batch_rows: int = 50_000
     progress: bool = False
     memory_limit: str = DEFAULT_MEMORY_LIMIT
+    full: bool = False   # no record trusted: every transcript read whole (as migrate --full re-plans everything)
 
 
 def size_bytes(value: str, bare: bool = False) -> float | None:

@@ -282,3 +282,23 @@ def test_already_present_counts_each_held_message_once(tmp_path):
     second = cli_json("reconcile", "--sessions", copy, "--dest", target)
     held = sql(target, "SELECT count(*) FROM lcm_messages")[0][0]
     assert (second["messages"]["inserted"], second["messages"]["already_present"]) == (0, held) == (0, 94)
+
+
+def test_reconcile_full_reads_every_transcript_whole_and_repairs_what_no_record_check_sees(tmp_path):
+    copy = copy_state("cold/state", tmp_path / "state")
+    target = tmp_path / "t.sqlite"
+    cli_json("reconcile", "--sessions", copy, "--dest", target)
+    session = expected("cold.plain-chat")["sessionId"]
+    gone = entry_ids(target, session)[-1]
+    # a row deleted and the session's recorded count and id sum made to match: the cheap check cannot see it
+    sql(target, "DELETE FROM lcm_messages WHERE json_extract(metadata, '$.transcript_entry_id') = ?", gone)
+    sql(target, "UPDATE lcm_etl_session_rows SET (row_count, id_sum) = (SELECT count(*), sum(id) FROM lcm_messages "
+                "WHERE session_id = ?) WHERE session_id = ?", session, session)
+    assert cli_json("reconcile", "--sessions", copy, "--dest", target)["messages"]["inserted"] == 0
+    assert run_cli("audit", "--sessions", copy, "--dest", target).returncode == 3
+    full = cli_json("reconcile", "--sessions", copy, "--dest", target, "--full")
+    assert full["messages"]["inserted"] == 1
+    assert full["sync_decision"]["line"] == ("offsets: 0 of 9 transcripts read from where the last run stopped; "
+                                             "9 read whole: 9 --full: every transcript read whole")
+    assert gone in entry_ids(target, session)
+    assert run_cli("audit", "--sessions", copy, "--dest", target).returncode == 0

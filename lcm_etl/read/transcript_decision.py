@@ -65,6 +65,7 @@ from lcm_etl.read.transcript.transcripts import (_BLANK, CANONICAL_TYPES, Transc
 # why a transcript was read whole: the report's fixed vocabulary (per file `why`, the `sync:` line's counts), in
 # the order the line lists them
 NEW = "new"
+FULL = "--full: every transcript read whole"
 RECORDS_UNREAD = "the target's records unread before the lock (a dry run beside its -wal, or unreadable)"
 UNDONE = "its last run was undone or did not complete"
 OTHER_OPTIONS = "recorded under another --key-by or --src"
@@ -80,7 +81,7 @@ BY_IDENTITY = "re-read: its session holds rows without entry ids"
 TARGET_LOST = "re-read: the target no longer holds its session's rows as recorded"
 ARCHIVE_CHANGED = "the archive changed"
 PENDING = "a pending input"
-CAUSES = (NEW, RECORDS_UNREAD, UNDONE, OTHER_OPTIONS, NO_TIP, PREFIX_CHANGED, REWRITTEN, STARTED_OVER, NOT_APPEND,
+CAUSES = (NEW, FULL, RECORDS_UNREAD, UNDONE, OTHER_OPTIONS, NO_TIP, PREFIX_CHANGED, REWRITTEN, STARTED_OVER, NOT_APPEND,
           RECORD_CHANGED, OTHER_SESSION, TARGET_LOST, SESSION_WHOLE, BY_IDENTITY, ARCHIVE_CHANGED, PENDING)
 
 _RECORDED = """
