@@ -43,9 +43,9 @@ def refuse_under_strict(findings: list[dict]) -> None:
 class Unreadable(Exception):
     """A source file that cannot be read: `problem` says why, in a finding's words."""
 
-    def __init__(self, problem: str):
+    def __init__(self, problem: str, reason: str | None = None):
         super().__init__(problem)
-        self.problem = problem
+        self.problem, self.reason = problem, reason   # reason: the system's word (Permission denied), if any
 
 
 _TYPES = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
@@ -73,7 +73,7 @@ def open_regular(path: Path) -> int:
                 return fd
             os.close(fd)
     except OSError as exc:
-        raise Unreadable(f"cannot be read ({exc.strerror or exc})") from None
+        raise Unreadable(f"cannot be read ({exc.strerror or exc})", exc.strerror or str(exc)) from None
     raise Unreadable(why)
 
 
@@ -84,7 +84,7 @@ def read_regular(path: Path, limit: int | None = None) -> bytes:
         with os.fdopen(fd, "rb", closefd=False) as fh:
             data = fh.read() if limit is None else fh.read(limit + 1)
     except OSError as exc:
-        raise Unreadable(f"cannot be read ({exc.strerror or exc})") from None
+        raise Unreadable(f"cannot be read ({exc.strerror or exc})", exc.strerror or str(exc)) from None
     finally:
         os.close(fd)
     if limit is not None and len(data) > limit:

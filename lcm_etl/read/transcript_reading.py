@@ -11,6 +11,7 @@ read; one named on the command line is bad input (exit 2), and nothing is writte
 from __future__ import annotations
 
 import functools
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +24,7 @@ from lcm_etl.read import transcript_offsets as offsets
 from lcm_etl.file_identity import real_path
 from lcm_etl.read.run_file import RunFile, file_session
 from lcm_etl.read.transcript_decision import FileRecord, Records, from_record
-from lcm_etl.read.findings import Unreadable, finding, read_regular, refuse_under_strict
+from lcm_etl.read.findings import Unreadable, finding, open_regular, refuse_under_strict
 from lcm_etl.read.openclaw.openclaw_home import is_state_dir, registry_finding
 from lcm_etl.read.openclaw.openclaw_state import (Inputs, archive_kind, archive_session_id, find_inputs, is_sqlite,
                                                   state_folder)
@@ -224,7 +225,8 @@ def _open_store(reading: Reading, path: Path, opts: ReadOptions) -> OpenStore | 
     assert reading.work is not None
     try:
         if not is_sqlite(path):
-            read_regular(path, limit=0)   # says why it cannot be read, or that it is not empty
+            os.close(open_regular(path))   # says why it cannot be read, if it cannot
+            raise Unreadable("not a SQLite database")
         store = OpenStore(path, Path(reading.work.name), opts.memory_limit, keeps_records=not opts.dry_run,
                           target=None if opts.dry_run else opts.target)
     except (Unreadable, BadInput) as exc:
@@ -232,8 +234,7 @@ def _open_store(reading: Reading, path: Path, opts: ReadOptions) -> OpenStore | 
         if path.resolve() in reading.named or opts.strict:
             raise BadInput(str(exc) if isinstance(exc, BadInput) else f"session store {path}: {problem}") from None
         if path in reading.registered:   # the registry's word, not the user's: said as the registry's
-            why = (re.split(r" \(|; ", str(exc))[0] if isinstance(exc, BadInput)   # its reason, not the hint
-                   else "not a SQLite database" if problem.startswith("larger than") else problem)
+            why = re.split(r" \(|; ", str(exc))[0] if isinstance(exc, BadInput) else problem   # not the hint
             reading.found.append(registry_finding("registered, not a session store", path,
                                                   f"{reading.registered[path]}; {why}"))
         else:

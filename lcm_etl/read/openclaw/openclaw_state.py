@@ -73,7 +73,9 @@ def _look(into, folder: Path, out: Inputs) -> None:
     try:
         into(folder, out)
     except OSError as exc:
-        where = Path(exc.filename) if exc.filename else folder
+        # listing a folder fails on the folder; looking at a file in it fails on the file: the folder is unreadable
+        named = Path(exc.filename) if exc.filename else folder
+        where = named if named == folder else named.parent
         out.findings.append(finding("folder", where, f"cannot be read ({exc.strerror or exc})"))
 
 

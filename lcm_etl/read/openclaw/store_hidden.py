@@ -15,6 +15,7 @@ What cannot be read (a cold archive missing or failing verification, an unknown 
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -158,7 +159,7 @@ def cold_location(store: Path, c: ColdArchive) -> str:
         return f"{store}#session_transcript_cold_archives/{c.name}"
     # OpenClaw's `<session artifact dir>/cold/`: agents/<id>/sessions/cold/ beside agents/<id>/agent/
     for folder in (store.parent.parent / "sessions", store.parent / "sessions"):
-        if (folder / "cold" / c.name).exists():
+        if os.path.lexists(folder / "cold" / c.name):   # False where it cannot be looked at: the read says why
             return str(folder / "cold" / c.name)
     return str(store.parent.parent / "sessions" / "cold" / c.name)
 
@@ -226,7 +227,7 @@ def _verified(con, where: str, session_id: str, c: ColdArchive) -> bytes | str:
     except Unreadable as exc:
         if exc.problem.startswith("larger"):
             return f"failed verification (more than {c.size} bytes, {c.size} recorded)"
-        return f"missing or unreadable ({exc.problem})"
+        return f"missing or unreadable ({exc.reason})" if exc.reason else exc.problem
     digest = hashlib.sha256(data).hexdigest()
     if len(data) != c.size or digest != c.sha256:
         return (f"failed verification ({len(data)} bytes, {c.size} recorded; SHA-256 "
