@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from conftest import ROOT, run_cli
 
@@ -88,6 +88,9 @@ damages = st.fixed_dictionaries({
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(damage=damages)
+# found by this test: a row duplicated in a session whose cold file is unreadable (the duplicate check covered only the
+# sessions read)
+@example(damage={"cut": None, "nul": 2, "delete": None, "duplicate": 3, "drop_database": False})
 def test_audit_is_clean_only_when_nothing_was_damaged_and_after_a_reconcile_names_what_cannot_be_repaired(
         installation, damage):
     with tempfile.TemporaryDirectory() as tmp:

@@ -274,7 +274,9 @@ first AS (SELECT min(message_id) AS message_id FROM main.jsonl_messages WHERE en
           GROUP BY session_id, entry_id)
 SELECT 'transcript message', 'duplicated in target', session_id, entry_id,
        count(*) || ' rows: ' || group_concat(id, ', ')
-FROM held WHERE entry_id IS NOT NULL GROUP BY session_id, entry_id HAVING count(*) > 1
+FROM (SELECT id, session_id, json_extract(metadata, '$.transcript_entry_id') AS entry_id FROM target.lcm_messages
+      WHERE json_valid(metadata) AND json_extract(metadata, '$.source') = 'openclaw-jsonl')   -- every session's: one
+WHERE entry_id IS NOT NULL GROUP BY session_id, entry_id HAVING count(*) > 1               -- whose source is unreadable too
 UNION ALL
 SELECT 'transcript message', 'changed in target', m.session_id, tr.path || ':' || m.entry_id,
        'row ' || t.id || ': its content is not the transcript''s'
