@@ -159,11 +159,21 @@ def test_strict_makes_a_finding_exit_2_and_nothing_is_written_in_reconcile_and_a
     cold_file(cold).write_bytes(b"\0" * 2377)
     proc = run_cli("reconcile", "--sessions", cold, "--dest", target, "--strict")
     assert proc.returncode == 2 and not target.exists()
-    assert proc.stderr.startswith(f"lcm-etl: error: --strict: cold archive {cold_file(cold)} (window {PLAIN_CHAT}): "
-                                  "failed verification (2377 bytes, 2377 recorded; SHA-256 differs)")
-    assert proc.stderr.endswith("; nothing was written\n")
-    proc = run_cli("audit", "--sessions", cold, "--dest", target, "--strict")
-    assert proc.returncode == 2 and proc.stderr.startswith("lcm-etl: error: --strict: cold archive ")
+    assert proc.stderr.startswith(f"lcm-etl: error: not a readable transcript: {cold_file(cold)}: window "
+                                  f"{PLAIN_CHAT} seq -1: cold archive {cold_file(cold)} failed verification (2377 "
+                                  "bytes, 2377 recorded; SHA-256 differs)")
+    assert proc.stderr.endswith("; nothing was written\n") and proc.stderr.count("\n") == 1
+    table = copy_state("pending/state", tmp_path / "table")   # a finding no line carries: refused after the read
+    con = sqlite3.connect(table / STORE)
+    con.execute("CREATE TABLE session_outbox (sessionId TEXT, msgId TEXT, payload TEXT)")
+    con.commit()
+    con.close()
+    for command in ("reconcile", "audit"):
+        proc = run_cli(command, "--sessions", table, "--dest", target, "--strict")
+        assert proc.returncode == 2 and not target.exists()
+        assert proc.stderr == (f"lcm-etl: error: --strict: session store table {table / STORE}#session_outbox: "
+                               "unknown, holds session rows: not read; columns msgId, sessionId; a newer OpenClaw's "
+                               "(user_version 23): lcm-etl does not know it; nothing was written\n")
 
 
 def test_a_damaged_transcript_named_on_the_command_line_stays_exit_2(tmp_path):
