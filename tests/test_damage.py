@@ -266,6 +266,17 @@ def test_a_mode_000_agent_folder_is_a_finding_and_the_doctors_originals_land(sha
     landed_as_expected(target, "archive-tier/state")   # every window's session is in a doctor's original too
 
 
+@pytest.mark.parametrize("hidden", ["agents/main/agent/openclaw-agent.sqlite", "agents/main/agent/openclaw-agent.sqlite-wal",
+                                    "agents"])
+def test_a_mode_000_store_its_wal_or_the_agents_folder_is_a_finding_naming_it(shared_tmp, hidden):
+    runner = as_another_user(shared_tmp)
+    state = copy_state("pending/state", shared_tmp / "state")
+    (state / hidden).chmod(0)
+    kind = "folder" if hidden == "agents" else "session store"
+    damaged(state, shared_tmp / "out" / "t.sqlite", [f"{kind} {state / hidden}: cannot be read (Permission denied); "
+                                                     "not read"], runner, messages=0)
+
+
 def home_copy(into: Path) -> Path:
     """The layout fixture's home, its registry's absolute paths re-pointed into the copy (tests/test_homes.py)."""
     home = copy_state("layout/home", into)

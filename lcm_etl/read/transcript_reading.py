@@ -209,18 +209,22 @@ def _read_into(reading: Reading, inputs: Inputs, opts: ReadOptions, start, archi
 def _open_store(reading: Reading, path: Path, opts: ReadOptions) -> OpenStore | None:
     """A session store's snapshot, opened; one that is not a readable store is a finding (bad input when named)."""
     assert reading.work is not None
+    where = path
     try:
+        wal = Path(f"{path}-wal")
+        for where in (path, wal) if os.path.lexists(wal) else (path,):   # say which one cannot be read
+            os.close(open_regular(where))
         if not is_sqlite(path):
-            os.close(open_regular(path))   # says why it cannot be read, if it cannot
+            where = path
             raise Unreadable("not a SQLite database")
         store = OpenStore(path, Path(reading.work.name), opts.memory_limit, keeps_records=not opts.dry_run,
                           target=None if opts.dry_run else opts.target)
-    except (Unreadable, BadInput) as exc:
-        problem = exc.problem if isinstance(exc, Unreadable) else "not a readable session store"
+    except (Unreadable, BadInput, OSError) as exc:
+        problem = (exc.problem if isinstance(exc, Unreadable) else f"not a readable session store ({exc})"
+                   if isinstance(exc, BadInput) else f"cannot be read ({exc.strerror or exc})")
         if path.resolve() in reading.named or opts.strict:
-            raise BadInput(str(exc) if isinstance(exc, BadInput) else f"session store {path}: {problem}") from None
-        reading.found.append(finding("session store", path, problem if isinstance(exc, Unreadable) else
-                                     f"{problem} ({exc})"))
+            raise BadInput(str(exc) if isinstance(exc, BadInput) else f"session store {where}: {problem}") from None
+        reading.found.append(finding("session store", where, problem))
         return None
     reading.open_stores[path] = store
     return store

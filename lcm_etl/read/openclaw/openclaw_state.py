@@ -73,9 +73,9 @@ def _look(into, folder: Path, out: Inputs) -> None:
     try:
         into(folder, out)
     except OSError as exc:
-        # listing a folder fails on the folder; looking at a file in it fails on the file: the folder is unreadable
+        # listing a folder fails on the folder, looking at a file in it on the file: either way, name the folder
         named = Path(exc.filename) if exc.filename else folder
-        where = named if named == folder else named.parent
+        where = named if os.path.isdir(named) and not os.access(named, os.R_OK | os.X_OK) else named.parent
         out.findings.append(finding("folder", where, f"cannot be read ({exc.strerror or exc})"))
 
 
