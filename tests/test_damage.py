@@ -384,7 +384,9 @@ def test_a_store_archive_blob_that_fails_its_hash_or_is_not_a_whole_zstd_frame_i
         warnings.append(f"archive {published}: failed verification (2720 bytes; SHA-256 differs from its store "
                         "row's archive_sha256); not read")
     target = tmp_path / "t.sqlite"
-    damaged(state, target, warnings)
+    report = damaged(state, target, warnings)
+    assert [(a["where"], a["imported"]) for a in report["extra"]["archives"]] == [
+        (str(state / STORE), False), (str(published.parent), "hash recorded" not in damage)]
     landed_as_expected(target, "evicted/state", but=("evicted.telegram.gen1.archive.json",)
                        if "hash recorded" in damage else ())
 

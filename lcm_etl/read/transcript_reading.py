@@ -179,15 +179,15 @@ def _read_into(reading: Reading, inputs: Inputs, opts: ReadOptions, start, archi
         held = {w.session_id for w in c.windows} if c.archives else set()
         for a in c.archives:
             wanted = not (opts.exclude_deleted and deleted_on_purpose(a.reason, a.session_alive))
-            if wanted:
-                reading.add(functools.partial(read_store_archive, store, a), archived(real_path(path, a.name)),
-                            (str(path), a.name), what="archive")
-            else:
+            read = wanted and reading.add(functools.partial(read_store_archive, store, a),
+                                          archived(real_path(path, a.name)), (str(path), a.name),
+                                          what="archive") is not None
+            if not wanted:
                 reading.left_out.add(a.session_id)
             if a.sha256:
                 reading.declared[a.name] = a.sha256
             origin = ArchiveOrigin(a.name, a.reason, a.session_id, a.session_key, path, a.agent_id)
-            reading.archives.append(archive_listing(origin, str(path), wanted, a.session_id in held))
+            reading.archives.append(archive_listing(origin, str(path), read, a.session_id in held))
         # after every window: a pending input lands at the end of its window's session
         for p in c.pending:
             reading.add(lambda _start, strict, p=p, s=store: read_pending(s, p, strict), "", what="pending input")
