@@ -467,6 +467,26 @@ def test_a_cold_archive_holding_fewer_events_than_its_row_is_a_finding_and_the_h
     assert audit(state, target)[0] == 0
 
 
+def test_a_window_none_of_whose_rows_parses_is_a_finding_naming_it_and_inspect_lists_it(tmp_path):
+    state = copy_state("pending/state", tmp_path / "state")
+    agenda = json.loads((HIDDEN / "expected" / "pending.agenda.json").read_text())["sessionId"]
+    con = sqlite3.connect(state / STORE)
+    con.create_function("octet_length", 1, lambda v: None if v is None else len(str(v).encode()))
+    con.execute("PRAGMA ignore_check_constraints = ON")   # damage, not OpenClaw: its CHECKs do not hold
+    con.execute("UPDATE transcript_events SET event_json = 'not json', event_zstd = NULL WHERE session_id = ?",
+                (agenda,))
+    con.commit()
+    con.close()
+    target = tmp_path / "t.sqlite"
+    damaged(state, target, [f"window {state / STORE}#{agenda}: not an OpenClaw transcript (holds no session header "
+                            "and no message entry); not read"])
+    landed_as_expected(target, "pending/state", but=("pending.agenda.json",))
+    proc = run_cli("inspect", "--src", state / STORE, "--json")
+    assert proc.returncode == 0, proc.stderr
+    (window,) = [w for w in json.loads(proc.stdout)["windows"] if w["session_id"] == agenda]
+    assert (window["messages_on_path"], window["projection"]) == (0, "unreadable")
+
+
 # --------------------------------------------------------------------------------------------------------------------
 # pending inputs, unknown tables, --watch
 
