@@ -159,11 +159,21 @@ def test_strict_makes_a_finding_exit_2_and_nothing_is_written_in_reconcile_and_a
     cold_file(cold).write_bytes(b"\0" * 2377)
     proc = run_cli("reconcile", "--sessions", cold, "--dest", target, "--strict")
     assert proc.returncode == 2 and not target.exists()
-    assert proc.stderr.startswith(f"lcm-etl: error: --strict: cold archive {cold_file(cold)} (window {PLAIN_CHAT}): "
-                                  "failed verification (2377 bytes, 2377 recorded; SHA-256 differs)")
-    assert proc.stderr.endswith("; nothing was written\n")
-    proc = run_cli("audit", "--sessions", cold, "--dest", target, "--strict")
-    assert proc.returncode == 2 and proc.stderr.startswith("lcm-etl: error: --strict: cold archive ")
+    assert proc.stderr.startswith(f"lcm-etl: error: not a readable transcript: {cold_file(cold)}: window "
+                                  f"{PLAIN_CHAT} seq -1: cold archive {cold_file(cold)} failed verification (2377 "
+                                  "bytes, 2377 recorded; SHA-256 differs)")
+    assert proc.stderr.endswith("; nothing was written\n") and proc.stderr.count("\n") == 1
+    table = copy_state("pending/state", tmp_path / "table")   # a finding no line carries: refused after the read
+    con = sqlite3.connect(table / STORE)
+    con.execute("CREATE TABLE session_outbox (sessionId TEXT, msgId TEXT, payload TEXT)")
+    con.commit()
+    con.close()
+    for command in ("reconcile", "audit"):
+        proc = run_cli(command, "--sessions", table, "--dest", target, "--strict")
+        assert proc.returncode == 2 and not target.exists()
+        assert proc.stderr == (f"lcm-etl: error: --strict: session store table {table / STORE}#session_outbox: "
+                               "unknown, holds session rows: not read; columns msgId, sessionId; a newer OpenClaw's "
+                               "(user_version 23): lcm-etl does not know it; nothing was written\n")
 
 
 def test_a_damaged_transcript_named_on_the_command_line_stays_exit_2(tmp_path):
@@ -254,6 +264,17 @@ def test_a_mode_000_agent_folder_is_a_finding_and_the_doctors_originals_land(sha
     damaged(state, target, [f"folder {state / 'agents/main/agent'}: cannot be read (Permission denied); not read"],
             runner)
     landed_as_expected(target, "archive-tier/state")   # every window's session is in a doctor's original too
+
+
+@pytest.mark.parametrize("hidden", ["agents/main/agent/openclaw-agent.sqlite", "agents/main/agent/openclaw-agent.sqlite-wal",
+                                    "agents"])
+def test_a_mode_000_store_its_wal_or_the_agents_folder_is_a_finding_naming_it(shared_tmp, hidden):
+    runner = as_another_user(shared_tmp)
+    state = copy_state("pending/state", shared_tmp / "state")
+    (state / hidden).chmod(0)
+    kind = "folder" if hidden == "agents" else "session store"
+    damaged(state, shared_tmp / "out" / "t.sqlite", [f"{kind} {state / hidden}: cannot be read (Permission denied); "
+                                                     "not read"], runner, messages=0)
 
 
 def home_copy(into: Path) -> Path:
@@ -363,7 +384,9 @@ def test_a_store_archive_blob_that_fails_its_hash_or_is_not_a_whole_zstd_frame_i
         warnings.append(f"archive {published}: failed verification (2720 bytes; SHA-256 differs from its store "
                         "row's archive_sha256); not read")
     target = tmp_path / "t.sqlite"
-    damaged(state, target, warnings)
+    report = damaged(state, target, warnings)
+    assert [(a["where"], a["imported"]) for a in report["extra"]["archives"]] == [
+        (str(state / STORE), False), (str(published.parent), "hash recorded" not in damage)]
     landed_as_expected(target, "evicted/state", but=("evicted.telegram.gen1.archive.json",)
                        if "hash recorded" in damage else ())
 
@@ -442,6 +465,26 @@ def test_a_cold_archive_holding_fewer_events_than_its_row_is_a_finding_and_the_h
     assert again["messages"]["inserted"] == len(path) - len(held) and again["warnings"] == []
     landed_as_expected(target, "cold/state")
     assert audit(state, target)[0] == 0
+
+
+def test_a_window_none_of_whose_rows_parses_is_a_finding_naming_it_and_inspect_lists_it(tmp_path):
+    state = copy_state("pending/state", tmp_path / "state")
+    agenda = json.loads((HIDDEN / "expected" / "pending.agenda.json").read_text())["sessionId"]
+    con = sqlite3.connect(state / STORE)
+    con.create_function("octet_length", 1, lambda v: None if v is None else len(str(v).encode()))
+    con.execute("PRAGMA ignore_check_constraints = ON")   # damage, not OpenClaw: its CHECKs do not hold
+    con.execute("UPDATE transcript_events SET event_json = 'not json', event_zstd = NULL WHERE session_id = ?",
+                (agenda,))
+    con.commit()
+    con.close()
+    target = tmp_path / "t.sqlite"
+    damaged(state, target, [f"window {state / STORE}#{agenda}: not an OpenClaw transcript (holds no session header "
+                            "and no message entry); not read"])
+    landed_as_expected(target, "pending/state", but=("pending.agenda.json",))
+    proc = run_cli("inspect", "--src", state / STORE, "--json")
+    assert proc.returncode == 0, proc.stderr
+    (window,) = [w for w in json.loads(proc.stdout)["windows"] if w["session_id"] == agenda]
+    assert (window["messages_on_path"], window["projection"]) == (0, "unreadable")
 
 
 # --------------------------------------------------------------------------------------------------------------------

@@ -65,7 +65,10 @@ def read_window(store: OpenStore, w: StoreWindow, start: FileRecord | str, stric
             else:
                 yield seq, raw
 
-    t = parse_transcript(store.where(w), lines(), strict, store_rules=True)
+    try:
+        t = parse_transcript(store.where(w), lines(), strict, store_rules=True)
+    except TranscriptError as exc:   # named by its window: a store holds many
+        raise TranscriptError(f"{store.where(w)}#{w.session_id}", exc.message) from None
     t.report.skipped_lines = sorted(t.report.skipped_lines + bad)
     t.header_id, t.origin = w.session_id, w
     # a cold window whose archive is a finding is not recorded: once it is restored, a later run reads it whole

@@ -185,19 +185,20 @@ def _read_into(reading: Reading, inputs: Inputs, opts: ReadOptions, start, archi
                                "cold_windows": len(c.cold), "pending_inputs": len(c.pending),
                                "compressed_rows": c.compressed, "kept_snapshot": store.kept_note()})
         for w in c.windows:   # each window made as it is read, and read into the run file: none held here
-            reading.add(functools.partial(read_window, store, w), start(w.record_key), (str(path), w.session_id))
+            reading.add(functools.partial(read_window, store, w), start(w.record_key), (str(path), w.session_id),
+                        what="window")
         held = {w.session_id for w in c.windows} if c.archives else set()
         for a in c.archives:
             wanted = not (opts.exclude_deleted and deleted_on_purpose(a.reason, a.session_alive))
-            if wanted:
-                reading.add(functools.partial(read_store_archive, store, a), archived(real_path(path, a.name)),
-                            (str(path), a.name), what="archive")
-            else:
+            read = wanted and reading.add(functools.partial(read_store_archive, store, a),
+                                          archived(real_path(path, a.name)), (str(path), a.name),
+                                          what="archive") is not None
+            if not wanted:
                 reading.left_out.add(a.session_id)
             if a.sha256:
                 reading.declared[a.name] = a.sha256
             origin = ArchiveOrigin(a.name, a.reason, a.session_id, a.session_key, path, a.agent_id)
-            reading.archives.append(archive_listing(origin, str(path), wanted, a.session_id in held))
+            reading.archives.append(archive_listing(origin, str(path), read, a.session_id in held))
         # after every window: a pending input lands at the end of its window's session
         for p in c.pending:
             reading.add(lambda _start, strict, p=p, s=store: read_pending(s, p, strict), "", what="pending input")
@@ -223,23 +224,27 @@ def _read_into(reading: Reading, inputs: Inputs, opts: ReadOptions, start, archi
 def _open_store(reading: Reading, path: Path, opts: ReadOptions) -> OpenStore | None:
     """A session store's snapshot, opened; one that is not a readable store is a finding (bad input when named)."""
     assert reading.work is not None
+    where = path
     try:
+        wal = Path(f"{path}-wal")
+        for where in (path, wal) if os.path.lexists(wal) else (path,):   # say which one cannot be read
+            os.close(open_regular(where))
         if not is_sqlite(path):
-            os.close(open_regular(path))   # says why it cannot be read, if it cannot
+            where = path
             raise Unreadable("not a SQLite database")
         store = OpenStore(path, Path(reading.work.name), opts.memory_limit, keeps_records=not opts.dry_run,
                           target=None if opts.dry_run else opts.target)
-    except (Unreadable, BadInput) as exc:
-        problem = exc.problem if isinstance(exc, Unreadable) else "not a readable session store"
+    except (Unreadable, BadInput, OSError) as exc:
+        problem = (exc.problem if isinstance(exc, Unreadable) else f"not a readable session store ({exc})"
+                   if isinstance(exc, BadInput) else f"cannot be read ({exc.strerror or exc})")
         if path.resolve() in reading.named or opts.strict:
-            raise BadInput(str(exc) if isinstance(exc, BadInput) else f"session store {path}: {problem}") from None
+            raise BadInput(str(exc) if isinstance(exc, BadInput) else f"session store {where}: {problem}") from None
         if path in reading.registered:   # the registry's word, not the user's: said as the registry's
             why = re.split(r" \(|; ", str(exc))[0] if isinstance(exc, BadInput) else problem   # not the hint
-            reading.found.append(registry_finding("registered, not a session store", path,
+            reading.found.append(registry_finding("registered, not a session store", where,
                                                   f"{reading.registered[path]}; {why}"))
         else:
-            reading.found.append(finding("session store", path, problem if isinstance(exc, Unreadable) else
-                                         f"{problem} ({exc})"))
+            reading.found.append(finding("session store", where, problem))
         return None
     reading.open_stores[path] = store
     return store

@@ -15,12 +15,13 @@ sessions deleted on purpose); a file named on the command line is always read.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
 
-from lcm_etl.read.findings import Unreadable, finding, open_regular
+from lcm_etl.read.findings import Unreadable, finding, open_regular, read_regular
 from lcm_etl.read.openclaw.openclaw_home import is_state_dir, registered_databases, state_dir
 from lcm_etl.read.lcmdb.sources import SQLITE_HEADER
 from lcm_etl.read.openclaw.transcript_files import classify_file_name, discover_transcripts, file_stem
@@ -73,9 +74,9 @@ def _look(into, folder: Path, out: Inputs) -> None:
     try:
         into(folder, out)
     except OSError as exc:
-        # listing a folder fails on the folder; looking at a file in it fails on the file: the folder is unreadable
+        # listing a folder fails on the folder, looking at a file in it on the file: either way, name the folder
         named = Path(exc.filename) if exc.filename else folder
-        where = named if named == folder else named.parent
+        where = named if os.path.isdir(named) and not os.access(named, os.R_OK | os.X_OK) else named.parent
         out.findings.append(finding("folder", where, f"cannot be read ({exc.strerror or exc})"))
 
 
@@ -116,6 +117,7 @@ def _registered(state: Path, out: Inputs) -> None:
 
 
 def _agent(agent: Path, out: Inputs) -> None:
+    os.listdir(agent)   # an agent folder that cannot be listed is the finding, not each folder in it
     _look(_agent_store, agent / "agent", out)
     for folder in (agent / "sessions", agent / IMPORT_ARCHIVE):
         _look(_sessions, folder, out)
@@ -173,8 +175,8 @@ def legacy_session_keys(folder: Path) -> dict[str, str]:
     keys: dict[str, str] = {}
     for f in sorted(folder.glob("legacy-store.sessions.json.imported-*")):
         try:
-            store = orjson.loads(f.read_bytes())
-        except (OSError, orjson.JSONDecodeError):
+            store = orjson.loads(read_regular(f))
+        except (Unreadable, orjson.JSONDecodeError):
             continue
         if isinstance(store, dict):
             for key, value in store.items():
