@@ -20,7 +20,7 @@ from lcm_etl.options import (TEXT_PATH, inspected_option, key_by_option, lock_ti
                              target_options, transcripts_options, watch_options, write_options)
 from lcm_etl.steps.pipeline import COMMANDS
 from lcm_etl.report import Targeted, emit, one_line
-from lcm_etl.read.openclaw.openclaw_home import default_lcm_db, lcm_db_beside, profile_sessions, profile_state
+from lcm_etl.read.openclaw.openclaw_home import default_lcm_db, profile_state, sources
 from lcm_etl.read.lcmdb.sources import expand
 from lcm_etl.sqlite_runtime import disable_memstatus
 
@@ -97,6 +97,8 @@ def resolve_src(src: str | None, profile: str | None = None):
 
 
 # click rewraps an epilog's paragraphs; \b keeps the lines as written
+STRICT = ("a finding (a transcript, archive, cold file, pending input or store that cannot be read) or an unparsable "
+          "transcript line is an error (exit 2, nothing written), not a warning")
 EPILOG = "\b\nExit codes:\n" + "\n".join(f"  {code:>3}  {meaning}" for code, meaning in EXIT_CODES.items())
 
 
@@ -221,16 +223,18 @@ def _dask_runner():
 
 @cli.command(epilog=EPILOG)
 @transcripts_options
-@click.option("--src", "src", metavar="PATH", type=TEXT_PATH, help="lossless-claw database whose rows count as already held (optional)")
+@click.option("--src", "src", metavar="PATH", type=TEXT_PATH, help="lossless-claw database whose rows count as already held (default: the lcm.db of the state folder read, when it exists, as audit reads it)")
 @target_options("to write (created when absent, with its folders)")
 @run_options
 @write_options
-@click.option("--strict", is_flag=True, help="an unparsable transcript line is an error, not a skipped line")
+@click.option("--strict", is_flag=True, help=STRICT)
+@click.option("--full", is_flag=True, help="read every transcript whole, trusting no record of an earlier run (a re-run "
+                                           "already reads whole what the target no longer holds)")
 @watch_options
 @profile_option
 @handled
 def reconcile(sessions, exclude_deleted, src, dest, memory_dir, dry_run, session_filter, key_by, as_json, quiet, debug,
-              lock_timeout, batch_rows, memory_limit, strict, watch, interval, profile):
+              lock_timeout, batch_rows, memory_limit, strict, full, watch, interval, profile):
     """Bring in what OpenClaw's transcripts hold and neither lcm.db nor the target has (crash recovery)."""
     from lcm_etl.commands.reconcile import reconcile as run
     from lcm_etl.run_options import ReconcileOptions
@@ -238,11 +242,13 @@ def reconcile(sessions, exclude_deleted, src, dest, memory_dir, dry_run, session
 
     watching = _watching(watch, interval, dry_run)
     target = resolve_target(dest, memory_dir)
-    opts = ReconcileOptions(sessions=profile_sessions(profile, list(sessions)), target=target.path,
-                            src=expand(src) if src else None, dry_run=dry_run, session_filter=list(session_filter),
+    read = sources(src, list(sessions), profile)   # what audit reads too
+    opts = ReconcileOptions(sessions=read.sessions, target=target.path,
+                            src=read.lcm_db, dry_run=dry_run, session_filter=list(session_filter),
                             key_by=key_by, strict=strict, exclude_deleted=exclude_deleted,
                             lock_timeout=lock_timeout, batch_rows=batch_rows,
-                            progress=progress_wanted(as_json, quiet) and not watching, memory_limit=memory_limit)
+                            progress=progress_wanted(as_json, quiet) and not watching, memory_limit=memory_limit,
+                            full=full)
     if watching:
         from lcm_etl.commands.watch import reconcile_inputs
 
@@ -262,32 +268,28 @@ def reconcile(sessions, exclude_deleted, src, dest, memory_dir, dry_run, session
 @memory_limit_option
 @click.option("--junit", metavar="FILE", type=TEXT_PATH,
               help="also write the audit as JUnit XML to FILE: one test case per session, failing when it is behind")
+@click.option("--strict", is_flag=True, help=STRICT)
 @profile_option
 @handled
 def audit(sessions, exclude_deleted, src, dest, memory_dir, session_filter, key_by, as_json, quiet, debug, memory_limit,
-          junit, profile):
+          junit, strict, profile):
     """Read-only: is everything in the sources in the target? Exit 0 clean, 3 pending or different."""
     from lcm_etl.commands.audit import AuditOptions, audit as run
     from lcm_etl.commands.audit_junit import check_junit_path, junit_xml, write_junit
     from lcm_etl.errors import EXIT_PENDING
     from lcm_etl.store.target import resolve_target
 
-    from lcm_etl.read.openclaw.openclaw_state import state_folder
-
     if junit:
         check_junit_path(expand(junit))
-    sessions = profile_sessions(profile, list(sessions))
-    # without --src the lcm.db of the state folder --sessions names (else the default one) is audited too; with
-    # --sessions it may be absent (audit.py). With neither, the default installation: its lcm.db, and the
-    # transcripts reconcile would read by default
-    defaults = not src and not sessions and (state_folder() / "agents").is_dir()
-    source = resolve_src(src) if (src or not (sessions or defaults)) else None
-    beside = None if src else lcm_db_beside([expand(p) for p in sessions])
+    # the sources reconcile reads (openclaw_home.sources): the transcripts, and the lcm.db beside them when it exists
+    # (audit.py says when it does not). With no transcripts to read, the lcm.db is what is audited: it must exist
+    read = sources(src, list(sessions), profile)
+    required = read.src or (None if read.sessions or read.installation else default_lcm_db())
     target = resolve_target(dest, memory_dir)
-    audited = run(AuditOptions(target=target.path, src=source, sessions=sessions,
+    audited = run(AuditOptions(target=target.path, src=required, sessions=read.sessions,
                                session_filter=list(session_filter), key_by=key_by,
-                               memory_limit=memory_limit, default_src=beside,
-                               default_transcripts=defaults, exclude_deleted=exclude_deleted))
+                               memory_limit=memory_limit, default_src=None if read.src else read.beside,
+                               default_transcripts=read.installation, exclude_deleted=exclude_deleted, strict=strict))
     if junit:
         write_junit(expand(junit), junit_xml(audited.report, audited.findings, audited.sessions))
     emit(targeted(audited, target), as_json, quiet)

@@ -34,6 +34,7 @@ class ReadOptions:
     dry_run: bool = False   # read-only: the store reader's DuckDB keeps no record (duck.connect); no content kept
     session_filter: list[str] = field(default_factory=list)   # the sessions the run may write (none: every one)
     target: Path | None = None   # the target a run that writes commits to: each store's snapshot is kept for it
+    content: bool = False   # content kept although dry_run: audit compares it with the target's
 
 
 @dataclass(kw_only=True)
@@ -44,3 +45,4 @@ class ReconcileOptions(ReadOptions):
     lock_timeout: float = 10.0
     batch_rows: int = 50_000
     progress: bool = False
+    full: bool = False   # no record trusted: every transcript read whole (as migrate --full re-plans everything)

@@ -158,6 +158,12 @@ def make_native_target(path: Path) -> sqlite3.Connection:
     return con
 
 
+def empty_target(path: Path) -> Path:
+    """A Remnic target with no rows (audit of a target that does not exist is bad input, exit 2)."""
+    make_native_target(path).close()
+    return path
+
+
 def columns(con: sqlite3.Connection, table: str) -> list[str]:
     return [r[1] for r in con.execute(f'PRAGMA table_info("{table}")')]
 

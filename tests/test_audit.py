@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import LCM_ETL, ROOT, copy_fixture, folder_state, run_cli
+from conftest import LCM_ETL, ROOT, copy_fixture, empty_target, folder_state, run_cli
 
 SESSIONS = ROOT / "fixtures" / "sessions"
 
@@ -191,18 +191,26 @@ def test_audit_never_writes_to_source_or_target(migrated):
     assert folder_state(dest.parent) == before_dest
 
 
-def test_a_missing_target_is_everything_pending_and_is_not_created(tmp_path):
+def test_a_missing_target_is_bad_input_and_is_not_created(tmp_path):
     src = copy_fixture("basic-0.5.0.db", tmp_path / "src")
     dest = tmp_path / "nowhere" / "lcm.sqlite"
-    code, report = audit(src, dest)
+    proc = run_cli("audit", "--src", src, "--dest", dest)
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == (f"lcm-etl: error: target does not exist: {dest} (audit compares the sources with an "
+                           "existing target: check --dest, or run reconcile or migrate first)\n")
+    assert not dest.parent.exists()
+
+
+def test_an_empty_target_is_everything_pending(tmp_path):
+    src = copy_fixture("basic-0.5.0.db", tmp_path / "src")
+    code, report = audit(src, empty_target(tmp_path / "lcm.sqlite"))
     assert code == 3
     assert report["messages"]["inserted"] == 122
-    assert not dest.parent.exists()
 
 
 def test_the_text_report_shows_the_first_findings_and_counts_the_rest(tmp_path):
     src = copy_fixture("basic-0.5.0.db", tmp_path / "src")
-    proc = run_cli("audit", "--src", src, "--dest", tmp_path / "none.sqlite")
+    proc = run_cli("audit", "--src", src, "--dest", empty_target(tmp_path / "none.sqlite"))
     assert proc.returncode == 3
     lines = proc.stdout.splitlines()
     assert lines[0] == "lcm-etl audit: PENDING"
@@ -211,7 +219,7 @@ def test_the_text_report_shows_the_first_findings_and_counts_the_rest(tmp_path):
 
 
 def test_transcripts_are_audited_too(tmp_path):
-    target = tmp_path / "t.sqlite"
+    target = empty_target(tmp_path / "t.sqlite")
     transcript = SESSIONS / "plain-chat.jsonl"
     (tmp_path / "state").mkdir()   # no default lcm.db there: the transcripts alone
     proc = audit_in_state(tmp_path / "state", "--sessions", transcript, "--dest", target, "--json")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from conftest import empty_target, run_cli
 
 HEADER = {"type": "session", "version": 3, "id": "hdr-only", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/w"}
 V1 = [{"type": "session", "id": "old-1", "timestamp": "2025-01-01T00:00:00Z", "cwd": "/"},
@@ -69,7 +69,7 @@ def test_audit_of_a_transcript_input_without_typed_values_succeeds(tmp_path, kin
     state.mkdir()
     monkeypatch.setenv("OPENCLAW_STATE_DIR", str(state))
     sessions, held = make_input(kind, tmp_path / "in")
-    target = tmp_path / "t.sqlite"
+    target = empty_target(tmp_path / "t.sqlite")
     proc = run_cli("audit", "--sessions", sessions, "--dest", target, "--json")
     assert (proc.returncode, proc.stderr) == (3 if held else 0, "")
     report = json.loads(proc.stdout)

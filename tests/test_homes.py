@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, copy_fixture, run_cli
+from conftest import ROOT, copy_fixture, empty_target, run_cli
 
 LAYOUT = ROOT / "fixtures" / "openclaw-hidden" / "layout"
 WRITTEN_HOME = "/home/claw/"   # the home OpenClaw ran in: absolute registry paths start with it
@@ -86,7 +86,7 @@ def test_a_profile_folder_named_by_sessions_lands_its_agent_and_the_agent_regist
 
 def test_profile_work_reads_the_profiles_folder_and_audit_is_pending_before_and_clean_after(tmp_path):
     home = home_copy(tmp_path)
-    target = tmp_path / "t" / "lcm.sqlite"
+    target = empty_target(tmp_path / "t" / "lcm.sqlite")
     audit = ("audit", "--profile", "work", "--dest", target, "-q")
     assert run_cli(*audit, env=env_of(home)).returncode == 3
     proc = run_cli("reconcile", "--profile", "work", "--dest", target, "-q", env=env_of(home))
@@ -100,7 +100,7 @@ def test_openclaw_home_is_where_the_default_state_folder_is(tmp_path, spelling):
     home = home_copy(tmp_path)
     custom = str(home / "openclaw-home") if spelling == "absolute" else "~/openclaw-home"   # `~` is $HOME
     env = env_of(home, OPENCLAW_HOME=custom)
-    target = tmp_path / "t" / "lcm.sqlite"
+    target = empty_target(tmp_path / "t" / "lcm.sqlite")
     assert run_cli("audit", "--dest", target, "-q", env=env).returncode == 3
     proc = run_cli("reconcile", "--dest", target, "-q", env=env)
     assert (proc.returncode, proc.stderr) == (0, "")
@@ -179,7 +179,7 @@ def test_profile_default_is_the_openclaw_folder_and_migrate_reads_the_profiles_l
         assert json.loads(proc.stdout)["source"] == str(folder / "lcm.db")
 
 
-def test_a_registered_database_that_is_gone_is_left_out_with_its_reason_and_the_rest_is_read(tmp_path):
+def test_a_registered_database_that_is_gone_is_a_warning_naming_it_and_the_rest_is_read(tmp_path):
     home = home_copy(tmp_path)
     gone = home / "agents" / "research" / "openclaw-agent.sqlite"
     gone.unlink()
@@ -187,19 +187,20 @@ def test_a_registered_database_that_is_gone_is_left_out_with_its_reason_and_the_
     proc = run_cli("reconcile", "--sessions", home / ".openclaw-work", "--dest", target, "--json", env=env_of(home))
     assert proc.returncode == 0, proc.stderr
     registry = home / ".openclaw-work" / "state" / "openclaw.sqlite"
-    assert json.loads(proc.stdout)["extra"]["files_skipped"] == [
-        {"file": str(gone), "reason": f"registered for agent research in {registry}, but not found"}]
+    assert json.loads(proc.stdout)["warnings"] == [
+        f"agent database {gone}: registered, not found; registered for agent research in {registry}"]
     assert landed(target) == expected("profile.main")
     text = run_cli("reconcile", "--sessions", home / ".openclaw-work", "--dest", target, env=env_of(home)).stdout
-    assert f"  left out {gone}: registered for agent research in {registry}, but not found\n" in text
+    assert f"  warning: agent database {gone}: registered, not found; registered for agent research in {registry}\n" \
+        in text
 
 
 def test_audit_of_a_state_folder_looks_for_its_lcm_db_not_the_callers(tmp_path):
     home = home_copy(tmp_path)
     (home / ".openclaw").mkdir()
     os.rename(copy_fixture("basic-0.9.4.db", tmp_path), home / ".openclaw" / "lcm.db")   # the caller's default
-    proc = run_cli("audit", "--sessions", home / ".openclaw-work", "--dest", tmp_path / "t.sqlite", "--json",
-                   env=env_of(home))
+    proc = run_cli("audit", "--sessions", home / ".openclaw-work", "--dest", empty_target(tmp_path / "t.sqlite"),
+                   "--json", env=env_of(home))
     assert proc.returncode == 3, proc.stderr
     report = json.loads(proc.stdout)
     assert (report["source"], report["extra"]["lcm_db_not_found"]) == (None, str(home / ".openclaw-work" / "lcm.db"))

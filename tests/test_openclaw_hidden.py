@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, run_cli, target_rows
+from conftest import ROOT, empty_target, run_cli, target_rows
 from storelib import ROLES, octet_length, session_entries
 
 HIDDEN = ROOT / "fixtures" / "openclaw-hidden"
@@ -63,7 +63,7 @@ def reconciled(tmp_path_factory):
         copy = copy_state(state, tmp / "state")
         before = tree(copy)
         target = tmp / "t.sqlite"
-        empty = run_cli("audit", "--sessions", copy, "--dest", target)
+        empty = run_cli("audit", "--sessions", copy, "--dest", empty_target(tmp / "empty.sqlite"))
         first = cli_json("reconcile", "--sessions", copy, "--dest", target)
         second = cli_json("reconcile", "--sessions", copy, "--dest", target)
         audited = run_cli("audit", "--sessions", copy, "--dest", target)
@@ -122,7 +122,7 @@ def test_cold_windows_are_read_from_their_archive_and_say_so(reconciled):
     ("pending/state", {"pending input": 1, "live window": 14})])
 def test_audit_names_where_the_missing_history_lives(tmp_path, state, where):
     copy = copy_state(state, tmp_path / "state")
-    proc = run_cli("audit", "--sessions", copy, "--dest", tmp_path / "t.sqlite", "--json")
+    proc = run_cli("audit", "--sessions", copy, "--dest", empty_target(tmp_path / "t.sqlite"), "--json")
     assert proc.returncode == 3
     assert json.loads(proc.stdout)["extra"]["transcript_messages_pending_by_where"] == where
 
@@ -146,7 +146,7 @@ def test_a_missing_cold_file_is_a_finding_too(tmp_path):
     state = copy_state("cold/state", tmp_path / "state")
     gone = next((state / "agents" / "main" / "sessions" / "cold").glob("b9a5*.jsonl.zst"))
     gone.unlink()
-    audited = run_cli("audit", "--sessions", state, "--dest", tmp_path / "t.sqlite", "--json")
+    audited = run_cli("audit", "--sessions", state, "--dest", empty_target(tmp_path / "t.sqlite"), "--json")
     assert audited.returncode == 3
     finding = next(f for f in json.loads(audited.stdout)["differences"] if f["kind"] == "cold archive")
     assert finding["source_id"] == str(gone) and finding["problem"].startswith("missing or unreadable")

@@ -53,6 +53,14 @@ def test_reconcile_into_a_target_on_a_read_only_file_system_names_the_target_and
                "to a writable folder and pass that copy as --dest)\n")
 
 
+def test_a_reconcile_dry_run_into_a_target_on_a_read_only_file_system_fails_as_the_real_run_would(readonly_target):
+    _, target = readonly_target
+    proc = run_cli("reconcile", "--sessions", TRANSCRIPT, "--dest", target, "--dry-run")
+    assert (proc.returncode, proc.stdout, proc.stderr) == (
+        2, "", f"lcm-etl: error: target is on a read-only file system: {target} (remount it read-write, or copy it "
+               "to a writable folder and pass that copy as --dest)\n")
+
+
 def test_reading_a_target_on_a_read_only_file_system_still_works(readonly_target):
     src, target = readonly_target
     assert run_cli("audit", "--src", src, "--dest", target, "-q").returncode == 0

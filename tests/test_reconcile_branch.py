@@ -100,6 +100,7 @@ def test_a_message_on_a_new_branch_equal_to_one_of_the_abandoned_branch_is_impor
     assert report["messages"]["inserted"] == 4   # u3 ("continue") and a4 (a text-less tool call) were lost
     assert plain(report)["already_present"] == 8 + 2 and plain(report)["abandoned_branch_entries"] == 4
     assert (report["extra"]["off_path"], report["extra"]["off_path_marked"], report["extra"]["back_on_path"]) == (4, 4, 0)
+    assert report["warnings"] == []   # the marks written are counted as planned (no "off_path_marks" warning)
     ids = {**first, **second}
     want = [(ids[k], k in ("u2", "a2", "r2", "a3")) for k in ("u1", "a1", "u2", "a2", "r2", "a3", "u3", "a4", "r4", "a5")]
     assert [(r[0], bool(r[3])) for r in rows(target, PLAIN)[8:]] == want

@@ -3,7 +3,7 @@
 -- reads: plan.transcripts (the run file: what was read of each transcript, lcm_etl/read/run_file.py),
 --        plan.plan_selected (r65_stage.sql)
 -- produces: lcm_etl_transcript_files (one row per transcript of the sessions this run planned: a file, a store's
---           window or archive row)
+--           window or archive row), lcm_etl_session_rows (per planned session: the target's row count and id sum)
 -- key: path (the record key, lcm_etl/file_identity.real_path: a file's real path, `<store's real path>#<id>`)
 -- why: cost follows the change: a re-run reads each transcript from where this run stopped, once its record is proved
 --      (a file's prefix hashes the same, a window's watermark is the same; lcm_etl/read/transcript_decision.py). Written only when the run completes, in the same
@@ -16,3 +16,13 @@ SELECT record_key, size, sha256, lines, messages, parts, tip, header_id, version
 FROM plan.transcripts
 WHERE size IS NOT NULL AND session_id IN (SELECT session_id FROM plan.plan_selected)   -- a pending input has none
 ORDER BY file_order;
+
+-- A record says what the target held when it was made; the next run checks the target still holds it (its
+--      session's row count and id sum, one query: transcript_decision.settle) before it reads only what is new. A
+--      row deleted (Remnic's cleanup, a hand fix, a partial restore) makes its session read whole, and it lands again.
+CREATE TABLE IF NOT EXISTS lcm_etl_session_rows (session_id TEXT PRIMARY KEY, row_count INTEGER NOT NULL,
+                                                 id_sum INTEGER NOT NULL, run_id TEXT NOT NULL);
+INSERT OR REPLACE INTO lcm_etl_session_rows (session_id, row_count, id_sum, run_id)
+SELECT s.session_id, count(m.id), coalesce(sum(m.id), 0), :run_id
+FROM plan.plan_selected s LEFT JOIN lcm_messages m ON m.session_id = s.session_id
+GROUP BY s.session_id;

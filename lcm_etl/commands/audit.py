@@ -3,11 +3,12 @@
 It runs the same plan as `migrate` (and `reconcile` for --sessions) on private copies of the source
 and the target, so "what a run would write now" is exactly what the run would write; then the audit
 queries of transforms/a10_audit_source.sql list every offending fact. Nothing is written anywhere:
-a missing target is read as empty (everything pending) and never created.
+a missing target is bad input (exit 2: a wrong --dest is not pending work), and never created.
 """
 from __future__ import annotations
 
 import hashlib
+import shlex
 from lcm_etl.sqlite_runtime import sqlite3
 import time
 from collections import Counter
@@ -21,6 +22,7 @@ from lcm_etl.sync import identity as source_identity
 from lcm_etl.read.snapshot import runfolder
 from lcm_etl.planning import plan
 from lcm_etl.run_options import ReconcileOptions
+from lcm_etl.read.findings import FINDING_KEYS
 from lcm_etl.planning.reconcile_plan import plan_transcripts, read_all
 from lcm_etl.report import RunReport, one_line_each, unknown_lines
 from lcm_etl.read.lcmdb.source_schema import detect_schema, normalized_views
@@ -28,6 +30,7 @@ from lcm_etl.read.lcmdb.sources import Snapshot, take_snapshot
 from lcm_etl.sqlite_runtime import attach_all, private_file, quote_path
 from lcm_etl.steps.pipeline import AUDIT_SOURCE
 from lcm_etl.steps.engine import run_stage
+from lcm_etl.errors import BadInput
 from lcm_etl.store.target import check_target, target_view
 
 # Content is compared by hashes computed in SQLite (content_hashes below), joined here by key: DuckDB
@@ -56,7 +59,6 @@ _DETAIL_EMPTY = {
 }
 _NEEDS = {"tgt_detail": "lcm_messages", "tgt_part_keys": "lcm_message_parts", "tgt_summary_detail": "lcm_summary_nodes",
           "tgt_provenance_summaries": "lcm_etl_summaries", "tgt_skipped": "lcm_etl_skipped"}
-FINDING_KEYS = ("kind", "problem", "session_id", "source_id", "detail")
 
 
 @dataclass
@@ -74,6 +76,7 @@ class AuditOptions:
     # $OPENCLAW_STATE_DIR) although --sessions names none: `audit` run with no input named audits the installation
     default_transcripts: bool = False
     exclude_deleted: bool = False
+    strict: bool = False   # an unparsable line or a finding of the transcripts' read is bad input (exit 2)
 
 
 # extra's "<kind> kept, no longer in the source": rows the source deleted that the target keeps (counted, not findings)
@@ -108,16 +111,20 @@ def audit(opts: AuditOptions) -> Audited:
         if view:
             snaps.append(view)
         target_db = view.path if view else None
-        if not existed:
-            report.warnings.append(f"target does not exist: {opts.target}; everything is pending")
         if opts.src is None and opts.default_src is not None:
             report.extra["lcm_db_not_found"] = str(opts.default_src)
         source = take_snapshot(opts.src, "source") if opts.src else None
         if source is not None:
             snaps.append(source)
+        if source is not None:
             findings += _audit_source(opts, source, target_db, report, sessions)
         if opts.sessions or opts.default_transcripts:
             findings += _audit_transcripts(opts, source, target_db, report, sessions)
+        # a CI job asks "is this target complete": a target that is not there is a wrong --dest, not pending work
+        # (said after the sources' own errors)
+        if not existed:
+            raise BadInput(f"target does not exist: {opts.target} (audit compares the sources with an existing "
+                           "target: check --dest, or run reconcile or migrate first)")
     except duckdb.Error as exc:
         raise duck.translate(exc, "inputs could not be read") from None
     finally:
@@ -217,7 +224,7 @@ def _audit_transcripts(opts: AuditOptions, source: Snapshot | None, target_db: P
                        report: RunReport, sessions: set[str]) -> list[dict]:
     ropts = ReconcileOptions(sessions=opts.sessions, target=opts.target, src=opts.src, dry_run=True,   # read-only
                              session_filter=opts.session_filter, key_by=opts.key_by, memory_limit=opts.memory_limit,
-                             exclude_deleted=opts.exclude_deleted)
+                             exclude_deleted=opts.exclude_deleted, strict=opts.strict, content=True)
     reading = read_all(ropts)
     work = runfolder.Held()
     con = None
@@ -236,10 +243,13 @@ def _audit_transcripts(opts: AuditOptions, source: Snapshot | None, target_db: P
             report.extra["transcript_messages_pending_by_where"] = dict(Counter(r[5] for r in rows))
         rows = [(*r[:4], f"{r[4]}, {r[5]}") for r in rows]
         report.extra["transcript_messages_pending"] = len(rows)
+        if rows:   # what a reconcile would import, this reconcile imports (a re-run reads whole what the target lost)
+            report.extra["repair"] = repair_command(opts)
         # rows a branch left after they were imported: kept (the target is the archive), never missing
         report.extra["transcript_rows_off_path"] = con.execute(
             "SELECT count(*) FILTER (WHERE off) FROM off_path").fetchone()[0]
         sessions.update(r[0] for r in con.execute("SELECT DISTINCT session_id FROM jsonl_plan").fetchall())
+        rows += _stored_as_read(reading.run, target_db)
         # history a source holds and no run can read (a cold archive missing or failing verification): never clean
         return [dict(zip(FINDING_KEYS, r)) for r in rows] + reading.findings()
     finally:
@@ -247,6 +257,60 @@ def _audit_transcripts(opts: AuditOptions, source: Snapshot | None, target_db: P
             con.close()
         reading.close()
         work.cleanup()
+
+
+# each message a transcript holds with an entry id is in the target once, as read: an entry id twice in a session is
+# a duplicate; a row whose content is not its transcript's first copy's (the one a reconcile lands), although the
+# row's identity is still the transcript's (OpenClaw rewriting an entry in place changes both: that row is kept as
+# imported, r20_match.sql), was changed in the target. Compared in SQLite, on the run file: the content never goes
+# through Python or DuckDB.
+_STORED_AS_READ = """
+WITH held AS (SELECT id, session_id, json_extract(metadata, '$.transcript_entry_id') AS entry_id,
+                     json_extract(metadata, '$.identity_hash') AS identity_hash
+              FROM target.lcm_messages
+              WHERE session_id IN (SELECT session_id FROM main.jsonl_messages) AND json_valid(metadata)
+                AND json_extract(metadata, '$.source') = 'openclaw-jsonl'),   -- an lcm.db row's twin: a10's finding
+first AS (SELECT min(message_id) AS message_id FROM main.jsonl_messages WHERE entry_id IS NOT NULL
+          GROUP BY session_id, entry_id)
+SELECT 'transcript message', 'duplicated in target', session_id, entry_id,
+       count(*) || ' rows: ' || group_concat(id, ', ')
+FROM (SELECT id, session_id, json_extract(metadata, '$.transcript_entry_id') AS entry_id FROM target.lcm_messages
+      WHERE json_valid(metadata) AND json_extract(metadata, '$.source') = 'openclaw-jsonl')   -- every session's: one
+WHERE entry_id IS NOT NULL GROUP BY session_id, entry_id HAVING count(*) > 1               -- whose source is unreadable too
+UNION ALL
+SELECT 'transcript message', 'changed in target', m.session_id, tr.path || ':' || m.entry_id,
+       'row ' || t.id || ': its content is not the transcript''s'
+FROM first JOIN main.jsonl_messages m USING (message_id) JOIN main.jsonl_content c USING (message_id)
+JOIN main.transcripts tr USING (file_order)
+JOIN held h ON h.session_id = m.session_id AND h.entry_id = m.entry_id AND h.identity_hash IS m.identity_hash
+JOIN target.lcm_messages t ON t.id = h.id
+WHERE CAST(t.content AS BLOB) IS NOT CAST(c.content AS BLOB)
+ORDER BY 3, 4"""
+
+
+def _stored_as_read(run, target_db: Path | None) -> list[tuple]:
+    if target_db is None:
+        return []
+    run.flush()
+    con = run.con
+    con.execute("ATTACH ? AS target", (f"{target_db.absolute().as_uri()}?mode=ro",))
+    try:
+        if not con.execute("SELECT 1 FROM target.sqlite_master WHERE name = 'lcm_messages'").fetchone():
+            return []
+        return con.execute(_STORED_AS_READ).fetchall()
+    finally:
+        con.execute("DETACH target")
+
+
+def repair_command(opts: AuditOptions) -> str:
+    """The reconcile that imports what this audit found missing: the same sources, target and options."""
+    args = ["lcm-etl", "reconcile", *(a for p in opts.sessions for a in ("--sessions", str(p)))]
+    args += ["--src", str(opts.src)] if opts.src is not None and opts.default_src is None else []
+    args += ["--dest", str(opts.target)]
+    args += ["--key-by", opts.key_by] if opts.key_by != "session-id" else []
+    args += [a for f in opts.session_filter for a in ("--session-filter", f)]
+    args += ["--exclude-deleted"] if opts.exclude_deleted else []
+    return shlex.join(args)
 
 
 def as_text(report: RunReport, findings: list[dict], per_kind: int = 5) -> str:
@@ -264,6 +328,8 @@ def as_text(report: RunReport, findings: list[dict], per_kind: int = 5) -> str:
         by_where = report.extra.get("transcript_messages_pending_by_where", {})
         lines.append(f"  a reconcile would import: {report.extra['transcript_messages_pending']} transcript messages"
                      + (" (" + ", ".join(f"{w}: {n}" for w, n in sorted(by_where.items())) + ")" if by_where else ""))
+    if "repair" in report.extra:
+        lines.append(f"  repair:  {report.extra['repair']}")
     if report.extra.get("transcript_rows_off_path"):
         lines.append(f"  rows off the active path (kept, marked off_path by reconcile): "
                      f"{report.extra['transcript_rows_off_path']}")
@@ -273,7 +339,7 @@ def as_text(report: RunReport, findings: list[dict], per_kind: int = 5) -> str:
         key = f"{f['kind']}: {f['problem']}"
         shown[key] = shown.get(key, 0) + 1
         if shown[key] <= per_kind:
-            lines.append(f"  {key}  session {f['session_id']}  {f['source_id']}" +
+            lines.append(f"  {key}  " + (f"session {f['session_id']}  " if f["session_id"] else "") + f"{f['source_id']}" +
                          (f"  ({f['detail']})" if f["detail"] else ""))
     for key, n in sorted(report.extra.get("findings_by_problem", {}).items()):
         if n > per_kind:

@@ -11,6 +11,7 @@ from lcm_etl import sqlite_runtime
 from lcm_etl.read.snapshot import runfolder
 from lcm_etl.read.openclaw.openclaw_store import OpenStore
 from lcm_etl.read.store_reads import read_window
+from lcm_etl.read.transcript.transcripts import Transcript, TranscriptError, TranscriptReport
 from lcm_etl.read.transcript_decision import NEW
 from lcm_etl.report import SCHEMA_VERSION, one_line_each
 
@@ -58,7 +59,11 @@ def describe_store(path: Path, memory_limit: str) -> StoreInfo:
         info = StoreInfo(str(path), c.agent_id, c.user_version)
         compressed = store.compressed_rows()
         for w in c.windows:
-            t = read_window(store, w, NEW, strict=False)
+            try:
+                t = read_window(store, w, NEW, strict=False)
+            except TranscriptError:   # no row of it parses: every row skipped, no path
+                t = Transcript(store.where(w), w.session_id, None, None, [], TranscriptReport(
+                    skipped_lines=[(0, "unparsable")] * w.events, projection="unreadable"))
             info.windows.append({
                 "session_id": w.session_id, "session_key": w.session_key, "current": w.current,
                 "previous_session_id": w.previous_session_id, "title": w.title, "channel": w.channel,

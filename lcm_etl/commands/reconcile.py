@@ -4,11 +4,11 @@ transcripts, read from where the last run stopped").
 
 Every transcript (each agent's session store windows and archives, lcm_etl/read/store_reads.py; legacy JSONL files,
 transcript_offsets.py) is read, from its record or whole (transcript_decision.py), into the run file as it is read
-(lcm_etl/read/run_file.py: its messages, parts, content, one row per transcript), before the target is looked at:
-one bad transcript means nothing is written. Under the run lock, the hints are settled and what must be read again
-whole is (queries over the run file); DuckDB plans over the file (reconcile_plan.py: r20/r60), r65 hands off,
+(lcm_etl/read/run_file.py: its messages, parts, content, one row per transcript), before the target is looked at.
+Under the run lock, the hints are settled and what must be read again whole is (queries over the run file); DuckDB plans over the file (reconcile_plan.py: r20/r60), r65 hands off,
 r72/r80 write the content from the file, r95 records what the file says was read, and the report is a query over
-it joined with the plan's counts per transcript.
+it joined with the plan's counts per transcript. What cannot be read is a finding (lcm_etl/read/findings.py): a
+warning, and the rest is written (--strict: exit 2, nothing written).
 """
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from lcm_etl.planning import plan
 from lcm_etl.run_options import ReconcileOptions
 from lcm_etl.planning.reconcile_plan import plan_transcripts, read_all
 from lcm_etl.read import transcript_decision as decide
+from lcm_etl.read.findings import as_warning
 from lcm_etl.read.run_file import loads
 from lcm_etl.report import RunReport, now_iso
 from lcm_etl.store.runlock import target_lock
@@ -47,9 +48,10 @@ def reconcile(opts: ReconcileOptions) -> RunReport:
     try:
         held_by = source_identity.of_snapshot(source.original, source.path).key if source else ""
         # where the last complete run stopped in each transcript
-        with decide.recorded(opts.target, hint=True, dry_run=opts.dry_run) as records:
+        with (decide.Records(absent=decide.FULL) if opts.full else
+              decide.recorded(opts.target, hint=True, dry_run=opts.dry_run)) as records:
             read = read_all(opts, records, held_by)   # transcript problems first, then target problems, then a wait
-        check_target(opts.target, open_it=not opts.dry_run)
+        check_target(opts.target, open_it=not opts.dry_run, writes=True)
         with target_lock(opts.target, opts.lock_timeout, opts.dry_run):   # one run per target (lcm_etl/store/runlock.py)
             report = _reconcile(opts, read, source, held_by, started, t0)
             return report
@@ -65,7 +67,7 @@ def _reconcile(opts: ReconcileOptions, read: Reading, source: Snapshot | None, h
     report = RunReport(command="reconcile", dry_run=opts.dry_run, source=str(opts.src) if opts.src else None,
                        target=str(opts.target))
     run = read.run
-    existed = check_target(opts.target, open_it=not opts.dry_run)
+    existed = check_target(opts.target, open_it=not opts.dry_run, writes=True)
     view = None
     work = runfolder.Held()
     try:
@@ -132,9 +134,12 @@ def _plan_counts(con, report: RunReport) -> None:
     messages already held, new, matched by entry id, by identity, as a rewrite."""
     m = report.messages
     m.inserted = con.execute("SELECT count(*) FROM write_messages").fetchone()[0]
-    m.already_present = con.execute("SELECT count(*) FROM jsonl_plan WHERE NOT is_new").fetchone()[0]
+    # a message the target holds once, however many transcripts hold it (a store's archive row and its published
+    # file): its first copy is counted
+    m.already_present = con.execute("SELECT count(*) FROM jsonl_plan WHERE NOT is_new AND first").fetchone()[0]
     report.parts.inserted, report.parts.already_present = con.execute(
-        "SELECT count(*) FILTER (WHERE w.message_id IS NOT NULL), count(*) FILTER (WHERE NOT j.is_new) FROM jsonl_parts p "
+        "SELECT count(*) FILTER (WHERE w.message_id IS NOT NULL), count(*) FILTER (WHERE NOT j.is_new AND j.first) "
+        "FROM jsonl_parts p "
         "JOIN jsonl_plan j USING (message_id) LEFT JOIN write_messages w USING (message_id)").fetchone()
     report.sessions_touched = [r[0] for r in con.execute("SELECT session_id FROM session_work ORDER BY 1").fetchall()]
     report.boundary_events = len(report.sessions_touched)
@@ -161,7 +166,9 @@ def off_path(con, extra: dict) -> None:
 FILES = """
 SELECT t.path, t.header_id, t.origin, t.read, t.why, t.messages, t.read_count, t.read_from, t.lines_read, t.report,
        t.where_kind, t.rec_parts, coalesce(c.present, 0), coalesce(c.new, 0), coalesce(c.by_id, 0), coalesce(c.by_identity, 0),
-       coalesce(c.rewrites, 0)
+       coalesce(c.rewrites, 0), t.kind = 'archive' AND EXISTS (
+           SELECT 1 FROM transcripts e WHERE e.kind = 'archive' AND e.session_id = t.session_id
+           AND e.header_id = t.header_id AND e.file_order < t.file_order) AS copy
 FROM transcripts t LEFT JOIN file_counts c USING (file_order) ORDER BY t.file_order"""
 
 
@@ -172,13 +179,14 @@ def _fill_files(report: RunReport, read: Reading) -> None:
     names: dict[str, str] = {}   # a store's windows share its name: one string, not one an entry
     by_where: dict[str, int] = {}
     for (path, header_id, origin, how, why, on_path, count, read_from, lines_read, r, where, parts_before,
-         present, new, by_id, by_identity, rewrites) in read.run.query(FILES):
+         present, new, by_id, by_identity, rewrites, copy) in read.run.query(FILES):
         r = loads(r)
         by_where[where] = by_where.get(where, 0) + 1
         if how == "appended":   # the messages before the offset: reconciled by the run that recorded it
             present += on_path - count
-            m.already_present += on_path - count
-            report.parts.already_present += parts_before
+            if not copy:   # a second archive of the same window (a store row's published file): held once
+                m.already_present += on_path - count
+                report.parts.already_present += parts_before
         skipped = r.get("skipped_lines", ())
         files.append({"file": names.setdefault(path, path), "session_id": header_id, **loads(origin),
                       "messages_on_path": count if on_path is None else on_path, "read": how, "why": why,
@@ -196,9 +204,7 @@ def _fill_files(report: RunReport, read: Reading) -> None:
         for gap in r.get("gaps", ()):
             report.warnings.append(f"{path}: entry {gap} points at a missing parent; the path continues with the "
                                    "entry before it")
-    for f in read.findings():
-        report.warnings.append(f"{f['kind']} {f['source_id']}" + (f" (window {f['session_id']})" if f["session_id"]
-                                                                   else "") + f": {f['problem']}; {f['detail']}")
+    report.warnings += [as_warning(f) for f in read.findings()]
     report.extra["files"] = files
     report.extra["files_skipped"] = [{"file": str(p), "reason": why} for p, why in read.skipped]
     report.extra["stores"] = read.stores

@@ -37,7 +37,7 @@ from typing import Any
 
 from lcm_etl.errors import EXIT_BAD_INPUT, LcmEtlError, error_line
 from lcm_etl.interrupts import Interrupted
-from lcm_etl.report import SCHEMA_VERSION, RunReport, emit, now_iso, say
+from lcm_etl.report import SCHEMA_VERSION, RunReport, emit, now_iso, one_line, say
 from lcm_etl.read.lcmdb.sources import file_signature
 
 DEFAULT_INTERVAL = 0.5
@@ -62,7 +62,8 @@ class SyncOutcome:
     error: LcmEtlError | None = None
 
     def as_text(self) -> str:
-        """One line per sync: when, what it added, how long. A sync that added nothing says so briefly."""
+        """One line per sync: when, what it added, how long, then a line per warning (a finding, a skipped line):
+        a sync that counts them shows them. A sync that added nothing says so briefly."""
         head = f"{self.finished_at} sync {self.number}:"
         r = self.report
         assert r is not None, "only a sync that succeeded has a line"
@@ -70,8 +71,10 @@ class SyncOutcome:
                  (r.boundary_events, "boundary events")]
         what = ", ".join(f"+{n} {name}" for n, name in added if n) or "nothing new"
         what += f", {r.boundaries_moved} boundary events moved" if r.boundaries_moved else ""
-        tail = f", {len(r.warnings)} warnings" if r.warnings else ""
-        return f"{head} {what}{tail} ({self.elapsed_s:.2f} s)"
+        n = len(r.warnings)
+        tail = f", {n} warning{'s' if n != 1 else ''}" if n else ""
+        return "\n".join([f"{head} {what}{tail} ({self.elapsed_s:.2f} s)"] + [f"  warning: {one_line(w)}"
+                                                                            for w in r.warnings])
 
     def as_dict(self) -> dict:
         """--json: the run report's as_dict(), plus when (timestamp: finished) and which sync; a failed sync

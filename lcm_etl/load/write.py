@@ -98,7 +98,7 @@ def add_counts(total: dict, part: dict) -> None:
 
 def finish(con: sqlite3.Connection, job: WriteJob, counts: dict, finished_at: str, whole: bool = False) -> None:
     """The run's last transaction: the final stage, provenance of a new target (`whole`), the ledger row."""
-    run_stage(job.final_stage, con, job.params)
+    add_counts(counts, run_stage(job.final_stage, con, job.params))   # its counts too (off_path_marks)
     if whole:   # every row of a new target is this run's
         provenance.record_whole(con, job.record.run_id)
     job.record.counts = {"written": counts}

@@ -145,11 +145,14 @@ class RunFile:
         self.con.close()
 
 
-def file_session(t: Transcript, key_by: str, keys_by_folder: dict[Path, dict[str, str]]) -> tuple[str, str | None]:
+def file_session(t: Transcript, key_by: str, keys_by_folder: dict[Path, dict[str, str]],
+                 store_keys: dict[str, str]) -> tuple[str, str | None]:
     """Where a transcript's messages land: (session id, session key). The session id is its header id (a store
     window's id), or with --key-by session-key its session key (the store's session_windows.session_key, a folder's
-    sessions.json, or the doctor's legacy-store.sessions.json.imported-* beside its originals) when it has one."""
-    key = getattr(t.origin, "session_key", None)
+    sessions.json, or the doctor's legacy-store.sessions.json.imported-* beside its originals) when it has one. A file
+    of a session a store holds takes the key of the store's window or archive row (`store_keys`): the same messages
+    in two places land in one session, never twice."""
+    key = getattr(t.origin, "session_key", None) or store_keys.get(t.header_id)
     if key is None:
         folder = t.path.parent
         if folder not in keys_by_folder:

@@ -17,10 +17,11 @@ from pathlib import Path
 
 import orjson
 
+from lcm_etl.read.findings import Unreadable, read_regular
 from lcm_etl.read.openclaw.openclaw_store import OpenStore, StoreArchive, StoreWindow
 from lcm_etl.read.openclaw.store_hidden import PendingInput, decompress
 from lcm_etl.read.openclaw.openclaw_state import archive_kind, archive_session_id
-from lcm_etl.read.transcript_decision import (PENDING, FileRecord, archive_start, continue_path, window_proof,
+from lcm_etl.read.transcript_decision import (NOT_APPEND, PENDING, FileRecord, archive_start, continue_path, window_proof,
                                               window_start)
 from lcm_etl.read.transcript.transcripts import (ReadMark, Transcript, TranscriptError, TranscriptReport, parse_transcript,
                                       transcript_of_bytes)
@@ -64,11 +65,16 @@ def read_window(store: OpenStore, w: StoreWindow, start: FileRecord | str, stric
             else:
                 yield seq, raw
 
-    t = parse_transcript(store.where(w), lines(), strict, store_rules=True)
+    try:
+        t = parse_transcript(store.where(w), lines(), strict, store_rules=True)
+    except TranscriptError as exc:   # named by its window: a store holds many
+        raise TranscriptError(f"{store.where(w)}#{w.session_id}", exc.message) from None
     t.report.skipped_lines = sorted(t.report.skipped_lines + bad)
     t.header_id, t.origin = w.session_id, w
-    t.mark = ReadMark(w.max_seq, window_proof(w), w.events, len(t.messages), t.mark.tip if t.mark else None,
-                      0, w.events, sum(len(m.parts) for m in t.messages))
+    # a cold window whose archive is a finding is not recorded: once it is restored, a later run reads it whole
+    t.mark = None if w.cold and bad else ReadMark(w.max_seq, window_proof(w), w.events, len(t.messages),
+                                                  t.mark.tip if t.mark else None, 0, w.events,
+                                                  sum(len(m.parts) for m in t.messages))
     t.report.projection = _projection(store, w, t)
     t.why_whole = cause
     return t
@@ -87,8 +93,10 @@ def _projection(store: OpenStore, w: StoreWindow, t: Transcript) -> str:
 def _read_appended(store: OpenStore, w: StoreWindow, rec: FileRecord) -> Transcript | str:
     report = TranscriptReport()
     # nothing past the record: no rows to ask for (a cold window's would be its archive verified and decoded again)
-    rows = [] if w.max_seq == rec.size else [(seq, raw) for seq, raw, _why in store.events(w.session_id, rec.size)]
-    appended = continue_path(rows, rec.tip, report)
+    rows = [] if w.max_seq == rec.size else list(store.events(w.session_id, rec.size))
+    if any(raw is None for _, raw, _why in rows):   # an unreadable row (a cold archive's finding): read whole, said
+        return NOT_APPEND
+    appended = continue_path([(seq, raw) for seq, raw, _why in rows], rec.tip, report)
     if isinstance(appended, str):
         return appended
     messages, tip = appended
@@ -108,26 +116,37 @@ def read_store_archive(store: OpenStore, a: StoreArchive, start: FileRecord | st
     start = archive_start(start, proof)
     if isinstance(start, FileRecord):
         return _unchanged(label, origin, start)
-    t = transcript_of_bytes(label, store.archive_text(a, blob), strict)
-    return _archive_read(t, origin, a.session_id, proof, start)
-
-
-def read_archive_file(path: Path, session_key: str | None, start: FileRecord | str, strict: bool) -> Transcript:
-    """An archive file (a published `.deleted.`/`.reset.` copy, the doctor's original or archive-tier file): from its
-    record (hashed, not parsed) while its bytes are the recorded ones, else whole."""
+    blob = store.archive_blob(a) if blob is None else blob
+    _verify(label, blob, a.sha256, "its row's archive_sha256")
     try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise TranscriptError(path, f"cannot be read ({exc.strerror or exc})") from None
-    proof = hashlib.sha256(data).hexdigest()
-    start = archive_start(start, proof)
-    if isinstance(start, FileRecord):
-        return _unchanged(path, ArchiveOrigin(path.name, archive_kind(path), start.header_id, session_key), start)
-    if path.name.endswith(".zst"):
-        try:
+        text = store.archive_text(a, blob)
+    except Unreadable as exc:
+        raise TranscriptError(label, exc.problem) from None
+    return _archive_read(transcript_of_bytes(label, text, strict), origin, a.session_id, proof, start)
+
+
+def _verify(label: Path, data: bytes, sha256: str | None, whose: str) -> None:
+    """An archive's bytes are the ones its store row declares (OpenClaw's archive_sha256), else a finding."""
+    if sha256 is not None and hashlib.sha256(data).hexdigest() != sha256:
+        raise TranscriptError(label, f"failed verification ({len(data)} bytes; SHA-256 differs from {whose})")
+
+
+def read_archive_file(path: Path, session_key: str | None, start: FileRecord | str, strict: bool,
+                      declared: str | None = None) -> Transcript:
+    """An archive file (a published `.deleted.`/`.reset.` copy, the doctor's original or archive-tier file): from its
+    record (hashed, not parsed) while its bytes are the recorded ones, else whole. `declared`: the archive_sha256 of
+    the store row it was published from (its bytes are the row's)."""
+    try:
+        data = read_regular(path)
+        proof = hashlib.sha256(data).hexdigest()
+        start = archive_start(start, proof)
+        if isinstance(start, FileRecord):
+            return _unchanged(path, ArchiveOrigin(path.name, archive_kind(path), start.header_id, session_key), start)
+        _verify(path, data, declared, "its store row's archive_sha256")
+        if path.name.endswith(".zst"):
             data = decompress(data)
-        except Exception as exc:   # zstandard.ZstdError: not a zstd frame, or a damaged one
-            raise TranscriptError(path, f"not a zstd-compressed transcript ({exc})") from None
+    except Unreadable as exc:
+        raise TranscriptError(path, exc.problem) from None
     t = transcript_of_bytes(path, data, strict)
     sid = t.header_id if t.header is not None else archive_session_id(path)
     return _archive_read(t, ArchiveOrigin(path.name, archive_kind(path), sid, session_key), sid, proof, start)
@@ -166,15 +185,16 @@ class PendingOrigin:
         return {k: v for k, v in out.items() if v is not None}
 
 
-def read_pending(p: PendingInput, strict: bool) -> Transcript:
+def read_pending(store: OpenStore, p: PendingInput, strict: bool) -> Transcript:
     """The input as its window would have held it: a message entry after the window's header. It has no entry id
     (OpenClaw gives one when it writes the entry): the plan matches it by identity, so the entry OpenClaw may write
-    later, with the same content, is the same message (r20_match.sql), never a second one."""
-    message = orjson.loads(p.message_json)   # a message: store_hidden.pending_inputs checked it
+    later, with the same content, is the same message (r20_match.sql), never a second one. Its message_json goes
+    into the entry's line as it is (store_hidden.pending_inputs checked it is a message), parsed as lines are."""
     when = (datetime.fromtimestamp(p.accepted_at / 1000, timezone.utc).isoformat(timespec="milliseconds")
             .replace("+00:00", "Z") if p.accepted_at is not None else None)
     lines = [(1, orjson.dumps({"type": "session", "version": 3, "id": p.session_id})),
-             (2, orjson.dumps({"type": "message", "timestamp": when, "message": message}))]
+             (2, b'{"type":"message","timestamp":' + orjson.dumps(when) + b',"message":' +
+              store.pending_message(p) + b"}")]
     t = parse_transcript(Path(f"{p.store}#session_pending_inputs/{p.input_id}"), lines, strict)
     t.header_id, t.origin, t.mark, t.why_whole = p.session_id, PendingOrigin(p), None, PENDING
     return t

@@ -60,12 +60,13 @@ from typing import Any, BinaryIO
 from lcm_etl import sqlite_runtime
 from lcm_etl.file_identity import real_path
 from lcm_etl.read.openclaw.openclaw_store import StoreWindow
-from lcm_etl.read.transcript.transcripts import (_BLANK, CANONICAL_TYPES, Transcript, TranscriptReport, _Node, _parse_line,
+from lcm_etl.read.transcript.transcripts import (_BLANK, CANONICAL_TYPES, Transcript, TranscriptReport, _Node, parse_line,
                                       message_of)
 
 # why a transcript was read whole: the report's fixed vocabulary (per file `why`, the `sync:` line's counts), in
 # the order the line lists them
 NEW = "new"
+FULL = "--full: every transcript read whole"
 RECORDS_UNREAD = "the target's records unread before the lock (a dry run beside its -wal, or unreadable)"
 UNDONE = "its last run was undone or did not complete"
 OTHER_OPTIONS = "recorded under another --key-by or --src"
@@ -78,10 +79,11 @@ RECORD_CHANGED = "re-read: the record changed under the lock"
 OTHER_SESSION = "re-read: recorded under another session"
 SESSION_WHOLE = "re-read: another transcript of its session read whole"
 BY_IDENTITY = "re-read: its session holds rows without entry ids"
+TARGET_LOST = "re-read: the target no longer holds its session's rows as recorded"
 ARCHIVE_CHANGED = "the archive changed"
 PENDING = "a pending input"
-CAUSES = (NEW, RECORDS_UNREAD, UNDONE, OTHER_OPTIONS, NO_TIP, PREFIX_CHANGED, REWRITTEN, STARTED_OVER, NOT_APPEND,
-          RECORD_CHANGED, OTHER_SESSION, SESSION_WHOLE, BY_IDENTITY, ARCHIVE_CHANGED, PENDING)
+CAUSES = (NEW, FULL, RECORDS_UNREAD, UNDONE, OTHER_OPTIONS, NO_TIP, PREFIX_CHANGED, REWRITTEN, STARTED_OVER, NOT_APPEND,
+          RECORD_CHANGED, OTHER_SESSION, TARGET_LOST, SESSION_WHOLE, BY_IDENTITY, ARCHIVE_CHANGED, PENDING)
 
 _RECORDED = """
 SELECT f.path, f.size, f.sha256, f.lines, f.messages, f.parts, f.tip, f.header_id, f.version, f.session_id, f.key_by, f.held_by,
@@ -256,7 +258,7 @@ def continue_path(lines, tip: str | None, report: TranscriptReport) -> tuple[lis
         raw = raw[3:] if raw.startswith(b"\xef\xbb\xbf") else raw
         if _BLANK.match(raw):
             continue
-        e, reason = _parse_line(raw)
+        e, reason = parse_line(raw)
         if reason is not None or not isinstance(e, dict) or not _continues(e, tip, seen):
             return NOT_APPEND
         key = e["id"].strip()
@@ -298,8 +300,10 @@ def settle(run: sqlite3.Connection, target: Path | None) -> dict[int, str]:
         run.execute("ATTACH ? AS target", (sqlite_runtime.uri(target),))
         run.execute(f"CREATE TEMP TABLE records AS {_RECORDED} WHERE f.path IN "
                     "(SELECT record_key FROM main.transcripts WHERE read = 'appended')")
+        run.execute(_LOST if _has_table(run, "target", "lcm_etl_session_rows") else _LOST_NONE)
     except sqlite3.Error:   # no record can be read: none of the hints holds
         run.execute(f"CREATE TEMP TABLE records (path, {', '.join(RECORD_COLUMNS)})")
+        run.execute(_LOST_NONE)
     finally:
         if any(r[1] == "target" for r in run.execute("PRAGMA database_list")):
             run.execute("DETACH target")
@@ -307,14 +311,35 @@ def settle(run: sqlite3.Connection, target: Path | None) -> dict[int, str]:
         WITH changed AS (
             SELECT t.file_order, t.session_id,
                    CASE WHEN r.path IS NULL OR NOT ({same}) THEN :changed
-                        WHEN t.rec_session_id IS NOT t.session_id THEN :other END AS why
+                        WHEN t.rec_session_id IS NOT t.session_id THEN :other
+                        WHEN t.session_id IN (SELECT session_id FROM lost) THEN :lost END AS why
             FROM transcripts t LEFT JOIN records r ON r.path = t.record_key WHERE t.read = 'appended')
         SELECT t.file_order, coalesce(c.why, :whole) FROM transcripts t JOIN changed c USING (file_order)
         WHERE c.why IS NOT NULL OR t.session_id IN (SELECT session_id FROM transcripts WHERE read = 'whole'
                                                     UNION SELECT session_id FROM changed WHERE why IS NOT NULL)""",
-                       {"changed": RECORD_CHANGED, "other": OTHER_SESSION, "whole": SESSION_WHOLE}).fetchall()
+                       {"changed": RECORD_CHANGED, "other": OTHER_SESSION, "whole": SESSION_WHOLE,
+                        "lost": TARGET_LOST}).fetchall()
     run.execute("DROP TABLE records")
+    run.execute("DROP TABLE lost")
     return dict(rows)
+
+
+# the sessions read from records whose rows in the target are no longer what the last run left (r95_record_offsets.sql:
+# count and id sum): one query per run, over the session index; a row deleted or added since is read whole again
+_LOST = """
+CREATE TEMP TABLE lost AS
+WITH appended AS (SELECT DISTINCT session_id FROM main.transcripts WHERE read = 'appended'),
+     now AS (SELECT session_id, count(*) AS n, sum(id) AS s FROM target.lcm_messages
+             WHERE session_id IN (SELECT session_id FROM appended) GROUP BY session_id)
+SELECT r.session_id FROM target.lcm_etl_session_rows r LEFT JOIN now USING (session_id)
+WHERE r.session_id IN (SELECT session_id FROM appended)
+  AND (coalesce(now.n, 0) <> r.row_count OR coalesce(now.s, 0) <> r.id_sum)"""
+_LOST_NONE = "CREATE TEMP TABLE lost (session_id TEXT)"
+
+
+def _has_table(con: sqlite3.Connection, schema: str, name: str) -> bool:
+    return con.execute(f"SELECT 1 FROM {schema}.sqlite_master WHERE type = 'table' AND name = ?", (name,)).fetchone() \
+        is not None
 
 
 def by_identity(plan: Any) -> set[str]:

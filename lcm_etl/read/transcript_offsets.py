@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from lcm_etl.read.findings import Unreadable, open_regular
 from lcm_etl.read.transcript_decision import PREFIX_CHANGED, FileRecord, continue_path, prefix_proved
 from lcm_etl.read.transcript.transcripts import ReadMark, Transcript, TranscriptReport, _lines, read_transcript
 
@@ -36,12 +37,12 @@ def read_appended(path: Path, rec: FileRecord) -> Transcript | str:
     """The messages appended after `rec.size`, or why the file is not the recorded prefix plus an append to its
     active branch (then it is read whole)."""
     try:
-        with open(path, "rb") as f:
+        with open(open_regular(path), "rb") as f:   # a FIFO or a device is never opened: the whole read says why
             digest = prefix_proved(f, rec)
             if digest is None:
                 return PREFIX_CHANGED
             tail = f.read()
-    except OSError:
+    except (OSError, Unreadable):
         return PREFIX_CHANGED   # not read again: the whole read reports why
     tail = tail[:tail.rfind(b"\n") + 1]   # a line still being written is read next time
     report = TranscriptReport()

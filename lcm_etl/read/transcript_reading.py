@@ -5,11 +5,14 @@ the last run stopped").
 What `--sessions` names is sorted by lcm_etl/read/openclaw/openclaw_state.py; a store's windows are read by store_reads.py
 from its snapshot (openclaw/openclaw_store.py), a file by transcript_offsets.py, each from its record or whole as
 transcript_decision.py decides, and each goes into the run file as it is read (run_file.py): Python holds one
-transcript's parse at a time. A transcript that cannot be read is bad input (exit 2), and nothing is written.
+transcript's parse at a time. A transcript or a store that cannot be read is a finding (findings.py) and the rest is
+read; one named on the command line is bad input (exit 2), and nothing is written.
 """
 from __future__ import annotations
 
 import functools
+import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -21,7 +24,10 @@ from lcm_etl.read import transcript_offsets as offsets
 from lcm_etl.file_identity import real_path
 from lcm_etl.read.run_file import RunFile, file_session
 from lcm_etl.read.transcript_decision import FileRecord, Records, from_record
-from lcm_etl.read.openclaw.openclaw_state import Inputs, archive_kind, archive_session_id, find_inputs, state_folder
+from lcm_etl.read.findings import Unreadable, finding, open_regular, refuse_under_strict
+from lcm_etl.read.openclaw.openclaw_home import is_state_dir, registry_finding
+from lcm_etl.read.openclaw.openclaw_state import (Inputs, archive_kind, archive_session_id, find_inputs, is_sqlite,
+                                                  state_folder)
 from lcm_etl.read.openclaw.openclaw_store import OpenStore, StoreWindow
 from lcm_etl.read.lcmdb.sources import expand
 from lcm_etl.read.store_reads import (ArchiveOrigin, PendingOrigin, archive_listing, read_archive_file, read_pending,
@@ -46,13 +52,27 @@ class Reading:
     fallback_time: str = field(default_factory=now_iso)   # the created_at of a message that has none
     keys_by_folder: dict = field(default_factory=dict)
     left_out: set[str] = field(default_factory=set)  # session ids of the archives --exclude-deleted left out
+    # session id -> the session key its store window or archive row carries: a file of that session (a published
+    # archive, the doctor's original) takes it, so --key-by session-key lands it where the store's copy lands
+    store_keys: dict[str, str] = field(default_factory=dict)
+    found: list[dict] = field(default_factory=list)   # findings of the folders, files and stores (findings.py)
+    named: set[Path] = field(default_factory=set)     # files named on the command line: unreadable is bad input
+    declared: dict[str, str] = field(default_factory=dict)   # archive name -> its store row's archive_sha256
+    registered: dict[Path, str] = field(default_factory=dict)   # a store a registry names: where it is named
 
     def add(self, read: Callable[..., Transcript], start: FileRecord | str, again: tuple[str | None, str | None] =
-            (None, None), order: int | None = None) -> Transcript:
+            (None, None), order: int | None = None, what: str = "transcript") -> Transcript | None:
         """A transcript read (`read(start, strict)`) into the run file; `again`: the store and the window or
-        archive name it is read again from (none: its path)."""
-        t = _guarded(read, start, self.strict)
-        self.run.add(t, start if from_record(t) else None, file_session(t, self.key_by, self.keys_by_folder),
+        archive name it is read again from (none: its path). One that cannot be read is a finding (None); bad
+        input when it was named on the command line, or under --strict."""
+        try:
+            t = read(start, self.strict)
+        except TranscriptError as exc:
+            if self.strict or exc.path.resolve() in self.named:
+                raise BadInput(f"not a readable transcript: {exc}; nothing was written") from None
+            self.found.append(finding(what, exc.path, exc.message))
+            return None
+        self.run.add(t, start if from_record(t) else None, file_session(t, self.key_by, self.keys_by_folder, self.store_keys),
                      _kind(t), where_kind(t), again, _origin(t), self.fallback_time, order)
         return t
 
@@ -67,23 +87,26 @@ class Reading:
             archives = {a.name: a for a in store.contents.archives}
             for order, kind, where, name, _ in rows:
                 if where is not None and Path(where) == path and kind == "archive":
-                    self._again(order, functools.partial(read_store_archive, store, archives[name]), again[order])
+                    self._again(order, functools.partial(read_store_archive, store, archives[name]), again[order],
+                                "archive")
             for w in found:
                 order = windows[(path, w.session_id)]
                 self._again(order, functools.partial(read_window, store, w), again[order])
         for order, kind, where, _, path in rows:
             if where is None:
-                read = functools.partial(read_archive_file, Path(path), None) if kind == "archive" else \
-                    functools.partial(offsets.read, Path(path))
-                self._again(order, read, again[order])
+                read = functools.partial(read_archive_file, Path(path), None, declared=self.declared.get(
+                    Path(path).name)) if kind == "archive" else functools.partial(offsets.read, Path(path))
+                self._again(order, read, again[order], kind)
 
-    def _again(self, order: int, read: Callable[..., Transcript], why: str) -> None:
+    def _again(self, order: int, read: Callable[..., Transcript], why: str, what: str = "window") -> None:
         self.run.forget(order)
-        self.add(read, why, order=order)
+        self.add(read, why, order=order, what="transcript" if what == "file" else what)
 
     def findings(self) -> list[dict]:
-        """History the sources hold that could not be read (a cold archive missing or failing verification)."""
-        return [f for store in self.open_stores.values() for f in store.findings]
+        """History the sources hold that could not be read: folders, files, stores, and what each store's reading
+        found (a cold archive missing or failing verification, a pending input that is not a message)."""
+        every = self.found + [f for store in self.open_stores.values() for f in store.findings]
+        return list({tuple(f.values()): f for f in every}.values())   # a window read again finds it again
 
     def close(self, committed: str | None = None) -> None:
         """`committed`: the run that read this and committed (the stores' kept snapshots are sealed for it)."""
@@ -107,7 +130,7 @@ def read_all(opts: ReadOptions, records: Records | None = None, held_by: str = "
         if not p.exists():
             raise BadInput(f"transcript path not found: {p} (pass --sessions with an openclaw-agent.sqlite, an agent "
                            "folder, a state folder, a .jsonl file or a sessions folder)")
-    if not given and not (state_folder() / "agents").is_dir():
+    if not given and not is_state_dir(state_folder()):   # its agents may all live in registered agentDirs
         raise BadInput(f"no transcripts: nothing under {state_folder()}/agents/ (set OPENCLAW_STATE_DIR, or pass "
                        "--sessions with an openclaw-agent.sqlite, an agent or state folder, or a .jsonl file)")
     inputs = find_inputs(given)
@@ -120,11 +143,15 @@ def read_all(opts: ReadOptions, records: Records | None = None, held_by: str = "
         return known.trusted(key, opts.key_by, held_by)
 
     work = runfolder.Held()
-    reading = Reading(RunFile(Path(work.name) / "stage.sqlite", not opts.dry_run, frozenset(opts.session_filter)),
-                      opts.strict, list(inputs.skipped), work=work, key_by=opts.key_by)
+    reading = Reading(RunFile(Path(work.name) / "stage.sqlite", not opts.dry_run or opts.content,
+                              frozenset(opts.session_filter)),
+                      opts.strict, list(inputs.skipped), work=work, key_by=opts.key_by, found=inputs.findings,
+                      named=inputs.named, registered=inputs.registered)
     try:
         _read_into(reading, inputs, opts, start, archived)
         reading.run.flush()
+        if opts.strict:
+            refuse_under_strict(reading.findings())
     except BaseException:
         reading.close()
         raise
@@ -134,43 +161,81 @@ def read_all(opts: ReadOptions, records: Records | None = None, held_by: str = "
 def _read_into(reading: Reading, inputs: Inputs, opts: ReadOptions, start, archived) -> None:
     assert reading.work is not None
     for path in inputs.stores:
-        store = reading.open_stores[path] = OpenStore(path, Path(reading.work.name), opts.memory_limit,
-                                                      keeps_records=not opts.dry_run,
-                                                      target=None if opts.dry_run else opts.target)
+        store = _open_store(reading, path, opts)
+        if store is None:
+            continue
         c = store.contents
+        for held in (*c.windows, *c.archives):
+            if held.session_key and held.session_key.strip():
+                reading.store_keys.setdefault(held.session_id, held.session_key)
         reading.stores.append({"store": str(path), "agent_id": c.agent_id, "user_version": c.user_version,
                                "windows": len(c.windows), "archives": len(c.archives),
                                "cold_windows": len(c.cold), "pending_inputs": len(c.pending),
                                "compressed_rows": c.compressed, "kept_snapshot": store.kept_note()})
         for w in c.windows:   # each window made as it is read, and read into the run file: none held here
-            reading.add(functools.partial(read_window, store, w), start(w.record_key), (str(path), w.session_id))
+            reading.add(functools.partial(read_window, store, w), start(w.record_key), (str(path), w.session_id),
+                        what="window")
         held = {w.session_id for w in c.windows} if c.archives else set()
         for a in c.archives:
             wanted = not (opts.exclude_deleted and deleted_on_purpose(a.reason, a.session_alive))
-            if wanted:
-                reading.add(functools.partial(read_store_archive, store, a), archived(real_path(path, a.name)),
-                            (str(path), a.name))
-            else:
+            read = wanted and reading.add(functools.partial(read_store_archive, store, a),
+                                          archived(real_path(path, a.name)), (str(path), a.name),
+                                          what="archive") is not None
+            if not wanted:
                 reading.left_out.add(a.session_id)
+            if a.sha256:
+                reading.declared[a.name] = a.sha256
             origin = ArchiveOrigin(a.name, a.reason, a.session_id, a.session_key, path, a.agent_id)
-            reading.archives.append(archive_listing(origin, str(path), wanted, a.session_id in held))
+            reading.archives.append(archive_listing(origin, str(path), read, a.session_id in held))
         # after every window: a pending input lands at the end of its window's session
         for p in c.pending:
-            reading.add(lambda _start, strict, p=p: read_pending(p, strict), "")
+            reading.add(lambda _start, strict, p=p, s=store: read_pending(s, p, strict), "", what="pending input")
     for f in inputs.files:
         reading.add(functools.partial(offsets.read, f), start(real_path(f)))
     live = {r[0] for r in reading.run.query("SELECT DISTINCT header_id FROM transcripts WHERE kind <> 'archive'")} \
         if inputs.archive_files else set()
+    # the agents whose store was read: the store says which sessions were deleted on purpose (its archive rows)
+    stored = {p.resolve().parent.parent for p in reading.open_stores} if inputs.archive_files else set()
     for f in inputs.archive_files:
-        # a published archive file is its store row's copy (same bytes): left out with it, read with it
+        # a published archive file is its store row's copy (same bytes): left out with it, read with it; one whose
+        # row is gone, beside a store, is not known to be deleted on purpose: read
         sid = archive_session_id(f)
-        wanted = f.resolve() in inputs.named or not (
-            sid in reading.left_out or opts.exclude_deleted and deleted_on_purpose(archive_kind(f), sid in live))
-        if wanted:
-            origin = reading.add(functools.partial(read_archive_file, f, None), archived(real_path(f))).origin
+        by_name = f.resolve().parent.parent not in stored and opts.exclude_deleted and \
+            deleted_on_purpose(archive_kind(f), sid in live)
+        wanted = f.resolve() in inputs.named or not (sid in reading.left_out or by_name)
+        t = reading.add(functools.partial(read_archive_file, f, None, declared=reading.declared.get(f.name)),
+                        archived(real_path(f)), what="archive") if wanted else None
+        origin = t.origin if t is not None else ArchiveOrigin(f.name, archive_kind(f), sid, None)
+        reading.archives.append(archive_listing(origin, str(f.parent), t is not None, origin.session_id in live))
+
+
+def _open_store(reading: Reading, path: Path, opts: ReadOptions) -> OpenStore | None:
+    """A session store's snapshot, opened; one that is not a readable store is a finding (bad input when named)."""
+    assert reading.work is not None
+    where = path
+    try:
+        wal = Path(f"{path}-wal")
+        for where in (path, wal) if os.path.lexists(wal) else (path,):   # say which one cannot be read
+            os.close(open_regular(where))
+        if not is_sqlite(path):
+            where = path
+            raise Unreadable("not a SQLite database")
+        store = OpenStore(path, Path(reading.work.name), opts.memory_limit, keeps_records=not opts.dry_run,
+                          target=None if opts.dry_run else opts.target)
+    except (Unreadable, BadInput, OSError) as exc:
+        problem = (exc.problem if isinstance(exc, Unreadable) else f"not a readable session store ({exc})"
+                   if isinstance(exc, BadInput) else f"cannot be read ({exc.strerror or exc})")
+        if path.resolve() in reading.named or opts.strict:
+            raise BadInput(str(exc) if isinstance(exc, BadInput) else f"session store {where}: {problem}") from None
+        if path in reading.registered:   # the registry's word, not the user's: said as the registry's
+            why = re.split(r" \(|; ", str(exc))[0] if isinstance(exc, BadInput) else problem   # not the hint
+            reading.found.append(registry_finding("registered, not a session store", where,
+                                                  f"{reading.registered[path]}; {why}"))
         else:
-            origin = ArchiveOrigin(f.name, archive_kind(f), sid, None)
-        reading.archives.append(archive_listing(origin, str(f.parent), wanted, origin.session_id in live))
+            reading.found.append(finding("session store", where, problem))
+        return None
+    reading.open_stores[path] = store
+    return store
 
 
 def deleted_on_purpose(reason: str, session_alive: bool) -> bool:
@@ -197,10 +262,3 @@ def _origin(t: Transcript) -> dict:
                 "pending_state": t.origin.input.state}
     return {"kind": _kind(t)}
 
-
-def _guarded(read, *args):
-    """read(*args); a transcript that cannot be read is bad input, and nothing is written."""
-    try:
-        return read(*args)
-    except TranscriptError as exc:
-        raise BadInput(f"not a readable transcript: {exc}; nothing was written") from None

@@ -106,11 +106,12 @@ def resolve_target(dest: str | None, memory_dir: str | None) -> Target:
     return Target(found.memory_dir / LCM_STORE, found.rule, default=True)
 
 
-def check_target(path: Path, open_it: bool = True) -> bool:
+def check_target(path: Path, open_it: bool = True, writes: bool = False) -> bool:
     """Validate a target before anything is read or written. Returns True when it already exists.
 
     open_it=False checks the file only: opening a WAL database, even read-only, creates -wal/-shm
     beside it, which a dry run or an audit must not do; they call check_remnic on their snapshot.
+    writes: a dry run that says what the real run would do, a target it could not write included.
     """
     if path.is_dir():
         raise BadInput(f"target is a directory: {path} (pass the lcm.sqlite file path, or use --memory-dir)")
@@ -129,6 +130,7 @@ def check_target(path: Path, open_it: bool = True) -> bool:
             raise BadInput(f"target exists but is not a SQLite database: {path} (choose another --dest)")
         if head and open_it:
             check_remnic(path, path)
+        if head and (open_it or writes):
             check_writable(path)
         return True
     folder = path.parent

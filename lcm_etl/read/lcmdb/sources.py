@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from lcm_etl.errors import BadInput, RunFailed
+from lcm_etl.read.findings import Unreadable, open_regular
 from lcm_etl.file_identity import file_signature   # the snapshot's seal; its importers take it from here too
 from lcm_etl.interrupts import Worker
 from lcm_etl.read.snapshot import runfolder
@@ -51,10 +52,10 @@ def check_sqlite_file(path: Path, what: str = "source") -> Path:
     if path.is_dir():
         raise BadInput(f"{what} is a directory, not a database file: {path} (point --src at the lcm.db inside it)")
     try:
-        with open(path, "rb") as fh:
+        with open(open_regular(path), "rb") as fh:   # a FIFO or a device is never opened
             head = fh.read(len(SQLITE_HEADER))
-    except OSError as exc:
-        raise BadInput(f"{what} cannot be read: {path}: {exc.strerror}") from None
+    except Unreadable as exc:
+        raise BadInput(f"{what} {exc.problem}: {path}") from None
     if head != SQLITE_HEADER:
         raise BadInput(f"{what} is not a SQLite database: {path} ({_remedy(what)})")
     return path

@@ -24,7 +24,7 @@ from typing import Mapping
 
 from lcm_etl import sqlite_runtime
 from lcm_etl.errors import BadInput, LcmEtlError
-from lcm_etl.read.lcmdb.sources import take_snapshot
+from lcm_etl.read.lcmdb.sources import expand, take_snapshot
 
 STATE_NAME = ".openclaw"
 LEGACY_NAME = ".clawdbot"
@@ -116,6 +116,30 @@ def lcm_db_beside(sessions: list[Path], env: Mapping[str, str] | None = None) ->
     return held[0] if held else states[0] / LCM_DB
 
 
+@dataclass(frozen=True)
+class Sources:
+    """What `reconcile` and `audit` read, one decision for both (so the two judge the same sources): the
+    transcripts --sessions names (or the --profile's state folder; nothing named: the default state folder, its
+    agents and the databases it registers), and the lcm.db whose rows count: --src, else the one beside the named
+    state folder (or the default installation's), read when it exists (`lcm_db`)."""
+    sessions: list[str]
+    src: Path | None            # --src: must exist
+    beside: Path | None         # no --src: the lcm.db looked for
+    installation: bool          # nothing named, and the default state folder is one: read it whole
+
+    @property
+    def lcm_db(self) -> Path | None:
+        return self.src or (self.beside if self.beside is not None and self.beside.exists() else None)
+
+
+def sources(src: str | None, sessions: list[str], profile: str | None, env: Mapping[str, str] | None = None) -> Sources:
+    named = profile_sessions(profile, sessions, env)
+    if src:
+        return Sources(named, expand(src), None, False)
+    return Sources(named, None, lcm_db_beside([expand(p) for p in named], env),
+                   not named and is_state_dir(state_dir(env)))
+
+
 def profile_sessions(profile: str | None, sessions: list[str], env: Mapping[str, str] | None = None) -> list[str]:
     """What a command reads of OpenClaw's transcripts: --sessions, or the --profile's state folder."""
     if profile is None:
@@ -137,20 +161,29 @@ def profile_state(profile: str, env: Mapping[str, str] | None = None) -> Path:
 def is_state_dir(folder: Path) -> bool:
     """A folder OpenClaw keeps state in: agent folders, or the gateway's state DB (its agents may all live
     in custom agentDirs elsewhere)."""
-    return (folder / "agents").is_dir() or (folder / REGISTRY).is_file()
+    try:
+        return (folder / "agents").is_dir() or (folder / REGISTRY).is_file()
+    except OSError:   # a state/ folder that cannot be read: a state folder still (its registry read is a finding)
+        return True
 
 
 @dataclass
 class Registered:
-    """The databases a state dir's registry names: those that exist, and those it names in vain (the reason)."""
-    stores: list[Path] = field(default_factory=list)
-    missing: list[tuple[Path, str]] = field(default_factory=list)
+    """The databases a state dir's registry names: those that exist (each with the registry's words for it), and
+    findings (audit's FINDING_KEYS) for a registry that cannot be read or a database it names in vain: an agent
+    never read is history audit cannot vouch for."""
+    stores: dict[Path, str] = field(default_factory=dict)
+    findings: list[dict] = field(default_factory=list)
+
+
+def registry_finding(problem: str, path: Path, detail: str) -> dict:
+    return {"kind": "agent database", "problem": problem, "session_id": None, "source_id": str(path), "detail": detail}
 
 
 def registered_databases(state: Path) -> Registered:
     """Every agent database `<state>/state/openclaw.sqlite` registers (agent_databases.path: relative to the state
-    dir, or absolute). No registry, or none readable (installs before 2026.7.2), registers nothing. The registry
-    is read from a private snapshot: opening it in place would create -shm/-wal files beside it."""
+    dir, or absolute). No registry, or one without the table (installs before 2026.7.2), registers nothing. The
+    registry is read from a private snapshot: opening it in place would create -shm/-wal files beside it."""
     found = Registered()
     registry = state / REGISTRY
     if not registry.is_file():
@@ -158,12 +191,15 @@ def registered_databases(state: Path) -> Registered:
     try:
         snapshot = take_snapshot(registry, "OpenClaw state database")
     except LcmEtlError as exc:
-        found.missing.append((registry, f"its agent_databases registry was not read ({exc})"))
+        found.findings.append(registry_finding("registry not read", registry, str(exc)))
         return found
     try:
         with closing(sqlite_runtime.connect(snapshot.path)) as con:
-            rows = con.execute("SELECT agent_id, path FROM agent_databases ORDER BY agent_id, path").fetchall()
-    except sqlite3.Error:   # no such table (an older gateway) or a damaged file: nothing registered
+            held = con.execute("SELECT 1 FROM sqlite_master WHERE name = 'agent_databases'").fetchone()
+            rows = con.execute("SELECT agent_id, path FROM agent_databases ORDER BY agent_id, path").fetchall() \
+                if held else []
+    except sqlite3.Error as exc:   # a damaged file: which agents it registers is unknown
+        found.findings.append(registry_finding("registry not read", registry, f"its agent_databases: {exc}"))
         rows = []
     finally:
         snapshot.close()
@@ -171,8 +207,14 @@ def registered_databases(state: Path) -> Registered:
         if not isinstance(stored, str) or not stored.strip():
             continue
         path = Path(stored) if os.path.isabs(stored) else state / stored
-        if path.is_file():
-            found.stores.append(path)
+        where = f"registered for agent {agent} in {registry}"
+        try:
+            there = path.is_file()
+        except OSError as exc:   # a custom agentDir another user's mode bits hide
+            found.findings.append(registry_finding(f"registered, cannot be read ({exc.strerror or exc})", path, where))
+            continue
+        if there:
+            found.stores[path] = where
         else:
-            found.missing.append((path, f"registered for agent {agent} in {registry}, but not found"))
+            found.findings.append(registry_finding("registered, not found", path, where))
     return found

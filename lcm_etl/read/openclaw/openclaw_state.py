@@ -15,11 +15,13 @@ sessions deleted on purpose); a file named on the command line is always read.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
 
+from lcm_etl.read.findings import Unreadable, finding, open_regular, read_regular
 from lcm_etl.read.openclaw.openclaw_home import is_state_dir, registered_databases, state_dir
 from lcm_etl.read.lcmdb.sources import SQLITE_HEADER
 from lcm_etl.read.openclaw.transcript_files import classify_file_name, discover_transcripts, file_stem
@@ -36,6 +38,8 @@ class Inputs:
     named: set[Path] = field(default_factory=set)                # files named on the command line: always read
     skipped: list[tuple[Path, str]] = field(default_factory=list)
     seen: set[Path] = field(default_factory=set)                 # the real paths of all of the above (_add)
+    registered: dict[Path, str] = field(default_factory=dict)    # a store found by a registry: where it is named
+    findings: list[dict] = field(default_factory=list)           # folders, registries, registered stores unread
 
 
 def state_folder() -> Path:
@@ -45,9 +49,9 @@ def state_folder() -> Path:
 
 def is_sqlite(path: Path) -> bool:
     try:
-        with open(path, "rb") as fh:
+        with open(open_regular(path), "rb") as fh:   # a FIFO is never opened (findings.open_regular)
             return fh.read(len(SQLITE_HEADER)) == SQLITE_HEADER
-    except OSError:
+    except (OSError, Unreadable):
         return False
 
 
@@ -56,7 +60,7 @@ def find_inputs(paths: list[Path]) -> Inputs:
     out = Inputs()
     for p in paths or [state_folder()]:
         if p.is_dir():
-            _folder(p, out)
+            _look(_folder, p, out)
         elif p.exists():
             _named_file(p, out)
         else:
@@ -64,11 +68,23 @@ def find_inputs(paths: list[Path]) -> Inputs:
     return out
 
 
+def _look(into, folder: Path, out: Inputs) -> None:
+    """`into(folder, out)`; a folder that cannot be listed (another user's mode bits) is a finding, and the
+    folders beside it are still read."""
+    try:
+        into(folder, out)
+    except OSError as exc:
+        # listing a folder fails on the folder, looking at a file in it on the file: either way, name the folder
+        named = Path(exc.filename) if exc.filename else folder
+        where = named if os.path.isdir(named) and not os.access(named, os.R_OK | os.X_OK) else named.parent
+        out.findings.append(finding("folder", where, f"cannot be read ({exc.strerror or exc})"))
+
+
 def _named_file(p: Path, out: Inputs) -> None:
+    out.named.add(p.resolve())
     if is_sqlite(p):
         _add(out, out.stores, p)
         return
-    out.named.add(p.resolve())
     if classify_file_name(p.name) == "archive":
         _add(out, out.archive_files, p)
     else:
@@ -82,11 +98,8 @@ def _folder(p: Path, out: Inputs) -> None:
     agents = p / "agents"
     if is_state_dir(p):                     # a state folder: every agent's, then the stores it registers elsewhere
         for agent in sorted(a for a in agents.iterdir() if a.is_dir()) if agents.is_dir() else []:
-            _agent(agent, out)
-        registered = registered_databases(p)
-        for store in registered.stores:     # one already found under agents/ is the same file: read once
-            _add(out, out.stores, store)
-        out.skipped += registered.missing
+            _look(_agent, agent, out)
+        _look(_registered, p, out)
     elif (p / "agent").is_dir() or (p / "sessions").is_dir() or (p / IMPORT_ARCHIVE).is_dir():
         _agent(p, out)                      # an agent folder
     elif (p / STORE_NAME).is_file():        # the folder that holds a store (an agent's agent/): its store
@@ -95,17 +108,29 @@ def _folder(p: Path, out: Inputs) -> None:
         _sessions(p, out)                   # a sessions folder (or any folder of transcripts)
 
 
+def _registered(state: Path, out: Inputs) -> None:
+    registered = registered_databases(state)
+    for store, where in registered.stores.items():   # one already found under agents/ is the same file: read once
+        if _add(out, out.stores, store):
+            out.registered[store] = where
+    out.findings += registered.findings
+
+
 def _agent(agent: Path, out: Inputs) -> None:
-    store = agent / "agent" / STORE_NAME
-    if store.is_file():
-        _add(out, out.stores, store)
-    if (agent / "sessions").is_dir():
-        _sessions(agent / "sessions", out)
-    if (agent / IMPORT_ARCHIVE).is_dir():
-        _sessions(agent / IMPORT_ARCHIVE, out)
+    os.listdir(agent)   # an agent folder that cannot be listed is the finding, not each folder in it
+    _look(_agent_store, agent / "agent", out)
+    for folder in (agent / "sessions", agent / IMPORT_ARCHIVE):
+        _look(_sessions, folder, out)
+
+
+def _agent_store(folder: Path, out: Inputs) -> None:
+    if (folder / STORE_NAME).is_file():
+        _add(out, out.stores, folder / STORE_NAME)
 
 
 def _sessions(folder: Path, out: Inputs) -> None:
+    if not folder.is_dir():
+        return
     files, skipped = discover_transcripts([folder], set())
     for f in files:
         _add(out, out.files, f)
@@ -116,13 +141,15 @@ def _sessions(folder: Path, out: Inputs) -> None:
             out.skipped.append((path, reason))
 
 
-def _add(out: Inputs, into: list[Path], p: Path) -> None:
+def _add(out: Inputs, into: list[Path], p: Path) -> bool:
     """`p` into its list once, by real path (a symlink or another spelling of a file is the same file). A set, not a
-    scan of the list: a folder of 1,000 archives took 500,000 resolve() calls, about 100 s."""
+    scan of the list: a folder of 1,000 archives took 500,000 resolve() calls, about 100 s. True: it was new."""
     real = p.resolve()
-    if real not in out.seen:
-        out.seen.add(real)
-        into.append(p)
+    if real in out.seen:
+        return False
+    out.seen.add(real)
+    into.append(p)
+    return True
 
 
 def archive_kind(path: Path) -> str:
@@ -148,8 +175,8 @@ def legacy_session_keys(folder: Path) -> dict[str, str]:
     keys: dict[str, str] = {}
     for f in sorted(folder.glob("legacy-store.sessions.json.imported-*")):
         try:
-            store = orjson.loads(f.read_bytes())
-        except (OSError, orjson.JSONDecodeError):
+            store = orjson.loads(read_regular(f))
+        except (Unreadable, orjson.JSONDecodeError):
             continue
         if isinstance(store, dict):
             for key, value in store.items():

@@ -31,7 +31,7 @@ from lcm_etl.read.lcmdb.sources import Snapshot, take_snapshot
 from lcm_etl.read.snapshot.page_owners import Owned
 from lcm_etl.read.snapshot.snapcache import Changes, SnapshotCache
 from lcm_etl.read.openclaw.store_hidden import (ColdArchive, PendingInput, cold_archives, cold_location, cold_rows, decompress,
-                                       pending_inputs, unknown_tables)
+                                       pending_inputs, pending_message, unknown_tables)
 
 if TYPE_CHECKING:
     import duckdb
@@ -275,7 +275,7 @@ class OpenStore:
         contents.findings += unknown_tables(self.columns, self.path, contents.user_version)
         self.cold, self.findings = contents.cold, contents.findings
         contents.archives = self._archives(agent)
-        contents.pending = pending_inputs(self.con, self.columns, self.path, agent, contents.findings)
+        contents.pending = pending_inputs(self.con, self._lite(), self.columns, self.path, agent, contents.findings)
         return contents
 
     def _windows(self, agent: str | None, cold_windows: bool) -> StoreWindows:
@@ -435,6 +435,9 @@ class OpenStore:
             "AND a.message_position IS NOT NULL ORDER BY a.active_position", (session_id,)).fetchall()
         return [r[0].decode("utf-8", "surrogateescape") if isinstance(r[0], bytes) else r[0]   # _lite(): text as bytes
                 for r in rows]
+
+    def pending_message(self, p: PendingInput) -> bytes:
+        return pending_message(self._lite(), p.input_id)
 
     def archive_blob(self, archive: StoreArchive) -> bytes:
         row = self.con.execute("SELECT archive_blob FROM st.session_transcript_archives WHERE archive_name = ?",

@@ -9,12 +9,13 @@ does not know (docs/mapping.md, "Everything OpenClaw holds").
   (a crash between the two); store_reads.read_pending makes it a one-message transcript.
 - A table a newer release added that holds session rows: a **finding**, never passed over without a word.
 
-What cannot be read (a cold archive missing or failing verification, an unknown table) is a finding: a dict of
-audit's FINDING_KEYS, which reconcile reports as a warning and audit as a difference.
+What cannot be read (a cold archive missing or failing verification, an unknown table) is a finding
+(lcm_etl/read/findings.py), which reconcile reports as a warning and audit as a difference.
 """
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -22,6 +23,8 @@ from typing import Iterator
 import orjson
 
 from lcm_etl.errors import BadInput
+from lcm_etl.read.findings import Unreadable, finding, read_regular
+from lcm_etl.read.transcript.transcripts import parse_line
 
 # Every table of OpenClaw's agent database up to schema 23 (2026.9.6): the four that hold conversation history are
 # read (transcript_events, session_transcript_archives, session_transcript_cold_archives, session_pending_inputs),
@@ -40,11 +43,13 @@ KNOWN_TABLES = frozenset((
     "standing_intents_fts", "trajectory_runtime_events", "transcript_event_identities", "transcript_events",
     "transcript_rewrite_watermarks"))
 _FTS_SHADOWS = ("_config", "_content", "_data", "_docsize", "_idx")
-# a column that ties a table's rows to sessions or messages: an unknown table with one may hold history
-_HOLDS_HISTORY = frozenset(("session_id", "session_key", "conversation_id", "message_id", "event_json", "message_json",
-                            "event_id"))
+_FTS = frozenset(t for t in KNOWN_TABLES if t.endswith("_fts"))   # only these have shadow tables
+# a column that ties a table's rows to sessions or messages (spelt in any case, with or without '_': sessionId,
+# msg_id): an unknown table with one may hold history
+_HOLDS_HISTORY = frozenset(("sessionid", "sessionkey", "conversationid", "messageid", "msgid", "eventjson",
+                            "messagejson", "eventid"))
 _COLD_COLUMNS = ("session_id", "archive_name", "archive_sha256", "archive_bytes", "event_count", "last_seq", "storage")
-_PENDING_COLUMNS = ("input_id", "session_id", "session_key", "idempotency_key", "state", "accepted_at", "message_json")
+_PENDING_COLUMNS = ("input_id", "session_id", "session_key", "idempotency_key", "state", "accepted_at")
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,14 @@ class ColdArchive:
     sha256: str
     size: int
     storage: str
+    event_count: int = 0
+    last_seq: int = -1
+    raw_bytes: int | None = None   # its events' JSON joined: bounds what the archive may inflate to
+
+    def inflate_limit(self) -> int | None:
+        """What the archive may inflate to: its events' JSON, and for each event its identity, active and full-text
+        records (OpenClaw's codec); None without raw_bytes (decompress's general bound)."""
+        return None if self.raw_bytes is None else 4 * self.raw_bytes + 1024 * self.event_count + (64 << 10)
 
 
 @dataclass(frozen=True)
@@ -67,21 +80,45 @@ class PendingInput:
     idempotency_key: str | None
     state: str | None
     accepted_at: int | None
-    message_json: str
 
 
-def decompress(blob: bytes, size: int | None = None) -> bytes:
-    """A standard zstd frame (OpenClaw writes level 1, checksum on, no dictionary). `size`: the decoded
-    length the row declares, for frames whose header does not carry it."""
+# A transcript's JSONL compresses 5-10 times at OpenClaw's level 1: a frame whose row declares no length may
+# inflate to 64 times its own bytes (and 64 MiB), never more (a 133 KB frame can inflate to 4 GiB)
+INFLATE_RATIO, INFLATE_FLOOR = 64, 64 << 20
+_FEED = 256   # bytes fed at a time: a block of 4 bytes can inflate to 128 KiB, so a feed inflates to 8 MiB at most
+
+
+def inflate_cap(blob: bytes) -> int:
+    return INFLATE_FLOOR + INFLATE_RATIO * len(blob)
+
+
+def decompress(blob: bytes, limit: int | None = None) -> bytes:
+    """One standard zstd frame (OpenClaw writes level 1, checksum on, no dictionary) read to its end, inflating to
+    at most `limit` bytes (what its row declares; none: inflate_cap). Unreadable (findings.py) when it is not
+    zstd, damaged, cut short, followed by other bytes or inflates past the limit: never read as less than it holds."""
     import zstandard
 
-    d = zstandard.ZstdDecompressor()
+    limit = inflate_cap(blob) if limit is None else limit
+    d = zstandard.ZstdDecompressor().decompressobj()
+    out = bytearray()
+    view = memoryview(blob)
+    at = 0
     try:
-        return d.decompress(blob, max_output_size=size or 0)
-    except zstandard.ZstdError:
-        if size is None:   # a frame without its content size (a streamed archive file): decode it as a stream
-            return d.decompressobj().decompress(blob)
-        raise
+        declared = zstandard.frame_content_size(blob)
+        if declared > limit:
+            raise Unreadable(f"its zstd frame declares {declared} bytes inflated, past the {limit} allowed: not read")
+        while at < len(blob) and not d.eof:
+            out += d.decompress(view[at:at + _FEED])
+            at += _FEED
+            if len(out) > limit:
+                raise Unreadable(f"inflates past the {limit} bytes allowed: not read")
+    except zstandard.ZstdError as exc:
+        raise Unreadable(f"not a readable zstd frame ({exc})") from None
+    if not d.eof:
+        raise Unreadable(f"cut short: its zstd frame does not end in its {len(blob)} bytes")
+    if d.unused_data or at < len(blob):
+        raise Unreadable("bytes follow its zstd frame")
+    return bytes(out)
 
 
 def unknown_tables(columns: dict[str, set[str]], store: Path, user_version: int | None) -> list[dict]:
@@ -90,12 +127,12 @@ def unknown_tables(columns: dict[str, set[str]], store: Path, user_version: int 
     out = []
     for table, cols in sorted(columns.items()):
         known = (table in KNOWN_TABLES or table.startswith("sqlite_")
-                 or table.endswith(_FTS_SHADOWS) and table.rpartition("_")[0] in KNOWN_TABLES)
-        if not known and cols & _HOLDS_HISTORY:
-            out.append({"kind": "session store table", "problem": "unknown, holds session rows: not read",
-                        "session_id": None, "source_id": f"{store}#{table}",
-                        "detail": f"columns {', '.join(sorted(cols & _HOLDS_HISTORY))}; a newer OpenClaw's "
-                                  f"(user_version {user_version}): lcm-etl does not know it"})
+                 or table.endswith(_FTS_SHADOWS) and table.rpartition("_")[0] in _FTS)
+        held = sorted(c for c in cols if c.replace("_", "").lower() in _HOLDS_HISTORY)
+        if not known and held:
+            out.append(finding("session store table", f"{store}#{table}", "unknown, holds session rows: not read",
+                               detail=f"columns {', '.join(held)}; a newer OpenClaw's "
+                                      f"(user_version {user_version}): lcm-etl does not know it"))
     return out
 
 
@@ -109,9 +146,11 @@ def cold_archives(con, columns: dict[str, set[str]], store: Path, user_version: 
         raise BadInput(f"session store {store} (user_version {user_version}) lacks "
                        f"{', '.join(f'session_transcript_cold_archives.{c}' for c in missing)}, which lcm-etl "
                        "needs to read its cold windows; nothing was written")
-    rows = con.execute("SELECT session_id, archive_name, archive_sha256, archive_bytes, storage "
-                       "FROM st.session_transcript_cold_archives").fetchall()
-    return {sid: ColdArchive(name, sha, int(size), storage) for sid, name, sha, size, storage in rows}
+    raw = "raw_bytes" if "raw_bytes" in have else "NULL"
+    rows = con.execute("SELECT session_id, archive_name, archive_sha256, archive_bytes, storage, event_count, "
+                       f"last_seq, {raw} FROM st.session_transcript_cold_archives").fetchall()
+    return {r[0]: ColdArchive(r[1], r[2], int(r[3]), r[4], int(r[5]), int(r[6]), None if r[7] is None else int(r[7]))
+            for r in rows}
 
 
 def cold_location(store: Path, c: ColdArchive) -> str:
@@ -120,7 +159,7 @@ def cold_location(store: Path, c: ColdArchive) -> str:
         return f"{store}#session_transcript_cold_archives/{c.name}"
     # OpenClaw's `<session artifact dir>/cold/`: agents/<id>/sessions/cold/ beside agents/<id>/agent/
     for folder in (store.parent.parent / "sessions", store.parent / "sessions"):
-        if (folder / "cold" / c.name).exists():
+        if os.path.lexists(folder / "cold" / c.name):   # False where it cannot be looked at: the read says why
             return str(folder / "cold" / c.name)
     return str(store.parent.parent / "sessions" / "cold" / c.name)
 
@@ -129,41 +168,88 @@ def cold_rows(con, store: Path, session_id: str, c: ColdArchive, after_seq: int,
               findings: list[dict]) -> Iterator[tuple[int, bytes | None, str | None]]:
     """A cold window's rows past `after_seq`, as OpenStore.events yields a live window's: from its archive verified as
     OpenClaw verifies it (`readVerifiedSessionColdArchive`: the length and SHA-256 its row records), its `event`
-    records in seq order. An archive missing, failing verification or undecodable is a finding, and the window
-    reads as one unreadable row, never as empty."""
+    records in seq order, checked against its header and the count and last seq its row records. An archive
+    missing, not a regular file, failing verification or undecodable is a finding, and the window reads as one
+    unreadable row, never as empty; one that holds fewer events than its row says is a finding too, its events read
+    and then one unreadable row (the window is then not recorded: a later run reads it whole again)."""
     where = cold_location(store, c)
     rows: list[tuple[int, bytes]] = []
-    try:
-        if c.storage == "file":
-            data = Path(where).read_bytes()
-        else:
-            row = con.execute("SELECT archive_blob FROM st.session_transcript_cold_archives WHERE session_id = ?",
-                              [session_id]).fetchone()
-            data = bytes(row[0]) if row and row[0] is not None else b""
-        digest = hashlib.sha256(data).hexdigest()
-        if len(data) != c.size or digest != c.sha256:
-            problem: str | None = (f"failed verification ({len(data)} bytes, {c.size} recorded; SHA-256 "
-                                   f"{'matches' if digest == c.sha256 else 'differs'})")
-        else:
-            problem = None
-            for line in decompress(data).split(b"\n"):
+    got, short = _verified(con, where, session_id, c), None
+    problem: str | None = got if isinstance(got, str) else None
+    if isinstance(got, bytes):
+        try:
+            header, events, last = None, 0, -1
+            for line in decompress(got, c.inflate_limit()).split(b"\n"):
                 record = orjson.loads(line) if line.strip() else None
-                if isinstance(record, dict) and record.get("kind") == "event" and record["row"]["seq"] > after_seq:
-                    rows.append((int(record["row"]["seq"]), record["row"]["event_json"].encode()))
-    except OSError as exc:
-        problem = f"missing or unreadable ({exc.strerror or exc})"
-    except Exception as exc:   # zstandard's ZstdError, orjson's JSONDecodeError, a record of another shape
-        problem = f"verified but undecodable ({type(exc).__name__}: {exc})"
+                kind = record.get("kind") if isinstance(record, dict) else None
+                if record is None or kind is None:
+                    continue
+                if kind == "header":
+                    header = record
+                elif kind == "event":
+                    seq = int(record["row"]["seq"])
+                    events, last = events + 1, max(last, seq)
+                    if seq > after_seq:
+                        rows.append((seq, record["row"]["event_json"].encode()))
+            problem = None
+            if header is None or header.get("sessionId") != session_id:
+                problem = (f"verified but its header names window {header.get('sessionId')!r}" if header
+                           else "verified but holds no header record")
+            elif (events, last) != (c.event_count, c.last_seq):
+                short = (f"holds {events} event records up to seq {last}, its row records {c.event_count} up to "
+                         f"seq {c.last_seq}")
+        except Unreadable as exc:
+            problem = f"verified but {exc.problem}"
+        except Exception as exc:   # orjson's JSONDecodeError, a record of another shape
+            problem = f"verified but undecodable ({type(exc).__name__}: {exc})"
     if problem is not None:
-        findings.append({"kind": "cold archive", "problem": problem, "session_id": session_id, "source_id": where,
-                         "detail": "OpenClaw refuses it too: restore it from a backup"})
+        findings.append(finding("cold archive", where, problem, session_id,
+                                "OpenClaw refuses it too: restore it from a backup"))
         yield -1, None, f"cold archive {where} {problem}"
         return
     for seq, raw in sorted(rows):
         yield seq, raw, None
+    if short is not None:
+        findings.append(finding("cold archive", where, short, session_id,
+                                "its events are read; the window is read whole again by the next run"))
+        yield c.last_seq, None, f"cold archive {where} {short}"
 
 
-def pending_inputs(con, columns: dict[str, set[str]], store: Path, agent: str | None,
+def _verified(con, where: str, session_id: str, c: ColdArchive) -> bytes | str:
+    """A cold archive's bytes when they are what its row records (length and SHA-256), else why not."""
+    try:
+        if c.storage == "file":
+            data = read_regular(Path(where), limit=c.size)
+        else:
+            row = con.execute("SELECT archive_blob FROM st.session_transcript_cold_archives WHERE session_id = ?",
+                              [session_id]).fetchone()
+            data = bytes(row[0]) if row and row[0] is not None else b""
+    except Unreadable as exc:
+        if exc.problem.startswith("larger"):
+            return f"failed verification (more than {c.size} bytes, {c.size} recorded)"
+        return f"missing or unreadable ({exc.reason})" if exc.reason else exc.problem
+    digest = hashlib.sha256(data).hexdigest()
+    if len(data) != c.size or digest != c.sha256:
+        return (f"failed verification ({len(data)} bytes, {c.size} recorded; SHA-256 "
+                f"{'matches' if digest == c.sha256 else 'differs'})")
+    return data
+
+
+def pending_message(lite, input_id: str) -> bytes:
+    """A pending input's message_json, read by SQLite (`lite`: its text as bytes): a value of any size stays out of
+    DuckDB's memory budget (a 100 MB message through it ran out of the default 96 MB)."""
+    row = lite.execute("SELECT message_json FROM session_pending_inputs WHERE input_id = ?", (input_id,)).fetchone()
+    return bytes(row[0]) if row and row[0] is not None else b""
+
+
+def message_of(raw: bytes) -> dict | None:
+    """A pending input's message parsed as a transcript line is (lone-surrogate escapes, which JSON.stringify
+    writes, kept), or None when it is not a message."""
+    message, _why = parse_line(raw)
+    return message if isinstance(message, dict) and isinstance(message.get("role"), str) else None
+
+
+def pending_inputs(con, lite, columns: dict[str, set[str]], store: Path, agent: str | None,
                    findings: list[dict]) -> list[PendingInput]:
     """The inputs no transcript entry holds: not consumed, and no event of their window carries their idempotency key
     (OpenClaw writes the input as the turn runs, then deletes the row: a read between the two sees both). Every state
@@ -183,13 +269,9 @@ def pending_inputs(con, columns: dict[str, set[str]], store: Path, agent: str | 
                        f"{'WHERE ' + ' AND '.join(conds) if conds else ''} ORDER BY {order}").fetchall()
     out = []
     for r in rows:
-        try:
-            message = orjson.loads(r[-1])
-        except orjson.JSONDecodeError:
-            message = None
-        if isinstance(message, dict) and isinstance(message.get("role"), str):
+        if message_of(pending_message(lite, r[0])) is not None:
             out.append(PendingInput(store, agent, *r))
         else:
-            findings.append({"kind": "pending input", "problem": "message_json is not a message", "session_id": r[1],
-                             "source_id": f"{store}#session_pending_inputs/{r[0]}", "detail": "not read"})
+            findings.append(finding("pending input", f"{store}#session_pending_inputs/{r[0]}",
+                                    "message_json is not a message", r[1]))
     return out

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import orjson
 
+from lcm_etl.read.findings import Unreadable, read_regular
+
 _SESSION_ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,127}$", re.IGNORECASE)
 # published archives (`.reset.`/`.deleted.`/`.bak.`) and the doctor's originals of imported files (`.imported-<ms>`)
 _ARCHIVE_RE = re.compile(r"\.jsonl\.(reset|deleted|bak)\.[^/]+$|\.jsonl\.imported-\d+$")
@@ -67,7 +69,7 @@ def discover_transcripts(paths: list[Path], explicit: set) -> tuple[list[Path], 
         p = Path(raw).expanduser()
         if p.is_dir():
             for child in sorted(p.iterdir()):
-                if child.is_file():
+                if not child.is_dir():   # a FIFO or device named as a transcript too: its read says what it is
                     consider(child, False)
         elif p.exists():
             consider(p, p.resolve() in explicit_resolved)
@@ -78,9 +80,9 @@ def discover_transcripts(paths: list[Path], explicit: set) -> tuple[list[Path], 
 
 def load_session_keys(folder: Path | str) -> dict[str, str]:
     """session id -> session key from ``<folder>/sessions.json``; malformed entries are ignored."""
-    try:
-        store = orjson.loads(Path(folder, "sessions.json").read_bytes())
-    except (OSError, orjson.JSONDecodeError):
+    try:   # a FIFO named sessions.json is never opened (findings.read_regular)
+        store = orjson.loads(read_regular(Path(folder, "sessions.json")))
+    except (Unreadable, orjson.JSONDecodeError):
         return {}
     keys: dict[str, str] = {}
     if not isinstance(store, dict):

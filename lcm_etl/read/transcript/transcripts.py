@@ -29,6 +29,7 @@ from typing import Any, Iterable
 
 import orjson
 
+from lcm_etl.read.findings import Unreadable, read_regular
 from lcm_etl.read.transcript.transcript_blocks import build_parts, extract_content, reject_constant, without_surrogates
 from lcm_etl.read.openclaw.transcript_files import file_stem
 from lcm_etl.read.transcript.transcript_identity import identity_hash
@@ -124,7 +125,7 @@ class _Node:
     has_id: bool
 
 
-def _parse_line(raw: bytes) -> tuple[Any, str | None]:
+def parse_line(raw: bytes) -> tuple[Any, str | None]:
     try:
         return orjson.loads(raw), None
     except orjson.JSONDecodeError as exc:
@@ -157,11 +158,9 @@ def read_transcript(path: Path | str, strict: bool = False) -> Transcript:
     """Parse one transcript file; see the module docstring for the rules."""
     path = Path(path)
     try:
-        data = path.read_bytes()
-    except IsADirectoryError:
-        raise TranscriptError(path, "is a directory, not a transcript file") from None
-    except OSError as exc:
-        raise TranscriptError(path, f"cannot be read ({exc.strerror or exc})") from None
+        data = read_regular(path)
+    except Unreadable as exc:
+        raise TranscriptError(path, exc.problem) from None
     return transcript_of_bytes(path, data, strict)
 
 
@@ -195,7 +194,7 @@ def parse_transcript(path: Path, lines: Iterable[tuple[int, bytes]], strict: boo
             raw = raw[3:]
         if _BLANK.match(raw):   # not raw.strip(): that copies a line of any size to see it is not blank
             continue
-        value, reason = _parse_line(raw)
+        value, reason = parse_line(raw)
         if reason is None and not isinstance(value, dict):
             reason = f"not a JSON object ({type(value).__name__})"
         if reason is not None:
