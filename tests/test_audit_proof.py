@@ -248,13 +248,15 @@ def cli_json_any(*args) -> dict:
     return json.loads(proc.stdout)
 
 
-def test_audit_of_a_target_that_does_not_exist_is_exit_2_and_creates_nothing(tmp_path):
+def test_audit_of_a_target_that_does_not_exist_names_it_first_exits_3_and_creates_nothing(tmp_path):
     copy = copy_state("cold/state", tmp_path / "state")
     target = tmp_path / "none" / "t.sqlite"
-    proc = run_cli("audit", "--sessions", copy, "--dest", target)
-    assert (proc.returncode, proc.stdout) == (2, "")
-    assert proc.stderr == (f"lcm-etl: error: target does not exist: {target} (audit compares the sources with an "
-                           "existing target: check --dest, or run reconcile or migrate first)\n")
+    proc = run_cli("audit", "--sessions", copy, "--dest", target, "--json")
+    assert proc.returncode == 3
+    first = json.loads(proc.stdout)["differences"][0]
+    assert first == {"kind": "target", "problem": "target does not exist", "session_id": None,
+                     "source_id": str(target), "detail": "everything the sources hold is pending: check --dest, "
+                     "or run reconcile or migrate first"}
     assert not target.parent.exists()
     assert run_cli("audit", "--sessions", copy, "--dest", empty_target(tmp_path / "e.sqlite")).returncode == 3
 

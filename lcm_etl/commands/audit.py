@@ -3,7 +3,7 @@
 It runs the same plan as `migrate` (and `reconcile` for --sessions) on private copies of the source
 and the target, so "what a run would write now" is exactly what the run would write; then the audit
 queries of transforms/a10_audit_source.sql list every offending fact. Nothing is written anywhere:
-a missing target is bad input (exit 2: a wrong --dest is not pending work), and never created.
+a missing target holds nothing: everything is pending (exit 3, the finding named first); it is never created.
 """
 from __future__ import annotations
 
@@ -120,11 +120,12 @@ def audit(opts: AuditOptions) -> Audited:
             findings += _audit_source(opts, source, target_db, report, sessions)
         if opts.sessions or opts.default_transcripts:
             findings += _audit_transcripts(opts, source, target_db, report, sessions)
-        # a CI job asks "is this target complete": a target that is not there is a wrong --dest, not pending work
-        # (said after the sources' own errors)
+        # a target that is not there holds none of it: everything is pending (SPEC: exit 3), said first and named,
+        # so that a wrong --dest reads as one
         if not existed:
-            raise BadInput(f"target does not exist: {opts.target} (audit compares the sources with an existing "
-                           "target: check --dest, or run reconcile or migrate first)")
+            findings.insert(0, dict(zip(FINDING_KEYS, ("target", "target does not exist", None, str(opts.target),
+                                                       "everything the sources hold is pending: check --dest, or run "
+                                                       "reconcile or migrate first"))))
     except duckdb.Error as exc:
         raise duck.translate(exc, "inputs could not be read") from None
     finally:
