@@ -13,7 +13,7 @@ import sys
 import click
 
 from lcm_etl import __version__
-from lcm_etl.errors import EXIT_CODES, BadInput, error_line
+from lcm_etl.errors import EXIT_CODES, EXIT_PENDING, BadInput, error_line
 from lcm_etl.interrupts import interruption, raised_as_interrupted, swallowed
 from lcm_etl.options import (TEXT_PATH, inspected_option, key_by_option, lock_timeout_option, memory_limit_option,
                              output_options, profile_option, run_options, session_filter_option, source_option,
@@ -48,7 +48,10 @@ def handled(f):
     SIGINT or SIGTERM is one line and 128 + its number, whatever error it surfaced as (lcm_etl/interrupts.py)."""
     @functools.wraps(f)
     def wrapper(*args, **kwargs):
-        debug = kwargs.get("debug", False)
+        verbose = kwargs.pop("verbose", 0)
+        debug = kwargs["debug"] = kwargs.get("debug", False) or verbose > 0   # -v shows what --debug does, and more
+        if verbose:
+            _log_to_stderr(verbose)
         try:
             with raised_as_interrupted():
                 code = f(*args, **kwargs)
@@ -58,10 +61,32 @@ def handled(f):
                 raise
             line, code = error_line(exc, debug)
             click.echo(line, err=True)
+            if kwargs.get("as_json"):
+                json_error(line, code)
         # exits outside the except clause: the error's traceback, and with it the run's frames, are let go
         # first, so connections still open in them are closed (a WAL target's -wal and -shm go with them)
         sys.exit(code or 0)
     return wrapper
+
+
+def json_error(line: str, code: int) -> None:
+    """Under --json an error is a JSON object on stdout too, so a program reading stdout is told why it is empty
+    of a report: {"error": the line on stderr without its prefix, "exit_code": ...}."""
+    import orjson
+
+    error = line.split("error: ", 1)[-1] if line.startswith("lcm-etl: ") else line
+    click.echo(orjson.dumps({"error": error.removeprefix("lcm-etl: "), "exit_code": code}).decode())
+
+
+def _log_to_stderr(verbose: int) -> None:
+    """-v: each stage's time (lcm_etl/steps/engine.py), -vv: each SQL step's time and row counts too."""
+    import logging
+
+    log = logging.getLogger("lcm_etl")
+    log.setLevel(logging.INFO if verbose == 1 else logging.DEBUG)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("lcm-etl: %(message)s"))
+    log.addHandler(handler)
 
 
 def progress_wanted(as_json: bool, quiet: bool) -> bool:
@@ -77,11 +102,40 @@ def resolve_src(src: str | None, profile: str | None = None):
     return expand(src) if src else default_lcm_db()
 
 
-# click rewraps an epilog's paragraphs; \b keeps the lines as written
-EPILOG = "\b\nExit codes:\n" + "\n".join(f"  {code:>3}  {meaning}" for code, meaning in EXIT_CODES.items())
+# what each command's --help shows under "Examples:" (docs/cli.md has more); a test checks every command has some
+EXAMPLES = {
+    "migrate": ["lcm-etl migrate --src ~/.openclaw/lcm.db --memory-dir ~/.remnic/memory",
+                "lcm-etl migrate --src ~/.openclaw/lcm.db --dest /tmp/try/lcm.sqlite --dry-run",
+                "lcm-etl migrate --watch --src ~/.openclaw/lcm.db --memory-dir ~/.remnic/memory",
+                "lcm-etl migrate --discover /srv/openclaw --dest-root /srv/remnic --jobs 4"],
+    "reconcile": ["lcm-etl reconcile --memory-dir ~/.remnic/memory      # every transcript OpenClaw holds",
+                  "lcm-etl reconcile --sessions ~/.openclaw/agents/main --dest /tmp/try/lcm.sqlite --dry-run"],
+    "audit": ["lcm-etl audit --memory-dir ~/.remnic/memory",
+              "lcm-etl audit --src ~/.openclaw/lcm.db --dest /tmp/try/lcm.sqlite --junit audit.xml"],
+    "inspect": ["lcm-etl inspect --src ~/.openclaw/lcm.db",
+                "lcm-etl inspect --src ~/.openclaw/agents/main/agent/openclaw-agent.sqlite --json"],
+    "steps": ["lcm-etl steps migrate --sql"],
+    "runs": ["lcm-etl runs --memory-dir ~/.remnic/memory",
+             "lcm-etl runs --dest /tmp/try/lcm.sqlite --csv > runs.csv"],
+    "undo": ["lcm-etl undo 3f2a9c41 --memory-dir ~/.remnic/memory --dry-run"],
+    "cache": ["lcm-etl cache", "lcm-etl cache --prune"],
+}
+DOCS = "docs/cli.md (in the source tree) explains every command and option"
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=EPILOG, invoke_without_command=True)
+def epilog(command: str | None = None) -> str:
+    """--help's end: examples, the exit codes this command can give (3 is audit's alone), the docs pointer.
+    click rewraps an epilog's paragraphs; \\b keeps the lines as written."""
+    codes = {code: meaning for code, meaning in EXIT_CODES.items() if code != EXIT_PENDING or command in (None, "audit")}
+    if command is not None:   # the group's list says what 0 means for audit; a command's, for itself
+        codes[0] = "the target holds every source fact" if command == "audit" else "success"
+    examples = ("\b\nExamples:\n" + "\n".join(f"  {e}" for e in EXAMPLES[command]) + "\n\n"
+                if command in EXAMPLES else "")
+    return (examples + "\b\nExit codes:\n" + "\n".join(f"  {code:>3}  {meaning}" for code, meaning in codes.items())
+            + f"\n\nMore: {DOCS}; `lcm-etl COMMAND --help` for one command.")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=epilog(), invoke_without_command=True)
 @click.version_option(__version__, prog_name="lcm-etl")
 @click.pass_context
 def cli(ctx):
@@ -90,7 +144,7 @@ def cli(ctx):
         raise click.UsageError(f"no command given: one of {', '.join(sorted(ctx.command.commands))}", ctx)
 
 
-@cli.command(epilog=EPILOG)
+@cli.command(epilog=epilog("migrate"))
 @source_option
 @target_options("to write (created when absent, with its folders)")
 @run_options
@@ -187,7 +241,7 @@ def _dask_runner():
     return run_fleet_dask
 
 
-@cli.command(epilog=EPILOG)
+@cli.command(epilog=epilog("reconcile"))
 @transcripts_options
 @click.option("--src", "src", metavar="PATH", type=TEXT_PATH, help="lossless-claw database whose rows count as already held (optional)")
 @target_options("to write (created when absent, with its folders)")
@@ -218,7 +272,7 @@ def reconcile(sessions, exclude_deleted, src, dest, memory_dir, dry_run, session
     return 0
 
 
-@cli.command(epilog=EPILOG)
+@cli.command(epilog=epilog("audit"))
 @source_option
 @transcripts_options
 @target_options("to check (read only; never created)")
@@ -252,14 +306,15 @@ def audit(sessions, exclude_deleted, src, dest, memory_dir, session_filter, key_
     audited = run(AuditOptions(target=resolve_target(dest, memory_dir), src=source, sessions=sessions,
                                session_filter=list(session_filter), key_by=key_by,
                                memory_limit=memory_limit, default_src=beside,
-                               default_transcripts=defaults, exclude_deleted=exclude_deleted))
+                               default_transcripts=defaults, exclude_deleted=exclude_deleted,
+                               progress=progress_wanted(as_json, quiet)))
     if junit:
         write_junit(expand(junit), junit_xml(audited.report, audited.findings, audited.sessions))
     emit(audited, as_json, quiet)
     return EXIT_PENDING if audited.findings else 0
 
 
-@cli.command(epilog=EPILOG)
+@cli.command(epilog=epilog("inspect"))
 @inspected_option
 @key_by_option
 @output_options
@@ -274,7 +329,7 @@ def inspect(src, key_by, as_json, quiet, debug, memory_limit):
     return 0
 
 
-@cli.command(epilog=EPILOG)
+@cli.command(epilog=epilog("steps"))
 @click.argument("command", required=False, metavar="[COMMAND]", type=click.Choice(COMMANDS))
 @click.option("--sql", is_flag=True, help="print each step's SQL under its name")
 @click.option("--markdown", is_flag=True, help="print transforms/README.md (generated from the same declaration)")
@@ -291,20 +346,27 @@ def steps(command, sql, markdown, debug):
     return 0
 
 
-@cli.command(epilog=EPILOG)
+@cli.command(epilog=epilog("runs"))
 @target_options("to list the runs of (read only; never created)")
+@click.option("--csv", "as_csv", is_flag=True, help="print the runs as CSV, one row each, ids and times whole")
 @output_options
 @handled
-def runs(dest, memory_dir, as_json, quiet, debug):
+def runs(dest, memory_dir, as_csv, as_json, quiet, debug):
     """Read-only: list the target's ledger (run id, command, times, status, source, options, counts)."""
     from lcm_etl.commands.runs import list_runs
     from lcm_etl.store.target import resolve_target
 
-    emit(list_runs(resolve_target(dest, memory_dir)), as_json, quiet)
+    if as_csv and (as_json or quiet):
+        raise BadInput("--csv prints the runs as CSV: do not also pass --json or --quiet")
+    listed = list_runs(resolve_target(dest, memory_dir))
+    if as_csv:
+        click.echo(listed.as_csv())
+    else:
+        emit(listed, as_json, quiet)
     return 0
 
 
-@cli.command(epilog=EPILOG)
+@cli.command(epilog=epilog("undo"))
 @click.argument("run_id", metavar="RUN_ID")
 @target_options("to undo the run in")
 @click.option("--dry-run", is_flag=True, help="change nothing; report what the undo would remove and restore")
@@ -324,7 +386,7 @@ def undo(run_id, dest, memory_dir, dry_run, force, lock_timeout, as_json, quiet,
     return 0
 
 
-@cli.command(epilog=EPILOG)
+@cli.command(epilog=epilog("cache"))
 @click.option("--prune", is_flag=True, help="remove the snapshots interrupted runs left, and the least recently used "
                                             "ones over LCM_ETL_CACHE_SIZE")
 @click.option("--clear", is_flag=True, help="remove every kept snapshot (the next run of each pair copies its source whole)")
@@ -338,11 +400,30 @@ def cache(prune, clear, as_json, quiet, debug):
     return 0
 
 
+# the options people repeat, taken from LCM_ETL_<OPTION> when not given (LCM_ETL_MEMORY_DIR=~/.remnic/memory);
+# no other: a flag such as --clear or --force set in the environment would act unasked (docs/cli.md lists these)
+FROM_ENVIRONMENT = ("src", "dest", "memory_dir", "sessions", "profile", "key_by", "memory_limit", "lock_timeout")
+
+
+def _settings_from_environment(group: click.Group) -> None:
+    """click's auto_envvar_prefix, one prefix for every command (click's own default adds the command's name:
+    LCM_ETL_MIGRATE_DEST), for the FROM_ENVIRONMENT options alone; their --help names the variable."""
+    for command in group.commands.values():
+        command.context_settings.setdefault("auto_envvar_prefix", "LCM_ETL")
+        for param in command.params:
+            if isinstance(param, click.Option):
+                param.allow_from_autoenv = param.show_envvar = param.name in FROM_ENVIRONMENT
+
+
+_settings_from_environment(cli)
+
+
 def main() -> None:
-    """Usage errors are one line too (click's default is a usage block), exit 2."""
+    """Usage errors are one line too (click's default is a usage block), exit 2; under --json a JSON object
+    on stdout as well."""
     disable_memstatus()   # before any connection exists: see lcm_etl/sqlite_runtime.py
     try:
-        cli.main(prog_name="lcm-etl", standalone_mode=False)
+        cli.main(prog_name="lcm-etl", standalone_mode=False, auto_envvar_prefix="LCM_ETL")
     except click.exceptions.Abort:
         click.echo("lcm-etl: aborted", err=True)
         sys.exit(130)
@@ -350,7 +431,10 @@ def main() -> None:
         hint = ""
         if isinstance(exc, click.UsageError) and exc.ctx is not None:
             hint = f" (see `{exc.ctx.command_path} --help`)"
-        click.echo(f"lcm-etl: error: {one_line(exc.format_message())}{hint}", err=True)
+        line = f"lcm-etl: error: {one_line(exc.format_message())}{hint}"
+        click.echo(line, err=True)
+        if "--json" in sys.argv[1:]:
+            json_error(line, exc.exit_code)
         sys.exit(exc.exit_code)
 
 

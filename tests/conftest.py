@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import shutil
 import signal
 import sqlite3
@@ -23,6 +24,11 @@ import pytest
 # test_runs' interrupted run exit 0). A handler, unlike SIG_IGN, is reset to the default in the child.
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+# A text report fits 100 columns, or $COLUMNS (lcm_etl/report.py: fit), wrapping and shortening what is longer.
+# The temporary paths in the reports tests read differ in length from run to run (pytest-7, pytest-12...): those
+# tests read the reports unwrapped; tests/test_reports.py's width tests set COLUMNS themselves.
+os.environ["COLUMNS"] = "100000"
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE_DIR = ROOT / "fixtures" / "lossless-claw"

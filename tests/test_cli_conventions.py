@@ -59,7 +59,8 @@ def test_inspect_quiet_prints_nothing_and_exits_0(tmp_path):
 def test_audits_dest_help_says_the_target_is_checked_not_written():
     proc = run_cli("audit", "--help")
     dest = " ".join(proc.stdout[proc.stdout.index("--dest"):proc.stdout.index("--memory-dir")].split())
-    assert dest == "--dest PATH Remnic LCM database (lcm.sqlite) to check (read only; never created)"
+    assert dest == ("--dest PATH Remnic LCM database (lcm.sqlite) to check (read only; never created) "
+                    "[env var: LCM_ETL_DEST]")
 
 
 def test_docs_cli_md_option_table_is_made_from_the_commands():

@@ -13,6 +13,7 @@ from pathlib import Path
 from lcm_etl.errors import BadInput
 from lcm_etl.options import ReconcileOptions
 from lcm_etl.planning import plan
+from lcm_etl.progress import Progress
 from lcm_etl.read.transcript_decision import Records
 from lcm_etl.read.lcmdb.source_schema import detect_schema
 from lcm_etl.read.lcmdb import subset
@@ -36,13 +37,14 @@ _HELD_LCM_EMPTY = ("SELECT NULL::VARCHAR AS session_id, NULL::VARCHAR AS conv_ke
                    "NULL::VARCHAR AS entry_id, NULL::VARCHAR AS identity_hash WHERE false")
 
 
-def read_all(opts: ReconcileOptions, records: Records | None = None, held_by: str = "") -> Reading:
+def read_all(opts: ReconcileOptions, records: Records | None = None, held_by: str = "",
+             bars: Progress | None = None) -> Reading:
     """Every transcript reconcile reads (lcm_etl/read/transcript_reading.py); `held_by`: the key of --src
-    (lcm_etl/sync/identity.py) the records must have been made under."""
+    (lcm_etl/sync/identity.py) the records must have been made under; `bars`: a terminal's progress."""
     return read_transcripts(ReadOptions(
         sessions=opts.sessions, strict=opts.strict, exclude_deleted=opts.exclude_deleted, key_by=opts.key_by,
         memory_limit=opts.memory_limit, dry_run=opts.dry_run, held_by=held_by,
-        session_filter=tuple(opts.session_filter), target=opts.target), records)
+        session_filter=tuple(opts.session_filter), target=opts.target), records, bars)
 
 
 def plan_transcripts(opts: ReconcileOptions, reading: Reading, target_db: Path | None, source: Snapshot | None,

@@ -27,6 +27,7 @@ from lcm_etl.read.lcmdb.sources import expand
 from lcm_etl.read.store_reads import (ArchiveOrigin, PendingOrigin, archive_listing, read_archive_file, read_pending,
                                       read_store_archive, read_window, where_kind)
 from lcm_etl.read.transcript.transcripts import Transcript, TranscriptError
+from lcm_etl.progress import Progress
 from lcm_etl.report import now_iso
 
 
@@ -59,6 +60,7 @@ class Reading:
     fallback_time: str = field(default_factory=now_iso)   # the created_at of a message that has none
     keys_by_folder: dict = field(default_factory=dict)
     left_out: set[str] = field(default_factory=set)  # session ids of the archives --exclude-deleted left out
+    bars: Progress = field(default_factory=lambda: Progress(False))   # the reading phase's ticker: one per transcript
 
     def add(self, read: Callable[..., Transcript], start: FileRecord | str, again: tuple[str | None, str | None] =
             (None, None), order: int | None = None) -> Transcript:
@@ -67,6 +69,7 @@ class Reading:
         t = _guarded(read, start, self.strict)
         self.run.add(t, start if from_record(t) else None, file_session(t, self.key_by, self.keys_by_folder),
                      _kind(t), where_kind(t), again, _origin(t), self.fallback_time, order)
+        self.bars.step()
         return t
 
     def read_whole(self, again: dict[int, str]) -> None:
@@ -109,11 +112,11 @@ class Reading:
             self.work = None
 
 
-def read_all(opts: ReadOptions, records: Records | None = None) -> Reading:
+def read_all(opts: ReadOptions, records: Records | None = None, bars: Progress | None = None) -> Reading:
     """Every transcript: each session store's windows (whole, or past the seq its record proves: a re-run,
     docs/design.md), each live JSONL file (whole, or from its recorded offset), and the archives asked for; without
     `records` (audit), each whole. Store windows come first, then live files, then archives: where two hold the same
-    entry, the first is read."""
+    entry, the first is read. `bars`: a terminal's progress, a ticker counting the transcripts read."""
     given = [expand(p) for p in opts.sessions]
     for p in given:
         if not p.exists():
@@ -134,6 +137,9 @@ def read_all(opts: ReadOptions, records: Records | None = None) -> Reading:
     work = runfolder.Held()
     reading = Reading(RunFile(Path(work.name) / "stage.sqlite", not opts.dry_run, frozenset(opts.session_filter)),
                       opts.strict, list(inputs.skipped), work=work, key_by=opts.key_by)
+    if bars is not None:   # the clock runs from the first store's snapshot on (a large store's copy is seconds)
+        reading.bars = bars
+        bars.phase("reading transcripts", None, unit="transcripts")
     try:
         _read_into(reading, inputs, opts, start, archived)
         reading.run.flush()
