@@ -12,7 +12,7 @@ for s in cold evicted archive-tier pending; do STATES="$STATES --sessions fixtur
 rm -rf "$OUT" && mkdir -p "$OUT" || exit 1
 # the kept snapshots go beside the demo's target, not into ~/.cache: `rm -rf build` removes every trace
 export LCM_ETL_CACHE_DIR="$OUT/cache"
-export COLUMNS=96   # the reports' lines are indented by 4 below
+export LCM_ETL_WIDTH=96   # the reports' lines are indented by 4 below
 
 step() {   # step NAME EXIT-CODE PATTERN COMMAND-AS-SHOWN ARGS...: run it, show the lines matching PATTERN
     name=$1 want=$2 pattern=$3 shown=$4

@@ -48,6 +48,7 @@ def handled(f):
     SIGINT or SIGTERM is one line and 128 + its number, whatever error it surfaced as (lcm_etl/interrupts.py)."""
     @functools.wraps(f)
     def wrapper(*args, **kwargs):
+        _command_line_wins(kwargs)
         verbose = kwargs.pop("verbose", 0)
         debug = kwargs["debug"] = kwargs.get("debug", False) or verbose > 0   # -v shows what --debug does, and more
         if verbose:
@@ -67,6 +68,23 @@ def handled(f):
         # first, so connections still open in them are closed (a WAL target's -wal and -shm go with them)
         sys.exit(code or 0)
     return wrapper
+
+
+# options that name one thing two ways: given one on the command line, the other's LCM_ETL_ variable is not used
+_EITHER = (("dest", "memory_dir"), ("src", "profile"))
+
+
+def _command_line_wins(kwargs: dict) -> None:
+    """`--dest X` with LCM_ETL_MEMORY_DIR set means X, not "give one of them" (FROM_ENVIRONMENT)."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return
+    source = ctx.get_parameter_source
+    for pair in _EITHER:
+        for given, other in (pair, pair[::-1]):
+            if (kwargs.get(given) is not None and source(given) == click.core.ParameterSource.COMMANDLINE
+                    and source(other) == click.core.ParameterSource.ENVIRONMENT):
+                kwargs[other] = None
 
 
 def json_error(line: str, code: int) -> None:

@@ -47,9 +47,11 @@ WIDTH = 100   # the columns a text report fits in (issue 38): a terminal's or a 
 
 
 def width() -> int:
-    """WIDTH, or $COLUMNS when it is set to a usable width (40 or more), as a shell sets it for its terminal."""
-    columns = os.environ.get("COLUMNS", "")
-    return int(columns) if columns.isdigit() and int(columns) >= 40 else WIDTH
+    """WIDTH, or $LCM_ETL_WIDTH when it is a usable width (40 or more; 0: lines as long as they come)."""
+    columns = os.environ.get("LCM_ETL_WIDTH", "")
+    return (int(columns) or sys.maxsize) if columns.isdigit() and (int(columns) >= 40 or columns == "0") else WIDTH
+
+
 _HEX_NAME = re.compile(r"\b[0-9a-f]{64}\b")   # OpenClaw's cold-file names: content hashes
 
 

@@ -25,10 +25,10 @@ import pytest
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
-# A text report fits 100 columns, or $COLUMNS (lcm_etl/report.py: fit), wrapping and shortening what is longer.
+# A text report fits 100 columns, or $LCM_ETL_WIDTH (lcm_etl/report.py: fit), wrapping and shortening what is longer.
 # The temporary paths in the reports tests read differ in length from run to run (pytest-7, pytest-12...): those
-# tests read the reports unwrapped; tests/test_reports.py's width tests set COLUMNS themselves.
-os.environ["COLUMNS"] = "100000"
+# tests read the reports unwrapped (0); the width tests (test_reports.py, test_demo.py) run without it.
+os.environ["LCM_ETL_WIDTH"] = "0"
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE_DIR = ROOT / "fixtures" / "lossless-claw"
