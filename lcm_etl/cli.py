@@ -92,8 +92,8 @@ def json_error(line: str, code: int) -> None:
     of a report: {"error": the line on stderr without its prefix, "exit_code": ...}."""
     import orjson
 
-    error = line.split("error: ", 1)[-1] if line.startswith("lcm-etl: ") else line
-    click.echo(orjson.dumps({"error": error.removeprefix("lcm-etl: "), "exit_code": code}).decode())
+    error = line.removeprefix("lcm-etl: ").removeprefix("error: ")
+    click.echo(orjson.dumps({"error": error, "exit_code": code}).decode())
 
 
 def _log_to_stderr(verbose: int) -> None:

@@ -217,8 +217,9 @@ class RunReport:
             lines += transcript_lines(self.extra, limit)
         lines += unknown_lines(self.unknown_in_source)
         if self.extra.get("kept_snapshot_bytes"):
-            lines.append(f"  kept a copy of the source for the next run: {size_text(self.extra['kept_snapshot_bytes'])}"
-                         " (`lcm-etl cache` lists the copies)")
+            lines.append(f"  kept snapshot of the {'session stores' if transcripts else 'source'} for the next run: "
+                         f"{size_text(self.extra['kept_snapshot_bytes'])} (`lcm-etl cache` lists the kept "
+                         "snapshots)")
         for key, value in self.extra.items():
             if isinstance(value, (int, float, str)) and key not in _RENDERED:
                 lines.append(f"  {key}: {value}")

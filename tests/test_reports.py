@@ -180,10 +180,10 @@ def test_counts_take_the_singular_when_one_and_sizes_are_written_as_the_options_
                       "archive-tier": "5 windows, 0 archives", "pending": "2 windows, 0 archives, 1 pending input"}
     migrated = fitted("migrate", "--src", DEMO_DB, "--dest", target, env=env)
     size = sum(p.stat().st_size for p in (cache).rglob("snapshot.db"))
-    assert f"  kept a copy of the source for the next run: {size_text(size)} (`lcm-etl cache` lists the copies)" \
-        in migrated
+    assert (f"  kept snapshot of the source for the next run: {size_text(size)} (`lcm-etl cache` lists the kept "
+            "snapshots)") in migrated
     again = fitted("migrate", "--src", DEMO_DB, "--dest", target, env=env)
-    assert not any("kept a copy" in line for line in again)   # said once: by the run that made it
+    assert not any("for the next run:" in line for line in again)   # said once: by the run that made it
     held = json.loads(run_cli("cache", "--json", env={**os.environ, **env}).stdout)["total_bytes"]   # and its records
     assert fitted("cache", env=env)[0] == (f"lcm-etl cache: {cache}: 1 kept snapshot, {size_text(held)} of 20GB "
                                           "(LCM_ETL_CACHE_SIZE=20GB)")
@@ -199,3 +199,16 @@ def test_the_session_index_reconcile_reads_the_keys_from_is_not_a_file_left_out(
     report = json.loads(run_cli("reconcile", "--sessions", state, "--dest", tmp_path / "t.sqlite", "--dry-run",
                                 "--json").stdout)
     assert report["extra"]["files_skipped"] == []
+
+
+def test_a_reconcile_that_keeps_copies_of_session_stores_says_their_size_once(tmp_path):
+    cache, target = tmp_path / "c", tmp_path / "t" / "lcm.sqlite"
+    env = {**os.environ, "LCM_ETL_CACHE_DIR": str(cache)}
+    first = json.loads(run_cli("reconcile", *STATES, "--dest", target, "--json", env=env).stdout)
+    size = sum(p.stat().st_size for p in cache.rglob("snapshot.db"))
+    assert size and first["extra"]["kept_snapshot_bytes"] == size
+    again = run_cli("reconcile", *STATES, "--dest", target, env=env)
+    assert again.returncode == 0 and "for the next run:" not in again.stdout
+    text = run_cli("reconcile", *STATES, "--dest", tmp_path / "u" / "lcm.sqlite", env=env).stdout
+    assert (f"  kept snapshot of the session stores for the next run: {size_text(size)} (`lcm-etl cache` lists "
+            "the kept snapshots)\n") in text

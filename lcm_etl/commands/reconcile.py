@@ -64,7 +64,9 @@ def reconcile(opts: ReconcileOptions) -> RunReport:
     finally:
         bars.close()
         if read is not None:   # the stores' snapshots kept for the next run once this one committed (OpenStore.close)
-            read.close(report.run_id if report is not None else None)
+            kept = read.close(report.run_id if report is not None else None)
+            if kept and report is not None:
+                report.extra["kept_snapshot_bytes"] = kept
         if source is not None:
             source.close()
 

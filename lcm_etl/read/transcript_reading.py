@@ -101,15 +101,19 @@ class Reading:
         """History the sources hold that could not be read (a cold archive missing or failing verification)."""
         return [f for store in self.open_stores.values() for f in store.findings]
 
-    def close(self, committed: str | None = None) -> None:
-        """`committed`: the run that read this and committed (the stores' kept snapshots are sealed for it)."""
+    def close(self, committed: str | None = None) -> int:
+        """`committed`: the run that read this and committed (the stores' kept snapshots are sealed for it). The
+        bytes of the copies this run made and kept, for its report."""
         self.run.close()
+        kept = 0
         for store in self.open_stores.values():
             store.close(committed)
+            kept += store.kept_bytes or 0
         self.open_stores.clear()
         if self.work is not None:
             self.work.cleanup()
             self.work = None
+        return kept
 
 
 def read_all(opts: ReadOptions, records: Records | None = None, bars: Progress | None = None) -> Reading:
