@@ -342,8 +342,12 @@ def inspect(src, key_by, as_json, quiet, debug, memory_limit):
     """Describe a source: schema generation, sessions with counts and token sums, DAG shape; or a session store:
     its windows, their active paths, zstd rows, the materialized path's state and the archives."""
     from lcm_etl.commands.inspect import describe
+    from lcm_etl.progress import Progress
 
-    emit(describe(resolve_src(src), key_by, memory_limit), as_json, quiet)
+    with Progress(progress_wanted(as_json, quiet)) as bars:
+        bars.phase("inspecting")   # one step: its clock moves while a large store is read (20 s at 100k events)
+        described = describe(resolve_src(src), key_by, memory_limit)
+    emit(described, as_json, quiet)
     return 0
 
 

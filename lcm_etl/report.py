@@ -228,8 +228,8 @@ class RunReport:
         return one_line_each(lines)
 
 
-_RENDERED = {"kept_snapshot_bytes", "transcripts_read", "lines_read", "files_read_from_offset", "rewritten_in_place", "off_path",
-             "off_path_marked", "back_on_path"}   # extra keys as_text renders in its own words
+_RENDERED = {"kept_snapshot_bytes", "transcripts_read", "lines_read", "files_read_from_offset", "rewritten_in_place",
+             "off_path", "off_path_marked", "back_on_path"}   # extra keys as_text renders in its own words
 
 
 def unknown_lines(unknown: dict[str, list[str]]) -> list[str]:

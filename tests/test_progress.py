@@ -149,3 +149,11 @@ def test_reconcile_draws_nothing_when_piped(tmp_path):
                           capture_output=True, text=True, timeout=DEADLINE_S)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == "" and "\r" not in proc.stdout and "transcripts [" not in proc.stdout
+
+
+def test_inspect_shows_a_bar_whose_clock_runs_while_it_reads_and_nothing_under_quiet(tmp_path):
+    src = copy_fixture("multiparent-newest.db", tmp_path / "src")
+    code, out, screen = on_a_terminal("inspect", "--src", src)
+    assert (code, bars(screen)) == (0, ["inspecting"]), screen
+    assert out.startswith(f"source: {src}\n")
+    assert on_a_terminal("inspect", "--src", src, "--quiet") == (0, "", "")
