@@ -59,7 +59,7 @@ def test_every_help_ends_with_examples_of_itself_and_points_to_docs_cli_md(comma
 
 
 def test_every_option_of_every_command_is_in_docs_cli_md_and_the_settings_read_from_the_environment_are_named():
-    from lcm_etl.cli import FROM_ENVIRONMENT
+    from lcm_etl.cli_conventions import FROM_ENVIRONMENT
 
     doc = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
     for name, cmd in cli.commands.items():
