@@ -205,7 +205,7 @@ class RunReport:
         if self.sessions_kept:
             lines.append(f"  conversations kept in the session they were first imported into: {self.sessions_kept}"
                          " (their session id or key has changed since, or --key-by differs)")
-        lines.append(packed(f"  sessions touched {len(self.sessions_touched)}", self.sessions_touched))
+        lines.append(packed(f"  sessions touched {len(self.sessions_touched)}", self.sessions_touched, limit))
         lines.append(f"  boundary events to write or move {self.boundary_events}" if self.dry_run else
                      f"  boundary events written {self.boundary_events}"
                      + (f", moved {self.boundaries_moved} (the session's last seam, to its new end)"
@@ -260,13 +260,13 @@ def one_line_each(lines: list[str]) -> str:
     return "\n".join(map(one_line, lines))
 
 
-def packed(head: str, items: list[str], width: int = WIDTH) -> str:
-    """`head: a, b, ... (+n)` with as many items as fit in `width` columns (--json lists them all)."""
-    line = head
+def packed(head: str, items: list[str], limit: int) -> str:
+    """`head: a, b, ... (+n)` with at most `limit` items, as many as fit in the report's width (--json lists them all)."""
+    line, columns = head, width()
     for i, item in enumerate(items):
         rest = f", ... (+{len(items) - i - 1})" if i < len(items) - 1 else ""
         more = f"{line}{': ' if i == 0 else ', '}{item}"
-        if len(more + rest) > width and i:
+        if i and (len(more + rest) > columns or i == limit):
             return f"{line}, ... (+{len(items) - i})"
         line = more
     return line
