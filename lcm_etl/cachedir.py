@@ -5,11 +5,12 @@ keeps nothing. $LCM_ETL_CACHE_SIZE bounds the kept snapshots (lcm_etl/read/snaps
 be deleted at any time: a run then does the work again."""
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from pathlib import Path
 
-from lcm_etl.errors import BadInput
+from lcm_etl.report import say
 from lcm_etl.run_options import size_bytes
 
 # the kept snapshots' bound when LCM_ETL_CACHE_SIZE is not set: a snapshot is its source's size (4.5 GB for 2M
@@ -26,12 +27,20 @@ def cache_root() -> Path | None:
 
 
 def cache_bound() -> tuple[int, str]:
-    """The most the kept snapshots may hold, in bytes, and as written ($LCM_ETL_CACHE_SIZE, else the default)."""
+    """The most the kept snapshots may hold, in bytes, and as written ($LCM_ETL_CACHE_SIZE, else the default).
+    A value that is not a size fails no run (the cache never does): the default, and a warning, once."""
     text = os.environ.get("LCM_ETL_CACHE_SIZE") or DEFAULT_CACHE_SIZE
     size = size_bytes(text, bare=True)
     if size is None:
-        raise BadInput(f"LCM_ETL_CACHE_SIZE={text!r} is not a size such as 20GB, 512MB or 0 (keep no snapshot)")
-    return int(size), text.strip()
+        _not_a_size(text)
+        text, size = DEFAULT_CACHE_SIZE, size_bytes(DEFAULT_CACHE_SIZE)
+    return int(size or 0), text.strip()
+
+
+@functools.cache   # once per process and value: the bound is read at a run's start and again at its end
+def _not_a_size(text: str) -> None:
+    say(f"lcm-etl: warning: LCM_ETL_CACHE_SIZE={text!r} is not a size such as 20GB, 512MB or 0 (keep no "
+        f"snapshot): the default, {DEFAULT_CACHE_SIZE}, bounds the kept snapshots")
 
 
 def write_atomically(path: Path, body: bytes) -> bool:

@@ -13,7 +13,9 @@ import sys
 import click
 
 from lcm_etl import __version__
-from lcm_etl.errors import EXIT_CODES, BadInput, error_line
+from lcm_etl.cli_conventions import (command_line_wins, epilog, json_error, log_to_stderr,
+                                     settings_from_environment)
+from lcm_etl.errors import BadInput, error_line
 from lcm_etl.interrupts import interruption, raised_as_interrupted, swallowed
 from lcm_etl.options import (TEXT_PATH, inspected_option, key_by_option, lock_timeout_option, memory_limit_option,
                              output_options, profile_option, run_options, session_filter_option, source_option,
@@ -48,7 +50,11 @@ def handled(f):
     SIGINT or SIGTERM is one line and 128 + its number, whatever error it surfaced as (lcm_etl/interrupts.py)."""
     @functools.wraps(f)
     def wrapper(*args, **kwargs):
-        debug = kwargs.get("debug", False)
+        command_line_wins(kwargs)
+        verbose = kwargs.pop("verbose", 0)
+        debug = kwargs["debug"] = kwargs.get("debug", False) or verbose > 0   # -v shows what --debug does, and more
+        if verbose:
+            log_to_stderr(verbose)
         try:
             with raised_as_interrupted():
                 code = f(*args, **kwargs)
@@ -58,6 +64,8 @@ def handled(f):
                 raise
             line, code = error_line(exc, debug)
             click.echo(line, err=True)
+            if kwargs.get("as_json"):
+                json_error(line, code)
         # exits outside the except clause: the error's traceback, and with it the run's frames, are let go
         # first, so connections still open in them are closed (a WAL target's -wal and -shm go with them)
         sys.exit(code or 0)
@@ -99,7 +107,6 @@ def resolve_src(src: str | None, profile: str | None = None):
 # click rewraps an epilog's paragraphs; \b keeps the lines as written
 STRICT = ("a finding (a transcript, archive, cold file, pending input or store that cannot be read) or an unparsable "
           "transcript line is an error (exit 2, nothing written), not a warning")
-EPILOG = "\b\nExit codes:\n" + "\n".join(f"  {code:>3}  {meaning}" for code, meaning in EXIT_CODES.items())
 
 
 def _version(ctx, param, value) -> None:
@@ -111,7 +118,7 @@ def _version(ctx, param, value) -> None:
         ctx.exit()
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=EPILOG, invoke_without_command=True)
+@click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=epilog(), invoke_without_command=True)
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_version,
               help="Show the version and the SQLite in use, and exit.")
 @click.pass_context
@@ -122,7 +129,7 @@ def cli(ctx):
         raise click.UsageError(f"no command given: one of {', '.join(sorted(ctx.command.commands))}", ctx)
 
 
-@cli.command(epilog=EPILOG)
+@cli.command(epilog=epilog("migrate"))
 @source_option
 @target_options("to write (created when absent, with its folders)")
 @run_options
@@ -221,7 +228,7 @@ def _dask_runner():
     return run_fleet_dask
 
 
-@cli.command(epilog=EPILOG)
+@cli.command(epilog=epilog("reconcile"))
 @transcripts_options
 @click.option("--src", "src", metavar="PATH", type=TEXT_PATH, help="lossless-claw database whose rows count as already held (default: the lcm.db of the state folder read, when it exists, as audit reads it)")
 @target_options("to write (created when absent, with its folders)")
@@ -258,7 +265,7 @@ def reconcile(sessions, exclude_deleted, src, dest, memory_dir, dry_run, session
     return 0
 
 
-@cli.command(epilog=EPILOG)
+@cli.command(epilog=epilog("audit"))
 @source_option
 @transcripts_options
 @target_options("to check (read only; never created)")
@@ -289,14 +296,15 @@ def audit(sessions, exclude_deleted, src, dest, memory_dir, session_filter, key_
     audited = run(AuditOptions(target=target.path, src=required, sessions=read.sessions,
                                session_filter=list(session_filter), key_by=key_by,
                                memory_limit=memory_limit, default_src=None if read.src else read.beside,
-                               default_transcripts=read.installation, exclude_deleted=exclude_deleted, strict=strict))
+                               default_transcripts=read.installation, exclude_deleted=exclude_deleted, strict=strict,
+                               progress=progress_wanted(as_json, quiet)))
     if junit:
         write_junit(expand(junit), junit_xml(audited.report, audited.findings, audited.sessions))
     emit(targeted(audited, target), as_json, quiet)
     return EXIT_PENDING if audited.findings else 0
 
 
-@cli.command(epilog=EPILOG)
+@cli.command(epilog=epilog("inspect"))
 @inspected_option
 @key_by_option
 @output_options
@@ -306,12 +314,16 @@ def inspect(src, key_by, as_json, quiet, debug, memory_limit):
     """Describe a source: schema generation, sessions with counts and token sums, DAG shape; or a session store:
     its windows, their active paths, zstd rows, the materialized path's state and the archives."""
     from lcm_etl.commands.inspect import describe
+    from lcm_etl.progress import Progress
 
-    emit(describe(resolve_src(src), key_by, memory_limit), as_json, quiet)
+    with Progress(progress_wanted(as_json, quiet)) as bars:
+        bars.phase("inspecting")   # one step: its clock moves while a large store is read (20 s at 100k events)
+        described = describe(resolve_src(src), key_by, memory_limit)
+    emit(described, as_json, quiet)
     return 0
 
 
-@cli.command(epilog=EPILOG)
+@cli.command(epilog=epilog("steps"))
 @click.argument("command", required=False, metavar="[COMMAND]", type=click.Choice(COMMANDS))
 @click.option("--sql", is_flag=True, help="print each step's SQL under its name")
 @click.option("--markdown", is_flag=True, help="print transforms/README.md (generated from the same declaration)")
@@ -328,21 +340,28 @@ def steps(command, sql, markdown, debug):
     return 0
 
 
-@cli.command(epilog=EPILOG)
+@cli.command(epilog=epilog("runs"))
 @target_options("to list the runs of (read only; never created)")
+@click.option("--csv", "as_csv", is_flag=True, help="print the runs as CSV, one row each, ids and times whole")
 @output_options
 @handled
-def runs(dest, memory_dir, as_json, quiet, debug):
+def runs(dest, memory_dir, as_csv, as_json, quiet, debug):
     """Read-only: list the target's ledger (run id, command, times, status, source, options, counts)."""
     from lcm_etl.commands.runs import list_runs
     from lcm_etl.store.target import resolve_target
 
+    if as_csv and (as_json or quiet):
+        raise BadInput("--csv prints the runs as CSV: do not also pass --json or --quiet")
     target = resolve_target(dest, memory_dir)
-    emit(targeted(list_runs(target.path), target), as_json, quiet)
+    listed = list_runs(target.path)
+    if as_csv:
+        click.echo(listed.as_csv())
+    else:
+        emit(targeted(listed, target), as_json, quiet)
     return 0
 
 
-@cli.command(epilog=EPILOG)
+@cli.command(epilog=epilog("undo"))
 @click.argument("run_id", metavar="RUN_ID")
 @target_options("to undo the run in")
 @click.option("--dry-run", is_flag=True, help="change nothing; report what the undo would remove and restore")
@@ -363,7 +382,7 @@ def undo(run_id, dest, memory_dir, dry_run, force, lock_timeout, as_json, quiet,
     return 0
 
 
-@cli.command(epilog=EPILOG)
+@cli.command(epilog=epilog("cache"))
 @click.option("--prune", is_flag=True, help="remove the snapshots interrupted runs left, and the least recently used "
                                             "ones over LCM_ETL_CACHE_SIZE")
 @click.option("--clear", is_flag=True, help="remove every kept snapshot (the next run of each pair copies its source whole)")
@@ -377,11 +396,15 @@ def cache(prune, clear, as_json, quiet, debug):
     return 0
 
 
+settings_from_environment(cli)
+
+
 def main() -> None:
-    """Usage errors are one line too (click's default is a usage block), exit 2."""
+    """Usage errors are one line too (click's default is a usage block), exit 2; under --json a JSON object
+    on stdout as well."""
     disable_memstatus()   # before any connection exists: see lcm_etl/sqlite_runtime.py
     try:
-        cli.main(prog_name="lcm-etl", standalone_mode=False)
+        cli.main(prog_name="lcm-etl", standalone_mode=False, auto_envvar_prefix="LCM_ETL")
     except click.exceptions.Abort:
         click.echo("lcm-etl: aborted", err=True)
         sys.exit(130)
@@ -389,7 +412,10 @@ def main() -> None:
         hint = ""
         if isinstance(exc, click.UsageError) and exc.ctx is not None:
             hint = f" (see `{exc.ctx.command_path} --help`)"
-        click.echo(f"lcm-etl: error: {one_line(exc.format_message())}{hint}", err=True)
+        line = f"lcm-etl: error: {one_line(exc.format_message())}{hint}"
+        click.echo(line, err=True)
+        if "--json" in sys.argv[1:]:
+            json_error(line, exc.exit_code)
         sys.exit(exc.exit_code)
 
 

@@ -86,7 +86,7 @@ def transforms_readme() -> str:
 
 def _option_cell(opt: click.Option) -> str:
     names = " / ".join(f"`{n}`" for n in (*opt.opts, *opt.secondary_opts))
-    if not opt.is_flag:
+    if not opt.is_flag and not opt.count:
         metavar = opt.metavar or (opt.type.name.upper() if not isinstance(opt.type, click.Choice)
                                   else "|".join(opt.type.choices))
         names += f" {metavar}"
@@ -105,6 +105,8 @@ def options_table(group: click.Group) -> str:
             help_text = param.help or ""
             if param.show_default and param.default not in (None, False, ()):
                 help_text += f" [default: {param.default}]"
+            if param.allow_from_autoenv and param.show_envvar and param.name:   # cli.FROM_ENVIRONMENT
+                help_text += f" [env: `LCM_ETL_{param.name.upper()}`]"
             cell = _option_cell(param)
             rows.setdefault(param.opts[-1], (cell, {}))[1][name] = help_text
     lines = [TABLE_START, "| option | commands | meaning |", "|---|---|---|"]

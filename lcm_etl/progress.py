@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 TICK_S = 0.5
 _FORMAT = "{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}]{postfix}"
 _BYTES = "{desc}: {percentage:3.0f}%|{bar}| {n_fmt}B/{total_fmt}B [{elapsed}, {rate_fmt}]{postfix}"   # unit="B"
+_TICKER = "{desc}: {n_fmt} {unit} [{elapsed}]{postfix}"   # no total known ahead (steps=None): a count and a clock
 
 
 class Progress:
@@ -32,8 +33,9 @@ class Progress:
         self._stop = threading.Event()
         self._ticker: threading.Thread | None = None
 
-    def phase(self, desc: str, steps: tuple[str, ...] | int = 1, unit: str = "step") -> None:
-        """Start a phase of `steps` steps (a count, or their labels in order, shown as each begins)."""
+    def phase(self, desc: str, steps: tuple[str, ...] | int | None = 1, unit: str = "step") -> None:
+        """Start a phase of `steps` steps (a count, or their labels in order, shown as each begins; None: a
+        ticker, counting what is done with no end known, such as the transcripts of stores not yet opened)."""
         if not self.enabled:
             return
         from tqdm import tqdm   # here: a run without bars (--quiet, --json, no TTY) is spared its 40 ms import
@@ -42,8 +44,8 @@ class Progress:
             self.labels = steps if isinstance(steps, tuple) else ()
             in_bytes = unit == "B"   # a copy: sizes as 451M, not 473,000,000 steps
             self.bar = tqdm(total=len(steps) if isinstance(steps, tuple) else steps, desc=desc, unit=unit,
-                            leave=False, bar_format=_BYTES if in_bytes else _FORMAT, unit_scale=in_bytes,
-                            unit_divisor=1024)
+                            leave=False, bar_format=_BYTES if in_bytes else _TICKER if steps is None else _FORMAT,
+                            unit_scale=in_bytes, unit_divisor=1024)
             if self.labels:
                 self.bar.set_postfix_str(self.labels[0])
         if self._ticker is None:

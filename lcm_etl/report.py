@@ -9,12 +9,16 @@ from __future__ import annotations
 from collections import Counter
 
 import datetime as dt
+import os
 import re
 import sys
+import textwrap
 from dataclasses import asdict, dataclass, field
 from typing import Protocol
 
 import orjson
+
+from lcm_etl.options import size_text
 
 # The shape of every `--json` report (docs/schemas/*.schema.json, checked by tests/test_json_schemas.py), in
 # each report as `schema_version`. Bump it when a field is renamed, removed or changes meaning, so a consumer
@@ -36,7 +40,43 @@ def emit(report: Printable, as_json: bool, quiet: bool) -> None:
     if as_json:
         _write(sys.stdout, orjson.dumps(report.as_dict(), option=orjson.OPT_NON_STR_KEYS).decode())
     elif not quiet:
-        _write(sys.stdout, report.as_text())
+        _write(sys.stdout, fit(report.as_text(), width()))
+
+
+WIDTH = 100   # the columns a text report fits in (issue 38): a terminal's or a pull request's width
+
+
+def width() -> int:
+    """WIDTH, or $LCM_ETL_WIDTH when it is a usable width (40 or more; 0: lines as long as they come)."""
+    columns = os.environ.get("LCM_ETL_WIDTH", "")
+    return (int(columns) or sys.maxsize) if columns.isdigit() and (int(columns) >= 40 or columns == "0") else WIDTH
+
+
+_HEX_NAME = re.compile(r"\b[0-9a-f]{64}\b")   # OpenClaw's cold-file names: content hashes
+
+
+def fit(text: str, width: int = WIDTH) -> str:
+    """A text report with every line within `width` columns: a line too long has its 64-hex names cut to their
+    first 12 digits, then wraps at spaces, indented under itself; a single word longer than a line (a path) keeps
+    its head and tail. What was cut is whole in --json, and the last line says so."""
+    out: list[str] = []
+    cut = False
+    for line in text.split("\n"):
+        if len(line) <= width:
+            out.append(line)
+            continue
+        line, n = _HEX_NAME.subn(lambda m: m.group()[:12] + "…", line)
+        cut |= bool(n)
+        indent = " " * (len(line) - len(line.lstrip(" ")) + 4)
+        for piece in textwrap.wrap(line, width, subsequent_indent=indent, break_long_words=False,
+                                   break_on_hyphens=False, drop_whitespace=True) or [line]:
+            if len(piece) > width:
+                keep = width - 1
+                piece, cut = piece[:keep // 3] + "…" + piece[len(piece) - (keep - keep // 3):], True
+            out.append(piece)
+    if cut:
+        out.append("  (names shortened with …: --json prints them whole)")
+    return "\n".join(out)
 
 
 def say(line: str) -> None:
@@ -165,9 +205,7 @@ class RunReport:
         if self.sessions_kept:
             lines.append(f"  conversations kept in the session they were first imported into: {self.sessions_kept}"
                          " (their session id or key has changed since, or --key-by differs)")
-        touched = self.sessions_touched
-        shown = ", ".join(touched[:limit]) + (f", ... (+{len(touched) - limit})" if len(touched) > limit else "")
-        lines.append(f"  sessions touched {len(touched)}" + (f": {shown}" if touched else ""))
+        lines.append(packed(f"  sessions touched {len(self.sessions_touched)}", self.sessions_touched, limit))
         lines.append(f"  boundary events to write or move {self.boundary_events}" if self.dry_run else
                      f"  boundary events written {self.boundary_events}"
                      + (f", moved {self.boundaries_moved} (the session's last seam, to its new end)"
@@ -178,6 +216,10 @@ class RunReport:
         if transcripts:
             lines += transcript_lines(self.extra, limit)
         lines += unknown_lines(self.unknown_in_source)
+        if self.extra.get("kept_snapshot_bytes"):
+            lines.append(f"  kept snapshot of the {'session stores' if transcripts else 'source'} for the next run: "
+                         f"{size_text(self.extra['kept_snapshot_bytes'])} (`lcm-etl cache` lists the kept "
+                         "snapshots)")
         for key, value in self.extra.items():
             if isinstance(value, (int, float, str)) and key not in _RENDERED:
                 lines.append(f"  {key}: {value}")
@@ -186,8 +228,8 @@ class RunReport:
         return one_line_each(lines)
 
 
-_RENDERED = {"transcripts_read", "lines_read", "files_read_from_offset", "rewritten_in_place", "off_path",
-             "off_path_marked", "back_on_path"}   # extra keys as_text renders in its own words
+_RENDERED = {"kept_snapshot_bytes", "transcripts_read", "lines_read", "files_read_from_offset", "rewritten_in_place",
+             "off_path", "off_path_marked", "back_on_path"}   # extra keys as_text renders in its own words
 
 
 def unknown_lines(unknown: dict[str, list[str]]) -> list[str]:
@@ -218,6 +260,23 @@ def one_line_each(lines: list[str]) -> str:
     return "\n".join(map(one_line, lines))
 
 
+def packed(head: str, items: list[str], limit: int) -> str:
+    """`head: a, b, ... (+n)` with at most `limit` items, as many as fit in the report's width (--json lists them all)."""
+    line, columns = head, width()
+    for i, item in enumerate(items):
+        rest = f", ... (+{len(items) - i - 1})" if i < len(items) - 1 else ""
+        more = f"{line}{': ' if i == 0 else ', '}{item}"
+        if i and (len(more + rest) > columns or i == limit):
+            return f"{line}, ... (+{len(items) - i})"
+        line = more
+    return line
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """`n word` with the word's plural unless n is 1: "1 window", "5 windows", "2 entries" (many)."""
+    return f"{n} {word if n == 1 else many or word + 's'}"
+
+
 def now_iso() -> str:
     """Now in UTC, as the ledger and the reports stamp times (Remnic's ISO form, milliseconds)."""
     return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
@@ -234,9 +293,9 @@ def transcript_lines(extra: dict, limit: int) -> list[str]:
     lines = first(extra.get("files", []), limit=limit, what="transcripts", line=_transcript_line)
     for st in extra.get("stores", []):
         lines.append(f"  session store {st['store']} (agent {st['agent_id']}, user_version {st['user_version']}): "
-                     f"{st['windows']} windows" + (f" ({st['cold_windows']} cold)" if st.get("cold_windows") else "")
-                     + f", {st['archives']} archives"
-                     + (f", {st['pending_inputs']} pending inputs" if st.get("pending_inputs") else ""))
+                     + plural(st['windows'], "window") + (f" ({st['cold_windows']} cold)" if st.get("cold_windows") else "")
+                     + ", " + plural(st['archives'], "archive")
+                     + (", " + plural(st['pending_inputs'], "pending input") if st.get("pending_inputs") else ""))
     archives = extra.get("archives", [])
     if archives:
         kinds = Counter(a["reason"] for a in archives)

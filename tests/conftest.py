@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import shutil
 import signal
 import sqlite3
@@ -23,6 +24,11 @@ import pytest
 # test_runs' interrupted run exit 0). A handler, unlike SIG_IGN, is reset to the default in the child.
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+# A text report fits 100 columns, or $LCM_ETL_WIDTH (lcm_etl/report.py: fit), wrapping and shortening what is longer.
+# The temporary paths in the reports tests read differ in length from run to run (pytest-7, pytest-12...): those
+# tests read the reports unwrapped (0); the width tests (test_reports.py, test_demo.py) run without it.
+os.environ["LCM_ETL_WIDTH"] = "0"
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE_DIR = ROOT / "fixtures" / "lossless-claw"

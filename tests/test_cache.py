@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURE_DIR, copy_fixture, run_cli
+from lcm_etl.options import size_text
 from lcm_etl.read.snapshot import snapcache
 
 FIXTURE = "basic-0.15.3.db"
@@ -139,17 +140,20 @@ def test_the_least_recently_used_snapshots_are_evicted_to_keep_the_cache_within_
 
 def test_a_snapshot_larger_than_the_bound_is_not_kept_and_the_run_says_so(world):
     report = migrate(world, "a", env={"LCM_ETL_CACHE_SIZE": "100KB"})
-    line = (f"the snapshot of this run ({(FIXTURE_DIR / FIXTURE).stat().st_size / 1e6:.1f} MB) is larger than "
+    line = (f"the snapshot of this run ({size_text((FIXTURE_DIR / FIXTURE).stat().st_size)}) is larger than "
             "the cache's bound, LCM_ETL_CACHE_SIZE=100KB: not kept, the next run copies the source whole")
     assert report["warnings"] == [line]
     assert listing()["snapshots"] == []
 
 
-def test_a_cache_size_that_is_not_a_size_is_exit_2_with_one_line(world):
-    for args in (("cache",), ("migrate", "--src", copy_fixture(FIXTURE, world / "a"), "--dest", world / "a" / "o")):
-        proc = cli(*args, env={"LCM_ETL_CACHE_SIZE": "lots"}, code=2)
-        assert proc.stderr == ("lcm-etl: error: LCM_ETL_CACHE_SIZE='lots' is not a size such as 20GB, 512MB or "
-                               "0 (keep no snapshot)\n")
+def test_a_cache_size_that_is_not_a_size_fails_no_run_and_is_said_once_with_the_default_used(world):
+    warning = ("lcm-etl: warning: LCM_ETL_CACHE_SIZE='lots' is not a size such as 20GB, 512MB or 0 (keep no "
+               "snapshot): the default, 20GB, bounds the kept snapshots\n")
+    for args in (("cache", "--json"), ("migrate", "--src", copy_fixture(FIXTURE, world / "a"),
+                                       "--dest", world / "a" / "o", "--json")):
+        proc = cli(*args, env={"LCM_ETL_CACHE_SIZE": "lots"}, code=0)
+        assert proc.stderr == warning
+    assert (listing(env={"LCM_ETL_CACHE_SIZE": "lots"})["bound"], len(listing()["snapshots"])) == ("20GB", 1)
 
 
 def test_cache_lists_the_kept_snapshots_with_their_pair_size_and_run(world):

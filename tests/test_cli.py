@@ -18,7 +18,11 @@ SESSION_B = "b7cf3c25-632b-4240-ad3f-b64afebede10"
 
 def assert_one_line_error(proc, code: int, prefix: str):
     assert proc.returncode == code, proc.stderr
-    assert proc.stdout == ""
+    if "--json" in proc.args:   # the error as a JSON object on stdout too
+        assert json.loads(proc.stdout) == {"error": proc.stderr.removeprefix("lcm-etl: error: ").rstrip("\n"),
+                                           "exit_code": code}
+    else:
+        assert proc.stdout == ""
     assert proc.stderr.endswith("\n") and proc.stderr.count("\n") == 1, proc.stderr
     assert "Traceback" not in proc.stderr
     assert proc.stderr.startswith(prefix), proc.stderr

@@ -245,7 +245,7 @@ def test_a_message_edited_in_place_is_pending_in_audit_until_a_migrate_imports_i
     change(src, ("UPDATE messages SET content = 'Quokkaflux: edited by hand' WHERE message_id = ?", (mid,)))
     proc = run_cli("audit", "--src", src, "--dest", target)
     assert proc.returncode == 3
-    assert "a migrate would write: 1 messages" in proc.stdout
+    assert "a migrate would write: 1 message," in proc.stdout
     assert (f"message: differs: content  session a08ff49b-6f77-4632-a16c-43069c43a8c3  1:1  (target id {old[0]}; "
             "a migrate writes the source's row beside it)") in proc.stdout
     report = resync(src, target)   # and audit is clean after it

@@ -115,3 +115,45 @@ def test_no_bar_is_drawn_without_a_terminal(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""
     assert "%|" not in proc.stdout and "\r" not in proc.stdout
+
+
+HIDDEN = Path(__file__).resolve().parent.parent / "fixtures" / "openclaw-hidden"
+STATES = [a for s in ("cold", "evicted", "archive-tier", "pending") for a in ("--sessions", HIDDEN / s / "state")]
+
+
+def test_reconcile_shows_a_ticker_while_it_reads_the_transcripts_and_bars_for_its_other_phases(tmp_path):
+    src = copy_fixture("multiparent-newest.db", tmp_path / "src")
+    code, out, screen = on_a_terminal("reconcile", "--src", src, *STATES, "--dest", tmp_path / "out" / "lcm.sqlite")
+    assert code == 0, screen
+    counts = [int(n) for n in re.findall(r"reading transcripts: (\d+) transcripts \[\d\d:\d\d\]", screen)]
+    assert counts and counts[0] == 0 and counts == sorted(counts), screen   # from the first second, counting up
+    assert bars(screen) == ["reading source", "planning", "building"], screen
+    assert screen.index("reading source") < screen.index("reading transcripts") < screen.index("planning: ")
+    assert "lcm-etl reconcile: Done." in out
+
+
+def test_audit_shows_the_transcripts_ticker_on_a_terminal_and_nothing_under_json(tmp_path):
+    target = tmp_path / "out" / "lcm.sqlite"
+    make_native_target(target).close()
+    code, _, screen = on_a_terminal("audit", *STATES, "--dest", target)
+    assert code == 3, screen
+    assert re.search(r"reading transcripts: \d+ transcripts \[", screen) and bars(screen) == ["planning"], screen
+    for quiet in ("--quiet", "--json"):   # (one store under --json: on_a_terminal reads stdout only at the end)
+        code, _, screen = on_a_terminal("audit", *(STATES if quiet == "--quiet" else STATES[-2:]), "--dest", target,
+                                        quiet)
+        assert (code, screen) == (3, ""), quiet
+
+
+def test_reconcile_draws_nothing_when_piped(tmp_path):
+    proc = subprocess.run([str(LCM_ETL), "reconcile", *map(str, STATES), "--dest", str(tmp_path / "t.sqlite")],
+                          capture_output=True, text=True, timeout=DEADLINE_S)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == "" and "\r" not in proc.stdout and "transcripts [" not in proc.stdout
+
+
+def test_inspect_shows_a_bar_whose_clock_runs_while_it_reads_and_nothing_under_quiet(tmp_path):
+    src = copy_fixture("multiparent-newest.db", tmp_path / "src")
+    code, out, screen = on_a_terminal("inspect", "--src", src)
+    assert (code, bars(screen)) == (0, ["inspecting"]), screen
+    assert out.startswith(f"source: {src}\n")
+    assert on_a_terminal("inspect", "--src", src, "--quiet") == (0, "", "")

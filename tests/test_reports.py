@@ -4,10 +4,13 @@ reports what a full re-plan reports."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
+from pathlib import Path
 
 from conftest import ROOT, copy_fixture, run_cli
+from lcm_etl.options import size_text
 
 SESSIONS = ROOT / "fixtures" / "sessions"
 SESSION_A = "a08ff49b-6f77-4632-a16c-43069c43a8c3"
@@ -119,3 +122,93 @@ def test_the_shortcut_reports_what_a_full_replan_reports(tmp_path):
     assert shortcut["summaries"]["skipped"] == {SKIPPED["reason"]: 1}
     assert shortcut["cross_session_links_in_skipped"] == 4
     assert json.loads(run_cli("migrate", "--src", src, "--dest", dest, "--json").stdout)["sync_decision"]["how"] == "no-op"
+
+
+HIDDEN = ROOT / "fixtures" / "openclaw-hidden"
+STATES = [a for s in ("cold", "evicted", "archive-tier", "pending") for a in ("--sessions", HIDDEN / s / "state")]
+DEMO_DB = ROOT / "fixtures" / "lossless-claw" / "multiparent-newest.db"
+
+
+def fitted(*args, env: dict | None = None, code: int = 0) -> list[str]:
+    """A command's text report as a terminal gets it: without LCM_ETL_WIDTH (tests/conftest.py sets it to 0)."""
+    env = {k: v for k, v in os.environ.items() if k != "LCM_ETL_WIDTH"} | (env or {})
+    proc = run_cli(*args, env=env)
+    assert proc.returncode == code, proc.stderr
+    return proc.stdout.splitlines()
+
+
+def test_every_line_of_every_report_on_the_bundled_fixtures_fits_100_columns_and_json_keeps_the_names_whole(tmp_path):
+    target, cache = tmp_path / "remnic" / "state" / "lcm.sqlite", tmp_path / "c"
+    env = {"LCM_ETL_CACHE_DIR": str(cache)}
+    reports = {"inspect": fitted("inspect", "--src", DEMO_DB),
+               "migrate": fitted("migrate", "--src", DEMO_DB, "--dest", target, env=env),
+               "audit": fitted("audit", "--src", DEMO_DB, *STATES, "--dest", target, code=3),
+               "reconcile": fitted("reconcile", "--src", DEMO_DB, *STATES, "--dest", target, env=env),
+               "runs": fitted("runs", "--dest", target), "cache": fitted("cache", env=env)}
+    for name, lines in reports.items():
+        assert [line for line in lines if len(line) > 100] == [], name
+    # reconcile names cold files by their 64-hex names: cut in the text, which says so, whole in --json
+    cold = next(f["file"] for f in json.loads(run_cli("reconcile", "--src", DEMO_DB, *STATES, "--dest", target,
+                                                      "--json", "--dry-run").stdout)["extra"]["files"]
+                if "/cold/" in f["file"])
+    digest = Path(cold).name.split(".")[0]
+    assert len(digest) == 64 and digest not in "\n".join(reports["reconcile"])
+    assert f"{digest[:12]}….jsonl.zst" in "\n".join(reports["reconcile"])
+    assert reports["reconcile"][-1] == "  (names shortened with …: --json prints them whole)"
+
+
+def test_fit_wraps_a_long_line_under_itself_cuts_hex_names_and_keeps_a_long_words_head_and_tail():
+    from lcm_etl.report import fit
+
+    assert fit("short\n  also short", 40) == "short\n  also short"
+    assert fit("  one two three four five six seven eight nine", 20).splitlines() == [
+        "  one two three four", "      five six seven", "      eight nine"]
+    hexed = fit("  file " + "ab" * 32 + ".jsonl.zst is a cold file of a window", 50).splitlines()
+    assert hexed == ["  file " + "ab" * 6 + "….jsonl.zst is a cold file of a", "      window",
+                     "  (names shortened with …: --json prints them whole)"]
+    long_word = fit("/" + "x" * 200, 60).splitlines()
+    assert len(long_word[0]) == 60 and long_word[0].startswith("/xxx") and "…" in long_word[0]
+
+
+def test_counts_take_the_singular_when_one_and_sizes_are_written_as_the_options_take_them(tmp_path):
+    target, cache = tmp_path / "t" / "lcm.sqlite", tmp_path / "c"
+    env = {"LCM_ETL_CACHE_DIR": str(cache), "LCM_ETL_WIDTH": "0"}   # the lines whole, whatever tmp_path's length
+    text = fitted("reconcile", "--src", DEMO_DB, *STATES, "--dest", target, "--dry-run", env=env)
+    stores = {line.split(" (agent")[0].rsplit("/", 6)[1]: line.split(": ", 1)[1] for line in text
+              if line.startswith("  session store ")}
+    assert stores == {"cold": "9 windows (5 cold), 0 archives", "evicted": "5 windows, 1 archive",
+                      "archive-tier": "5 windows, 0 archives", "pending": "2 windows, 0 archives, 1 pending input"}
+    migrated = fitted("migrate", "--src", DEMO_DB, "--dest", target, env=env)
+    size = sum(p.stat().st_size for p in (cache).rglob("snapshot.db"))
+    assert (f"  kept snapshot of the source for the next run: {size_text(size)} (`lcm-etl cache` lists the kept "
+            "snapshots)") in migrated
+    again = fitted("migrate", "--src", DEMO_DB, "--dest", target, env=env)
+    assert not any("for the next run:" in line for line in again)   # said once: by the run that made it
+    held = json.loads(run_cli("cache", "--json", env={**os.environ, **env}).stdout)["total_bytes"]   # and its records
+    assert fitted("cache", env=env)[0] == (f"lcm-etl cache: {cache}: 1 kept snapshot, {size_text(held)} of 20GB "
+                                          "(LCM_ETL_CACHE_SIZE=20GB)")
+    first = json.loads(run_cli("migrate", "--src", DEMO_DB, "--dest", tmp_path / "u" / "lcm.sqlite", "--json",
+                               env={**os.environ, **env}).stdout)
+    assert first["extra"] == {"kept_snapshot_bytes": size}
+    assert [size_text(n) for n in (20e9, 451e6, 1.5e9, 315_392, 999)] == ["20GB", "451MB", "1.5GB", "315kB", "999B"]
+
+
+def test_the_session_index_reconcile_reads_the_keys_from_is_not_a_file_left_out(tmp_path):
+    state = HIDDEN / "archive-tier" / "state"
+    assert list(state.rglob("legacy-store.sessions.json.imported-*"))   # the doctor's copy, read for the keys
+    report = json.loads(run_cli("reconcile", "--sessions", state, "--dest", tmp_path / "t.sqlite", "--dry-run",
+                                "--json").stdout)
+    assert report["extra"]["files_skipped"] == []
+
+
+def test_a_reconcile_that_keeps_copies_of_session_stores_says_their_size_once(tmp_path):
+    cache, target = tmp_path / "c", tmp_path / "t" / "lcm.sqlite"
+    env = {**os.environ, "LCM_ETL_CACHE_DIR": str(cache)}
+    first = json.loads(run_cli("reconcile", *STATES, "--dest", target, "--json", env=env).stdout)
+    size = sum(p.stat().st_size for p in cache.rglob("snapshot.db"))
+    assert size and first["extra"]["kept_snapshot_bytes"] == size
+    again = run_cli("reconcile", *STATES, "--dest", target, env=env)
+    assert again.returncode == 0 and "for the next run:" not in again.stdout
+    text = run_cli("reconcile", *STATES, "--dest", tmp_path / "u" / "lcm.sqlite", env=env).stdout
+    assert (f"  kept snapshot of the session stores for the next run: {size_text(size)} (`lcm-etl cache` lists "
+            "the kept snapshots)\n") in text

@@ -27,15 +27,16 @@ def test_runs_lists_every_run_with_its_command_times_status_source_options_and_c
     assert [(r["run_id"], r["command"], r["status"]) for r in listed["runs"]] == [
         (first["run_id"], "migrate", "complete"), (again["run_id"], "migrate", "complete")]
     run = listed["runs"][0]
-    # the source's key: its real path and the database there (lcm_etl/sync/identity.py)
-    assert run["source_path"].startswith(f"{os.path.realpath(src)}#") and run["options"]["key_by"] == "session-id"
+    # the source's path as people name it, and its key: the real path and the database there (lcm_etl/sync/identity.py)
+    assert run["source_path"] == os.path.realpath(src) and run["options"]["key_by"] == "session-id"
+    assert run["source_key"].startswith(f"{os.path.realpath(src)}#")
     assert run["counts"]["written"]["messages_inserted"] == first["messages"]["inserted"]
     assert run["started_at"] <= run["finished_at"]
     text = run_cli("runs", "--dest", target)
     assert text.returncode == 0 and text.stderr == ""
     lines = text.stdout.splitlines()
     assert lines[0] == f"lcm-etl runs: {target}"
-    assert lines[2].split()[:3] == [first["run_id"], "migrate", "complete"]
+    assert lines[2].split()[:3] == [first["run_id"][:12], "migrate", "complete"]   # undo takes a prefix
     assert f"messages {first['messages']['inserted']}," in lines[2]
     assert "nothing changed" in lines[3]
 
@@ -111,7 +112,7 @@ def test_runs_after_a_killed_run_says_killed_and_what_its_committed_batches_hold
     assert {k: killed["committed"][k] for k in ("parts", "summaries", "boundary_events")} == {
         k: would[k] for k in ("parts", "summaries", "boundary_events")}
     text = run_cli("runs", "--dest", target).stdout.splitlines()
-    assert text[2].split()[:3] == [killed["run_id"], "migrate", "killed"]
+    assert text[2].split()[:3] == [killed["run_id"][:12], "migrate", "killed"]
     assert f"committed messages {imported}, parts {would['parts']}" in text[2]
     with target_lock(target, 10.0):   # a live run holds the lock: its row is a running run's
         assert runs(target)[0]["status"] == "running"

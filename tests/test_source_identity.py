@@ -75,7 +75,7 @@ def test_migrate_after_reconcile_keys_the_source_as_reconcile_did_and_leaves_its
     # runs and undo find every run by it
     listed = runs(target)
     assert [r["run_id"] for r in listed] == [r[0] for r in after]
-    assert {r["source_path"] for r in listed} == {before[0][3]}
+    assert {r["source_key"] for r in listed} == {before[0][3]}
     undo(target, after[3][0])
     assert [r["status"] for r in runs(target)][:4] == ["complete"] * 3 + ["undone"]
     undo(target, after[2][0])

@@ -230,7 +230,7 @@ def test_undo_names_what_it_cannot_undo(tmp_path):
     src = copy_fixture("basic-0.15.3.db", tmp_path / "src")
     target = tmp_path / "out" / "lcm.sqlite"
     run = migrate(src, target)
-    assert refused(target, "feedface") == (f"lcm-etl: error: no run in the ledger of {target} match 'feedface' "
+    assert refused(target, "feedface") == (f"lcm-etl: error: no run in the ledger of {target} matches 'feedface' "
                                            f"(`lcm-etl runs --dest {target}` lists them)")
     done = undo(target, run["run_id"][:8])   # a unique prefix names the run
     assert refused(target, run["run_id"]) == (f"lcm-etl: error: run {run['run_id']} was already undone (by run "

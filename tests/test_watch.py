@@ -1,6 +1,7 @@
 """`migrate --watch` and `reconcile --watch`: a real watcher process, real files, real signals."""
 from __future__ import annotations
 
+import json
 import shutil
 import signal
 import subprocess
@@ -55,8 +56,9 @@ def test_a_bad_source_at_the_first_sync_ends_the_watch_with_that_error_and_exit_
     proc = run_cli("migrate", "--src", tmp_path / "missing.db", "--dest", tmp_path / "t.sqlite", "--watch",
                    "--json", timeout=60)
     assert proc.returncode == 2
-    assert one_error(proc) == (f"lcm-etl: error: source not found: {tmp_path / 'missing.db'} "
-                               "(pass --src with the path of lossless-claw's lcm.db)")
+    message = f"source not found: {tmp_path / 'missing.db'} (pass --src with the path of lossless-claw's lcm.db)"
+    assert proc.stderr == f"lcm-etl: error: {message}\n"
+    assert json.loads(proc.stdout) == {"error": message, "exit_code": 2}   # --json: the error as JSON too
     assert not (tmp_path / "t.sqlite").exists()
 
 

@@ -23,14 +23,14 @@ from lcm_etl.read.snapshot import runfolder
 from lcm_etl.planning import plan
 from lcm_etl.run_options import ReconcileOptions
 from lcm_etl.read.findings import FINDING_KEYS
+from lcm_etl.progress import Progress
 from lcm_etl.planning.reconcile_plan import plan_transcripts, read_all
-from lcm_etl.report import RunReport, one_line_each, unknown_lines
+from lcm_etl.report import RunReport, one_line_each, plural, unknown_lines
 from lcm_etl.read.lcmdb.source_schema import detect_schema, normalized_views
 from lcm_etl.read.lcmdb.sources import Snapshot, take_snapshot
 from lcm_etl.sqlite_runtime import attach_all, private_file, quote_path
 from lcm_etl.steps.pipeline import AUDIT_SOURCE
 from lcm_etl.steps.engine import run_stage
-from lcm_etl.errors import BadInput
 from lcm_etl.store.target import check_target, target_view
 
 # Content is compared by hashes computed in SQLite (content_hashes below), joined here by key: DuckDB
@@ -77,6 +77,7 @@ class AuditOptions:
     default_transcripts: bool = False
     exclude_deleted: bool = False
     strict: bool = False   # an unparsable line or a finding of the transcripts' read is bad input (exit 2)
+    progress: bool = False   # a terminal's ticker while the transcripts are read, and the planning after
 
 
 # extra's "<kind> kept, no longer in the source": rows the source deleted that the target keeps (counted, not findings)
@@ -226,11 +227,18 @@ def _audit_transcripts(opts: AuditOptions, source: Snapshot | None, target_db: P
     ropts = ReconcileOptions(sessions=opts.sessions, target=opts.target, src=opts.src, dry_run=True,   # read-only
                              session_filter=opts.session_filter, key_by=opts.key_by, memory_limit=opts.memory_limit,
                              exclude_deleted=opts.exclude_deleted, strict=opts.strict, content=True)
-    reading = read_all(ropts)
+    bars = Progress(opts.progress)
+    try:
+        reading = read_all(ropts, bars=bars)
+        bars.phase("planning")
+    except BaseException:
+        bars.close()
+        raise
     work = runfolder.Held()
     con = None
     try:
         con = plan_transcripts(ropts, reading, target_db, source, Path(work.name))
+        bars.close()
         report.extra["transcripts_read"] = reading.run.count
         report.extra["stores"] = reading.stores
         report.extra["archives"] = reading.archives
@@ -254,6 +262,7 @@ def _audit_transcripts(opts: AuditOptions, source: Snapshot | None, target_db: P
         # history a source holds and no run can read (a cold archive missing or failing verification): never clean
         return [dict(zip(FINDING_KEYS, r)) for r in rows] + reading.findings()
     finally:
+        bars.close()
         if con is not None:
             con.close()
         reading.close()
@@ -323,11 +332,12 @@ def as_text(report: RunReport, findings: list[dict], per_kind: int = 5) -> str:
                      "transcripts audited alone")
     lines.append(f"  target:  {report.target}")
     if report.source:
-        lines.append(f"  a migrate would write: {report.messages.inserted} messages, {report.parts.inserted} parts, "
-                     f"{report.summaries.inserted} summaries, {report.boundary_events} boundary events")
+        lines.append(f"  a migrate would write: {plural(report.messages.inserted, 'message')}, "
+                     f"{plural(report.parts.inserted, 'part')}, {plural(report.summaries.inserted, 'summary', 'summaries')}, "
+                     f"{plural(report.boundary_events, 'boundary event')}")
     if "transcript_messages_pending" in report.extra:
         by_where = report.extra.get("transcript_messages_pending_by_where", {})
-        lines.append(f"  a reconcile would import: {report.extra['transcript_messages_pending']} transcript messages"
+        lines.append(f"  a reconcile would import: {plural(report.extra['transcript_messages_pending'], 'transcript message')}"
                      + (" (" + ", ".join(f"{w}: {n}" for w, n in sorted(by_where.items())) + ")" if by_where else ""))
     if "repair" in report.extra:
         lines.append(f"  repair:  {report.extra['repair']}")
@@ -347,5 +357,5 @@ def as_text(report: RunReport, findings: list[dict], per_kind: int = 5) -> str:
             lines.append(f"  {key}: {n - per_kind} more (see --json)")
     lines += unknown_lines(report.unknown_in_source)
     lines += [f"  warning: {w}" for w in report.warnings]
-    lines.append(f"  {len(findings)} findings; elapsed {report.elapsed_s:.2f} s")
+    lines.append(f"  {plural(len(findings), 'finding')}; elapsed {report.elapsed_s:.2f} s")
     return one_line_each(lines)

@@ -9,7 +9,8 @@ from pathlib import Path
 from lcm_etl.cachedir import cache_bound, cache_root
 from lcm_etl.errors import BadInput
 from lcm_etl.read.snapshot import cache_bounds, runfolder
-from lcm_etl.report import SCHEMA_VERSION, one_line_each
+from lcm_etl.options import size_text
+from lcm_etl.report import SCHEMA_VERSION, one_line_each, plural
 
 _STATES = {"sealed": "", "in use": "in use by a run now",
            "abandoned": "abandoned (left by a run that did not finish): removed by the next run or --prune"}
@@ -36,20 +37,20 @@ class CacheReport:
     def as_text(self) -> str:
         if self.folder is None:
             return "lcm-etl cache: off (LCM_ETL_CACHE_DIR=off): no snapshot is kept"
-        lines = [f"lcm-etl cache: {self.folder}: {len(self.snapshots)} kept snapshots, {_mb(self.total_bytes)} of "
+        lines = [f"lcm-etl cache: {self.folder}: {plural(len(self.snapshots), 'kept snapshot')}, {_mb(self.total_bytes)} of "
                  f"{_mb(self.bound_bytes)} (LCM_ETL_CACHE_SIZE={self.bound})"]
         for s in self.snapshots:
             pair = f"{s['source']} -> {s['target']}" if s["source"] else Path(s["folder"]).name
             state = _STATES[s["state"]] or f"run {s['sealed_run']}"
             lines.append(f"  {s['last_used']}  {_mb(s['bytes']):>10}  {pair}  {state}")
         if self.removed or self.run_folders_removed:
-            lines.append(f"  removed {len(self.removed)} kept snapshots ({_mb(sum(r['bytes'] for r in self.removed))})"
-                         f" and {self.run_folders_removed} folders of killed runs")
+            lines.append(f"  removed {plural(len(self.removed), 'kept snapshot')} ({_mb(sum(r['bytes'] for r in self.removed))})"
+                         f" and {plural(self.run_folders_removed, 'folder')} of killed runs")
         return one_line_each(lines)
 
 
 def _mb(n: int) -> str:
-    return f"{n / 1e6:.1f} MB"
+    return size_text(n)   # as LCM_ETL_CACHE_SIZE takes it: 20GB, not 20000.0 MB
 
 
 def cache(prune: bool = False, clear: bool = False) -> CacheReport:

@@ -48,10 +48,32 @@ class MigrateOptions:
 
 
 def migrate(opts: MigrateOptions) -> RunReport:
+    _not_transcripts(opts.src)
     check_sqlite_file(opts.src, "source")    # source problems are reported before target problems,
     tgt.check_target(opts.target, open_it=not opts.dry_run)   # and both before waiting for another run
     with target_lock(opts.target, opts.lock_timeout, opts.dry_run):   # one run per target (lcm_etl/store/runlock.py)
         return _migrate(opts)
+
+
+def _not_transcripts(src: Path) -> None:
+    """migrate reads lossless-claw's lcm.db alone: what OpenClaw keeps besides (a session store, a JSONL transcript,
+    a state folder without lcm.db) is reconcile's, and the error says so, with the command to run."""
+    from lcm_etl.errors import BadInput
+    from lcm_etl.read.openclaw.openclaw_home import is_state_dir
+    from lcm_etl.read.openclaw.openclaw_state import STORE_NAME
+
+    what, sessions = None, src
+    if src.name == STORE_NAME or (src.is_dir() and (src / STORE_NAME).is_file()):
+        what = "is an OpenClaw session store, not lossless-claw's lcm.db"
+    elif ".jsonl" in src.name:
+        what = "is an OpenClaw JSONL transcript, not lossless-claw's lcm.db"
+    elif src.is_dir() and not (src / "lcm.db").exists() and (is_state_dir(src) or any(src.glob("*.jsonl"))):
+        what = "holds OpenClaw's transcripts and no lcm.db"
+    elif src.name == "lcm.db" and not src.exists() and is_state_dir(src.parent):
+        what, sessions = "not found: this OpenClaw state folder has no lossless-claw lcm.db", src.parent
+    if what:
+        raise BadInput(f"source {what}: {src} (import its transcripts with "
+                       f"`lcm-etl reconcile --sessions {sessions}`)")
 
 
 def _migrate(opts: MigrateOptions) -> RunReport:
@@ -224,6 +246,8 @@ class _Run:
             warned = self.cache.warning
             if self.cache.finish(self.committed) != warned:
                 self._warn(self.cache.warning)
+            if self.cache.kept_bytes is not None:
+                self.report.extra["kept_snapshot_bytes"] = self.cache.kept_bytes
 
     def _warn(self, line: str | None) -> None:
         """The cache could not do its part: one line on stderr and in the report, and the run goes on."""

@@ -27,9 +27,10 @@ from lcm_etl.planning.reconcile_plan import plan_transcripts, read_all
 from lcm_etl.read import transcript_decision as decide
 from lcm_etl.read.findings import as_warning
 from lcm_etl.read.run_file import loads
+from lcm_etl.progress import Progress
 from lcm_etl.report import RunReport, now_iso
 from lcm_etl.store.runlock import target_lock
-from lcm_etl.read.lcmdb.sources import Snapshot, take_snapshot
+from lcm_etl.read.lcmdb.sources import Snapshot, file_signature, take_snapshot
 from lcm_etl.steps import pipeline
 from lcm_etl.steps.engine import run_stage
 from lcm_etl.store.target import check_target, target_view
@@ -43,27 +44,37 @@ def reconcile(opts: ReconcileOptions) -> RunReport:
     # of a large store reads for most of its time)
     started, t0 = now_iso(), time.monotonic()
     # --src first: its key (the one migrate keys it on, lcm_etl/sync/identity.py) is what the records were made under
-    source = take_snapshot(opts.src, "source") if opts.src else None
+    bars = Progress(opts.progress)   # reading and planning; the writer draws its own (load)
+    if opts.src and opts.src.is_file():   # else take_snapshot says what is wrong with it
+        bars.phase("reading source", sum(side[1] for side in file_signature(opts.src) if side), unit="B")
+    try:
+        source = take_snapshot(opts.src, "source", progress=bars.count) if opts.src else None
+    except BaseException:
+        bars.close()
+        raise
     read = report = None
     try:
         held_by = source_identity.of_snapshot(source.original, source.path).key if source else ""
         # where the last complete run stopped in each transcript
         with (decide.Records(absent=decide.FULL) if opts.full else
               decide.recorded(opts.target, hint=True, dry_run=opts.dry_run)) as records:
-            read = read_all(opts, records, held_by)   # transcript problems first, then target problems, then a wait
+            read = read_all(opts, records, held_by, bars)   # transcript problems first, then target problems, then a wait
         check_target(opts.target, open_it=not opts.dry_run, writes=True)
         with target_lock(opts.target, opts.lock_timeout, opts.dry_run):   # one run per target (lcm_etl/store/runlock.py)
-            report = _reconcile(opts, read, source, held_by, started, t0)
+            report = _reconcile(opts, read, source, held_by, started, t0, bars)
             return report
     finally:
+        bars.close()
         if read is not None:   # the stores' snapshots kept for the next run once this one committed (OpenStore.close)
-            read.close(report.run_id if report is not None else None)
+            kept = read.close(report.run_id if report is not None else None)
+            if kept and report is not None:
+                report.extra["kept_snapshot_bytes"] = kept
         if source is not None:
             source.close()
 
 
 def _reconcile(opts: ReconcileOptions, read: Reading, source: Snapshot | None, held_by: str, started: str,
-               t0: float) -> RunReport:
+               t0: float, bars: Progress) -> RunReport:
     report = RunReport(command="reconcile", dry_run=opts.dry_run, source=str(opts.src) if opts.src else None,
                        target=str(opts.target))
     run = read.run
@@ -71,6 +82,7 @@ def _reconcile(opts: ReconcileOptions, read: Reading, source: Snapshot | None, h
     view = None
     work = runfolder.Held()
     try:
+        bars.phase("planning")
         view = target_view(opts.target, existed, private=opts.dry_run)
         target_db = view.path if view else opts.target if existed else None
         # each transcript read from a record the target no longer holds as it was, or into another session, and
@@ -93,6 +105,7 @@ def _reconcile(opts: ReconcileOptions, read: Reading, source: Snapshot | None, h
                 run_stage(pipeline.RECONCILE_HANDOFF, con)
         finally:
             con.close()
+        bars.close()   # before the writer's bars
         if opts.dry_run:
             _fill_files(report, read)
             report.elapsed_s = time.monotonic() - t0

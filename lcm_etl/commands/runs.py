@@ -6,6 +6,8 @@ row are only what it could still write before it stopped, and a killed run wrote
 whose run no longer holds the target's run lock is a killed run's (the next run records it so)."""
 from __future__ import annotations
 
+import csv
+import io
 from lcm_etl.sqlite_runtime import sqlite3
 from contextlib import closing
 from dataclasses import dataclass, field
@@ -30,14 +32,29 @@ class RunsReport:
                 "ledger_schema_version": self.ledger_schema_version, "runs": self.runs}
 
     def as_text(self) -> str:
+        """One row per run, within 100 columns: the run id's first 12 digits (undo takes a unique prefix; --json
+        and --csv have it whole) and the start to the second."""
         if not self.runs:
             return f"lcm-etl runs: {self.target}: no run recorded"
         lines = [f"lcm-etl runs: {self.target}",
-                 f"  {'run id':<32}  {'command':<9}  {'status':<8}  {'started':<24}  {'finished':<24}  what"]
+                 f"  {'run id':<12}  {'command':<9}  {'status':<8}  {'started (UTC)':<19}  what"]
         for r in self.runs:
-            lines.append(f"  {r['run_id']:<32}  {r['command']:<9}  {r['status']:<8}  {r['started_at']:<24}  "
-                         f"{r['finished_at'] or '-':<24}  {_what(r)}")
+            started = r["started_at"][:19].replace("T", " ")
+            lines.append(f"  {r['run_id'][:12]:<12}  {r['command']:<9}  {r['status']:<8}  {started:<19}  {_what(r)}")
         return one_line_each(lines)
+
+    def as_csv(self) -> str:
+        """--csv: one row per run, the ids and times whole, for a spreadsheet or `csvlook`."""
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(CSV_COLUMNS)
+        for r in self.runs:
+            writer.writerow([r["run_id"], r["command"], r["status"], r["started_at"], r["finished_at"] or "",
+                             r["source_path"] or "", _what(r)])
+        return out.getvalue().rstrip("\n")
+
+
+CSV_COLUMNS = ("run_id", "command", "status", "started_at", "finished_at", "source_path", "what")
 
 
 UNFINISHED = ("running", "failed", "killed")
@@ -46,7 +63,7 @@ UNFINISHED = ("running", "failed", "killed")
 def _what(run: dict) -> str:
     counts = run["counts"] if isinstance(run["counts"], dict) else {}
     # a source's key is its path and the database there (lcm_etl/sync/identity.py): people are shown the path
-    source = f" from {source_identity.path_of(run['source_path'])}" if run["source_path"] else ""
+    source = f" from {run['source_path']}" if run["source_path"] else ""
     if run["committed"] is not None:
         shown = [f"{k} {n}" for k, n in run["committed"].items() if n]
         return ("committed " + ", ".join(shown) if shown else "nothing committed") + source
@@ -91,3 +108,6 @@ def _read(opened: sqlite3.Connection, report: RunsReport, alive: bool) -> None:
                 run["status"] = "killed"
             unfinished = run["status"] in UNFINISHED and run["provenance"] and run["command"] != "undo"
             run["committed"] = provenance.committed(con, run["run_id"]) if unfinished else None
+            # the key is the path and the database there (lcm_etl/sync/identity.py): people are given the path
+            run["source_key"] = run["source_path"]
+            run["source_path"] = source_identity.path_of(run["source_path"]) if run["source_path"] else None

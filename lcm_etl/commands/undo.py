@@ -135,8 +135,9 @@ def _resolve(con: sqlite3.Connection, ref: str, target: Path) -> dict:
     """The run named by its id or a unique prefix of it."""
     runs = [r for r in ledger.read_runs(con) if r["run_id"].startswith(ref.strip().lower())] if ref.strip() else []
     if len(runs) != 1:
-        what = "no run" if not runs else f"{len(runs)} runs"
-        raise BadInput(f"{what} in the ledger of {target} match {ref!r} (`lcm-etl runs --dest {target}` lists them)")
+        what = f"no run in the ledger of {target} matches" if not runs else \
+            f"{len(runs)} runs in the ledger of {target} match"
+        raise BadInput(f"{what} {ref!r} (`lcm-etl runs --dest {target}` lists them)")
     run = runs[0]
     if run["command"] == "undo":
         raise BadInput(f"run {run['run_id']} is an undo; it cannot itself be undone (re-run the undone command)")

@@ -33,6 +33,7 @@ from lcm_etl.read.lcmdb.sources import expand
 from lcm_etl.read.store_reads import (ArchiveOrigin, PendingOrigin, archive_listing, read_archive_file, read_pending,
                                       read_store_archive, read_window, where_kind)
 from lcm_etl.read.transcript.transcripts import Transcript, TranscriptError
+from lcm_etl.progress import Progress
 from lcm_etl.report import now_iso
 
 
@@ -59,6 +60,7 @@ class Reading:
     named: set[Path] = field(default_factory=set)     # files named on the command line: unreadable is bad input
     declared: dict[str, str] = field(default_factory=dict)   # archive name -> its store row's archive_sha256
     registered: dict[Path, str] = field(default_factory=dict)   # a store a registry names: where it is named
+    bars: Progress = field(default_factory=lambda: Progress(False))   # the reading phase's ticker: one per transcript
 
     def add(self, read: Callable[..., Transcript], start: FileRecord | str, again: tuple[str | None, str | None] =
             (None, None), order: int | None = None, what: str = "transcript") -> Transcript | None:
@@ -74,6 +76,7 @@ class Reading:
             return None
         self.run.add(t, start if from_record(t) else None, file_session(t, self.key_by, self.keys_by_folder, self.store_keys),
                      _kind(t), where_kind(t), again, _origin(t), self.fallback_time, order)
+        self.bars.step()
         return t
 
     def read_whole(self, again: dict[int, str]) -> None:
@@ -108,23 +111,29 @@ class Reading:
         every = self.found + [f for store in self.open_stores.values() for f in store.findings]
         return list({tuple(f.values()): f for f in every}.values())   # a window read again finds it again
 
-    def close(self, committed: str | None = None) -> None:
-        """`committed`: the run that read this and committed (the stores' kept snapshots are sealed for it)."""
+    def close(self, committed: str | None = None) -> int:
+        """`committed`: the run that read this and committed (the stores' kept snapshots are sealed for it). The
+        bytes of the copies this run made and kept, for its report."""
         self.run.close()
+        kept = 0
         for store in self.open_stores.values():
             store.close(committed)
+            kept += store.kept_bytes or 0
         self.open_stores.clear()
         if self.work is not None:
             self.work.cleanup()
             self.work = None
+        return kept
 
 
-def read_all(opts: ReadOptions, records: Records | None = None, held_by: str = "") -> Reading:
+def read_all(opts: ReadOptions, records: Records | None = None, held_by: str = "",
+             bars: Progress | None = None) -> Reading:
     """Every transcript: each session store's windows (whole, or past the seq its record proves: a re-run,
     docs/design.md), each live JSONL file (whole, or from its recorded offset), and the archives asked for; without
     `records` (audit), each whole. `held_by`: the key of --src (lcm_etl/sync/identity.py) the records must have been
-    made under (a record made with another is not used). Store windows come first, then live files, then archives: where two hold the same
-    entry, the first is read."""
+    made under (a record made with another is not used). Store windows come first, then live files, then archives:
+    where two hold the same entry, the first is read. `bars`: a terminal's progress, a ticker counting the
+    transcripts read."""
     given = [expand(p) for p in opts.sessions]
     for p in given:
         if not p.exists():
@@ -147,6 +156,9 @@ def read_all(opts: ReadOptions, records: Records | None = None, held_by: str = "
                               frozenset(opts.session_filter)),
                       opts.strict, list(inputs.skipped), work=work, key_by=opts.key_by, found=inputs.findings,
                       named=inputs.named, registered=inputs.registered)
+    if bars is not None:   # the clock runs from the first store's snapshot on (a large store's copy is seconds)
+        reading.bars = bars
+        bars.phase("reading transcripts", None, unit="transcripts")
     try:
         _read_into(reading, inputs, opts, start, archived)
         reading.run.flush()

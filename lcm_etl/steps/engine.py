@@ -10,13 +10,16 @@ only the ones it mentions.
 from __future__ import annotations
 
 import functools
+import logging
 import re
+import time
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Callable
 
 from lcm_etl.steps.pipeline import Stage
 
+_log = logging.getLogger(__name__)   # silent unless -v/-vv (cli._log_to_stderr)
 _PARAM = {"duckdb": re.compile(r"\$([a-z_]+)"), "sqlite": re.compile(r":([a-z_]+)\b")}
 _FIELD = re.compile(r"--\s?(step|engine|reads|produces|key|why|count):\s?(.*)")
 # the first name of each item of a reads: line, e.g. `plan.plan_messages (message_id, ...)`, `msgs.*`
@@ -106,11 +109,16 @@ def run_stage(stage: Stage, con, params: dict | None = None,
     """Run a declared stage's steps in order on one connection; their summed row counts. `after_each` is
     called after every step (a progress bar, a check for cancellation)."""
     counts: dict[str, int] = {}
+    t0 = time.monotonic()
     for name in stage.steps:
-        for key, n in run_step(step(name), con, params).items():
+        t = time.monotonic()
+        done = run_step(step(name), con, params)
+        _log.debug("  step %s: %.3f s %s", name, time.monotonic() - t, done or "")   # -vv
+        for key, n in done.items():
             counts[key] = counts.get(key, 0) + n
         if after_each:
             after_each()
+    _log.info("stage %s (%s): %.3f s", stage.name, stage.engine, time.monotonic() - t0)   # -v
     return counts
 
 

@@ -24,7 +24,7 @@ import orjson
 from lcm_etl.read.findings import Unreadable, finding, open_regular, read_regular
 from lcm_etl.read.openclaw.openclaw_home import is_state_dir, registered_databases, state_dir
 from lcm_etl.read.lcmdb.sources import SQLITE_HEADER
-from lcm_etl.read.openclaw.transcript_files import classify_file_name, discover_transcripts, file_stem
+from lcm_etl.read.openclaw.transcript_files import LEGACY_STORE, classify_file_name, discover_transcripts, file_stem
 
 STORE_NAME = "openclaw-agent.sqlite"
 IMPORT_ARCHIVE = "session-sqlite-import-archive"
@@ -173,7 +173,7 @@ def legacy_session_keys(folder: Path) -> dict[str, str]:
     """session id -> session key from the doctor's `legacy-store.sessions.json.imported-*` beside its originals
     (the sessions.json that the import replaced)."""
     keys: dict[str, str] = {}
-    for f in sorted(folder.glob("legacy-store.sessions.json.imported-*")):
+    for f in sorted(folder.glob(f"{LEGACY_STORE}*")):
         try:
             store = orjson.loads(read_regular(f))
         except (Unreadable, orjson.JSONDecodeError):

@@ -167,6 +167,7 @@ class OpenStore:
         # committed), and the next run of the pair copies only the pages that changed and counts only the windows
         # whose rows changed (_live); a dry run, or the cache off, copies the store whole every run
         self.cache = None if target is None else SnapshotCache.for_pair(path, target, tables=_OWNED, what=WHAT)
+        self.kept_bytes: int | None = None   # the copy this run made and kept for the next (SnapshotCache.kept_bytes)
         self.changes: Changes | None = None
         import duckdb
 
@@ -205,6 +206,7 @@ class OpenStore:
         try:
             if self.cache is not None:
                 self.cache.finish(committed)
+                self.kept_bytes = self.cache.kept_bytes
                 self.cache = None
         finally:
             if hasattr(self, "snapshot"):

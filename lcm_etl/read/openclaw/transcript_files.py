@@ -25,6 +25,10 @@ def file_stem(path: Path) -> str:
     return name[: name.index(".jsonl")] if ".jsonl" in name else path.stem
 
 
+# the doctor's copy of the sessions.json its import replaced (openclaw_state.py reads the keys in it)
+LEGACY_STORE = "legacy-store.sessions.json.imported-"
+
+
 def classify_file_name(name: str) -> str:
     """'live', 'archive', or the reason a file in a sessions folder is not a transcript."""
     if name == "sessions.json" or name.startswith("sessions.json."):
@@ -57,6 +61,8 @@ def discover_transcripts(paths: list[Path], explicit: set) -> tuple[list[Path], 
 
     def consider(p: Path, named: bool) -> None:
         kind = classify_file_name(p.name)
+        if kind == "session store" or p.name.startswith(LEGACY_STORE):
+            return   # read for the session keys (session_keys, openclaw_state.py): not a file left out
         ok = kind == "live" or (named and kind in ("archive", "not a transcript file name"))
         if not ok:
             reason = "archive (name the file explicitly to import it)" if kind == "archive" else kind

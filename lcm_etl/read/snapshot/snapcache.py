@@ -31,6 +31,7 @@ from typing import Callable, Mapping
 import orjson
 
 from lcm_etl.cachedir import cache_bound, cache_root, write_atomically
+from lcm_etl.options import size_text
 from lcm_etl.read.snapshot import cache_bounds, page_owners, pages, runfolder
 from lcm_etl.errors import RunFailed
 from lcm_etl.file_identity import real_path
@@ -71,6 +72,8 @@ class SnapshotCache:
         self.keep: dict | None = None
         self.dropped: str | None = None   # why the kept copy this run would have used was not: said in the report
         self.warning: str | None = None   # why this run keeps no copy (the cache folder is full, unwritable...)
+        self.whole = False                 # this run copied the source whole into the folder
+        self.kept_bytes: int | None = None   # ... and kept that copy, of this size: said once, in the run's report
         self._hold: int | None = None     # this run holds the pair's folder (cache_bounds.hold)
         self._state: list | None = None   # the source's files as this run found them, before reading (pages.file_state)
 
@@ -111,6 +114,8 @@ class SnapshotCache:
             if committed and self._fits():
                 cache_bounds.mark_used(self.folder, self.source, self.target)
                 self.seal(committed)
+                if self.whole and self.warning is None:
+                    self.kept_bytes = self.db.stat().st_size
         finally:   # failed, interrupted (sealing too), too large: no copy of the source's size left for nothing
             self._let_go_of_folder()
         return self.warning
@@ -130,7 +135,7 @@ class SnapshotCache:
         bound, written = cache_bound()
         if not cache_bounds.evict(self.folder.parent, bound, self.folder)[1]:
             return True
-        self.warning = (f"the snapshot of this run ({self.db.stat().st_size / 1e6:.1f} MB) is larger than the "
+        self.warning = (f"the snapshot of this run ({size_text(self.db.stat().st_size)}) is larger than the "
                         f"cache's bound, LCM_ETL_CACHE_SIZE={written}: not kept, the next run copies the source whole")
         return False
 
@@ -211,6 +216,7 @@ class SnapshotCache:
             snap = take_snapshot(self.source, self.what, None, into=self.db, progress=progress)
         except CacheUnwritable as exc:
             return self._without_cache(exc.why, progress), None
+        self.whole = True
         return snap, None
 
     def _without_cache(self, why: str, progress: Callable[[int, int], None] | None) -> Snapshot:
