@@ -12,14 +12,6 @@ from lcm_etl.run_options import DEFAULT_MEMORY_LIMIT, size_bytes
 MIN_MEMORY = 10**6   # below a megabyte DuckDB cannot even open its in-memory database
 
 
-def size_text(n: float) -> str:
-    """A size as the options and LCM_ETL_CACHE_SIZE take one: 20GB, 451MB, 1.5GB, 12kB."""
-    for unit, scale in (("TB", 10**12), ("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
-        if n >= scale:
-            return f"{n / scale:.3g}{unit}" if n < 1000 * scale else f"{n / scale:.0f}{unit}"   # 1500TB
-    return f"{int(n)}B"
-
-
 class MemorySize(click.ParamType):
     """A DuckDB memory budget such as 96MB; passed on as the user wrote it, once known to be one."""
     name = "size"

@@ -18,7 +18,7 @@ from typing import Protocol
 
 import orjson
 
-from lcm_etl.options import size_text
+from lcm_etl.run_options import size_text
 
 # The shape of every `--json` report (docs/schemas/*.schema.json, checked by tests/test_json_schemas.py), in
 # each report as `schema_version`. Bump it when a field is renamed, removed or changes meaning, so a consumer

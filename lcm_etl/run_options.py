@@ -23,6 +23,14 @@ def size_bytes(value: str, bare: bool = False) -> float | None:
     return None if m is None or unit is None else float(m.group(1)) * unit
 
 
+def size_text(n: float) -> str:
+    """A size as the options and LCM_ETL_CACHE_SIZE take one: 20GB, 451MB, 1.5GB, 12kB."""
+    for unit, scale in (("TB", 10**12), ("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
+        if n >= scale:
+            return f"{n / scale:.3g}{unit}" if n < 1000 * scale else f"{n / scale:.0f}{unit}"   # 1500TB
+    return f"{int(n)}B"
+
+
 @dataclass(kw_only=True)
 class ReadOptions:
     """What is read of OpenClaw's transcripts (lcm_etl/read/transcript_reading.py)."""

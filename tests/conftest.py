@@ -130,8 +130,10 @@ def migrate_api(src: Path, dest: Path, **options) -> dict:
 
 
 def comparable(report: dict) -> dict:
-    """A report without what legitimately differs between a dry run and the real run."""
-    return {k: v for k, v in report.items() if k not in ("dry_run", "elapsed_s", "run_id")}
+    """A report without what legitimately differs between a dry run and the real run (a dry run keeps no snapshot:
+    it writes nothing, the cache included, so only the real run says the size of the copy it kept)."""
+    extra = {k: v for k, v in report.get("extra", {}).items() if k != "kept_snapshot_bytes"}
+    return {k: v for k, v in report.items() if k not in ("dry_run", "elapsed_s", "run_id")} | {"extra": extra}
 
 
 def open_db(path: Path) -> sqlite3.Connection:

@@ -191,13 +191,13 @@ def test_audit_never_writes_to_source_or_target(migrated):
     assert folder_state(dest.parent) == before_dest
 
 
-def test_a_missing_target_is_bad_input_and_is_not_created(tmp_path):
+def test_a_missing_target_is_everything_pending_and_is_not_created(tmp_path):
     src = copy_fixture("basic-0.5.0.db", tmp_path / "src")
     dest = tmp_path / "nowhere" / "lcm.sqlite"
-    proc = run_cli("audit", "--src", src, "--dest", dest)
-    assert (proc.returncode, proc.stdout) == (2, "")
-    assert proc.stderr == (f"lcm-etl: error: target does not exist: {dest} (audit compares the sources with an "
-                           "existing target: check --dest, or run reconcile or migrate first)\n")
+    code, report = audit(src, dest)
+    assert code == 3
+    assert report["messages"]["inserted"] == 122
+    assert report["differences"][0]["problem"] == "target does not exist"
     assert not dest.parent.exists()
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURE_DIR, copy_fixture, run_cli
-from lcm_etl.options import size_text
+from lcm_etl.run_options import size_text
 from lcm_etl.read.snapshot import snapcache
 
 FIXTURE = "basic-0.15.3.db"

@@ -127,7 +127,7 @@ def test_no_command_imports_another_command_but_fleet_which_runs_them():
 
 # click is the command line's: the commands return reports (report.emit prints them) and raise the project's
 # errors (errors.error_line words them), so a command runs the same from the CLI, a watch, a fleet or a test
-CLICK_LAYER = {"lcm_etl.cli", "lcm_etl.options", "lcm_etl.docgen"}
+CLICK_LAYER = {"lcm_etl.cli", "lcm_etl.cli_conventions", "lcm_etl.options", "lcm_etl.docgen"}
 
 
 def test_only_the_command_line_imports_click():

@@ -10,7 +10,7 @@ import sqlite3
 from pathlib import Path
 
 from conftest import ROOT, copy_fixture, run_cli
-from lcm_etl.options import size_text
+from lcm_etl.run_options import size_text
 
 SESSIONS = ROOT / "fixtures" / "sessions"
 SESSION_A = "a08ff49b-6f77-4632-a16c-43069c43a8c3"

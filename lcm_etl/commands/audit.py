@@ -121,7 +121,7 @@ def audit(opts: AuditOptions) -> Audited:
             findings += _audit_source(opts, source, target_db, report, sessions)
         if opts.sessions or opts.default_transcripts:
             findings += _audit_transcripts(opts, source, target_db, report, sessions)
-        # a target that is not there holds none of it: everything is pending (SPEC: exit 3), said first and named,
+        # a target that is not there holds none of it: everything is pending (exit 3), said first and named,
         # so that a wrong --dest reads as one
         if not existed:
             findings.insert(0, dict(zip(FINDING_KEYS, ("target", "target does not exist", None, str(opts.target),

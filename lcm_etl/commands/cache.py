@@ -9,7 +9,7 @@ from pathlib import Path
 from lcm_etl.cachedir import cache_bound, cache_root
 from lcm_etl.errors import BadInput
 from lcm_etl.read.snapshot import cache_bounds, runfolder
-from lcm_etl.options import size_text
+from lcm_etl.run_options import size_text
 from lcm_etl.report import SCHEMA_VERSION, one_line_each, plural
 
 _STATES = {"sealed": "", "in use": "in use by a run now",

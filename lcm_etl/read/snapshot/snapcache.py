@@ -31,7 +31,7 @@ from typing import Callable, Mapping
 import orjson
 
 from lcm_etl.cachedir import cache_bound, cache_root, write_atomically
-from lcm_etl.options import size_text
+from lcm_etl.run_options import size_text
 from lcm_etl.read.snapshot import cache_bounds, page_owners, pages, runfolder
 from lcm_etl.errors import RunFailed
 from lcm_etl.file_identity import real_path
