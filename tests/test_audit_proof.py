@@ -114,7 +114,7 @@ def test_a_message_deleted_from_the_target_is_named_with_its_repair_and_the_repa
     audited = run_cli("audit", "--sessions", copy, "--dest", target)
     assert audited.returncode == 3
     lines = audited.stdout.splitlines()
-    assert f"  a reconcile would import: 1 transcript messages ({where}: 1)" in lines
+    assert f"  a reconcile would import: 1 transcript message ({where}: 1)" in lines
     assert f"  repair:  lcm-etl reconcile --sessions {copy} --dest {target}" in lines
     report = cli_json("reconcile", "--sessions", copy, "--dest", target)
     assert report["messages"]["inserted"] == 1

@@ -26,8 +26,9 @@ def home(tmp_path) -> Path:
 
 def lcm_etl(home: Path, *args, code: int = 0, **env: str) -> subprocess.CompletedProcess:
     """The CLI with HOME set to `home`, run from the folder beside it, and no Remnic or OpenClaw variable but those
-    given."""
+    given; reports unwrapped (LCM_ETL_WIDTH=0: a temporary folder's path is longer than a line)."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("REMNIC_", "ENGRAM_", "OPENCLAW_", "LCM_ETL_"))}
+    clean["LCM_ETL_WIDTH"] = "0"
     proc = subprocess.run([str(LCM_ETL), *map(str, args)], capture_output=True, text=True, timeout=120,
                           cwd=home.parent / "cwd", env=clean | {"HOME": str(home)} | env)
     assert proc.returncode == code, proc.stderr

@@ -177,7 +177,9 @@ def _read_into(reading: Reading, inputs: Inputs, opts: ReadOptions, start, archi
         if store is None:
             continue
         c = store.contents
-        for held in (*c.windows, *c.archives):
+        # with --key-by session-key a file of a session the store holds lands under the store's key: a key per
+        # window is held for the run (about 200 bytes each); by session id a window once read holds nothing
+        for held in (*c.windows, *c.archives) if opts.key_by == "session-key" else ():
             if held.session_key and held.session_key.strip():
                 reading.store_keys.setdefault(held.session_id, held.session_key)
         reading.stores.append({"store": str(path), "agent_id": c.agent_id, "user_version": c.user_version,
