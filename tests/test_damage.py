@@ -159,7 +159,7 @@ def test_strict_makes_a_finding_exit_2_and_nothing_is_written_in_reconcile_and_a
     cold_file(cold).write_bytes(b"\0" * 2377)
     proc = run_cli("reconcile", "--sessions", cold, "--dest", target, "--strict")
     assert proc.returncode == 2 and not target.exists()
-    assert proc.stderr.startswith(f"lcm-etl: error: not a readable transcript: {cold_file(cold)}: window "
+    assert proc.stderr.startswith(f"lcm-etl: error: not a readable transcript: {cold_file(cold)}#{PLAIN_CHAT}: window "
                                   f"{PLAIN_CHAT} seq -1: cold archive {cold_file(cold)} failed verification (2377 "
                                   "bytes, 2377 recorded; SHA-256 differs)")
     assert proc.stderr.endswith("; nothing was written\n") and proc.stderr.count("\n") == 1

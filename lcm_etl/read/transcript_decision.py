@@ -301,7 +301,9 @@ def settle(run: sqlite3.Connection, target: Path | None) -> dict[int, str]:
         run.execute(f"CREATE TEMP TABLE records AS {_RECORDED} WHERE f.path IN "
                     "(SELECT record_key FROM main.transcripts WHERE read = 'appended')")
         run.execute(_LOST if _has_table(run, "target", "lcm_etl_session_rows") else _LOST_NONE)
-    except sqlite3.Error:   # no record can be read: none of the hints holds
+    except sqlite3.Error:   # no record can be read (or the target lacks the rows' table): none of the hints holds
+        run.execute("DROP TABLE IF EXISTS temp.records")
+        run.execute("DROP TABLE IF EXISTS temp.lost")
         run.execute(f"CREATE TEMP TABLE records (path, {', '.join(RECORD_COLUMNS)})")
         run.execute(_LOST_NONE)
     finally:
