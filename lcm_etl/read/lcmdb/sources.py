@@ -110,10 +110,12 @@ def copy_file(src: Path | str, dst: Path | str, copied: Callable[[int], None] | 
 
 
 def take_snapshot(path: Path, what: str = "source", tmp_root: str | None = None, attempts: int = 20,
-                  into: Path | None = None, progress: Callable[[int, int], None] | None = None) -> Snapshot:
+                  into: Path | None = None, progress: Callable[[int, int], None] | None = None,
+                  wal_seen: Callable[[Path, list], None] | None = None) -> Snapshot:
     """Copy db + -wal until an unchanged signature brackets the copy, then checkpoint the copy. The copy is
     made in a private temporary folder, or at `into` (the kept copy of lcm_etl/read/snapshot/snapcache.py).
     `progress(done, total)` follows the copy in bytes (an attempt that has to start over starts at 0).
+    `wal_seen(copied -wal, signature before the copy)` is told of the copied -wal before it is folded.
 
     A live writer appending to the WAL cannot hurt a copy: SQLite reads WAL frames only up to the last
     commit whose checksum chain is intact. A checkpoint or WAL reset during the copy changes the main
@@ -136,6 +138,8 @@ def take_snapshot(path: Path, what: str = "source", tmp_root: str | None = None,
                 break
         else:
             raise RunFailed(f"{what} kept changing while it was copied: {path}; retry when it is quieter")
+        if wal_seen is not None:
+            wal_seen(Path(str(copy) + "-wal"), before)
         fold_wal(copy, path, what)
         return Snapshot(original=path, path=copy, folder=folder, size=copy.stat().st_size, hold=hold)
     except OSError as exc:

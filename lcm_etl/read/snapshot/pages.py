@@ -300,6 +300,13 @@ class SpilledPages:
     def __len__(self) -> int:
         return len(self._at)
 
+    def get(self, n: int) -> bytes | None:
+        if n not in self._at:
+            return None
+        self._fh.flush()
+        at, length = self._at[n]
+        return os.pread(self._fh.fileno(), length, at)
+
     def __iter__(self):
         return iter(self._at)
 
@@ -322,6 +329,17 @@ class SpilledPages:
 
 
 _FOLDED_HEADER = ((18, 20), (24, 28), (92, 100))
+
+
+def same_page(n: int, a: bytes, b: bytes) -> bool:
+    """Page n holds the same rows in both: its bytes are equal but for, on page 1, the header bytes folding
+    rewrites (WAL/rollback, change counter, version-valid-for)."""
+    if n != 1 or len(a) != len(b):
+        return a == b
+    a, b = bytearray(a), bytearray(b)
+    for lo, hi in _FOLDED_HEADER:
+        b[lo:hi] = a[lo:hi]
+    return a == b
 
 
 def differing_pages(new: PageFile, old: PageFile, limit: int, spill: SpilledPages) -> bool:
