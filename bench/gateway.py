@@ -32,7 +32,6 @@ import os
 import select
 import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import tempfile
