@@ -227,5 +227,5 @@ def test_a_message_changed_in_the_kept_copy_behind_its_file_identity_is_never_im
             assert con.execute("SELECT count(*) FROM lcm_messages WHERE content = ?", (PHANTOM,)).fetchone() == (0,)
         assert remnic_content(target) == remnic_content(twin)
         assert f"pages changed since the snapshot kept from run {first['run_id']} (the main file compared whole: " \
-               "a WAL generation was missed (the WAL was checkpointed and truncated, or removed)); " \
+               "the main file changed and no WAL frame says how (a checkpoint, or a rollback-mode commit)); " \
                in report["sync_decision"]["line"]

@@ -5,9 +5,10 @@ keeps that copy in a cache folder, one per (source, target) pair, and seals it w
 read it once the run has committed. The next run of the pair compares the source with the copy page by
 page: it writes only the pages that differ into the copy, which is then the new snapshot, and it knows
 which source conversations own a row on a differing page (lcm_etl/read/snapshot/pages.py): everything else is proved
-unchanged by its bytes. Every page is compared (unless the source's files are in the state the sealing run
-found them in: pages.file_state, the no-op shortcut's proof), so no page of the copy is trusted unread; the copy is used
-only when its file is the one sealed (inode, size, mtime and ctime: a ctime cannot be set back), and what the
+unchanged by its bytes. Every page is compared, unless the source's files are in the state the sealing run
+found them in (pages.file_state, the no-op shortcut's proof) or the source's WAL proves it holds the whole change
+(lcm_etl/read/snapshot/wal.py: then only the frames added since are read, and the copy's other pages are vouched
+for by the seal as the no-op vouches for all of them); the copy is used only when its file is the one sealed (inode, size, mtime and ctime: a ctime cannot be set back), and what the
 changed pages prove counts only when the target's ledger names the sealing run as the last complete migrate
 of the source with marks (lcm_etl/sync/lcm_db.py). Before the copy is changed its seal is removed, so a run
 that dies leaves no copy that could be trusted.

@@ -220,6 +220,8 @@ def follow(source: Path, mark: Mark | None, copy: Path, page_size: int,
             if main == mark.main and mark.frames == 0:
                 return Followed("the WAL holds no frame and the main file is unchanged", mark.db_pages,
                                 Mark(mark.salts, mark.seq, "", [], mark.db_pages, main, mark.boot)), ""
+            if mark.frames == 0:
+                return None, "the main file changed and no WAL frame says how (a checkpoint, or a rollback-mode commit)"
             return None, "a WAL generation was missed (the WAL was checkpointed and truncated, or removed)"
         r = _Reading(source, copy, w, mark, main, spill)
         if w.salts.hex() == mark.salts and w.seq == mark.seq:
