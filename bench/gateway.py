@@ -157,7 +157,7 @@ def synced(watch: Watch, change, timeout: float = 30) -> dict:
     if sync is None:
         return {**row, "wall_s": None, "sync": "no sync"}
     sd = sync.get("sync_decision") or {}
-    kept = [st.get("kept_snapshot") for st in sync.get("stores") or []]   # reconcile: how the store's copy was read
+    kept = [st.get("kept_snapshot") for st in (sync.get("extra") or {}).get("stores") or []]   # reconcile: how the store's copy was read
     return {**row, "wall_s": round(sync["elapsed_s"], 3), "sync": "; ".join(filter(None, kept)) or sd.get("line", ""),
             "inserted": (sync.get("messages") or {}).get("inserted")}
 

@@ -68,6 +68,7 @@ class Snapshot:
     folder: Path
     size: int
     _discard: threading.Thread | None = None
+    folded: int = 0   # the WAL frames SQLite folded into the copy (its valid frames up to the last commit)
     hold: int | None = None   # the descriptor holding `folder` (lcm_etl/read/snapshot/runfolder.py), let go by close()
 
     def discard_in_background(self) -> None:
@@ -140,8 +141,8 @@ def take_snapshot(path: Path, what: str = "source", tmp_root: str | None = None,
             raise RunFailed(f"{what} kept changing while it was copied: {path}; retry when it is quieter")
         if wal_seen is not None:
             wal_seen(Path(str(copy) + "-wal"), before)
-        fold_wal(copy, path, what)
-        return Snapshot(original=path, path=copy, folder=folder, size=copy.stat().st_size, hold=hold)
+        folded = fold_wal(copy, path, what)
+        return Snapshot(original=path, path=copy, folder=folder, size=copy.stat().st_size, hold=hold, folded=folded)
     except OSError as exc:
         _remove(folder, into, hold)
         if into is not None:   # the kept copy's folder: the caller copies again where a run's copy goes
@@ -202,7 +203,9 @@ def unchanged_but_appended(before: list, after: list) -> bool:
     return wal0[0] == wal1[0] and wal1[1] >= wal0[1]
 
 
-def fold_wal(copy: Path, original: Path, what: str) -> None:
+def fold_wal(copy: Path, original: Path, what: str) -> int:
+    """Checkpoint the copy's -wal into it and leave it in rollback mode: the number of WAL frames folded (SQLite's
+    own count of the valid frames up to the last commit, its checksum chain verified)."""
     try:
         con = sqlite3.connect(copy, isolation_level=None)
         try:
@@ -210,8 +213,11 @@ def fold_wal(copy: Path, original: Path, what: str) -> None:
             # fsync writes the whole file back to disk: 1.6 s of a 452 MB source's re-run)
             con.execute("PRAGMA synchronous=OFF")
             con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            # PASSIVE first: it says how many frames the WAL holds (TRUNCATE says 0, having reset it)
+            _busy, folded, _ = con.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
             con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             con.execute("PRAGMA journal_mode=DELETE")
+            return max(folded, 0)   # -1: the copy is not in WAL mode (no -wal beside it)
         finally:
             con.close()
     except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:

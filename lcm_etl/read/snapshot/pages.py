@@ -292,6 +292,7 @@ class SpilledPages:
         self.path = path
         self._fh = open(path, "w+b")
         self._at: dict[int, tuple[int, int]] = {}   # page -> (offset, length)
+        self._undo: list | None = None   # since begin(): (page, where its bytes were before), for rollback()
 
     def reset(self) -> None:
         """Empty, for another comparison."""
@@ -299,7 +300,22 @@ class SpilledPages:
         self._fh.truncate()
         self._at.clear()
 
+    def begin(self) -> None:
+        """Pages added from here on can be taken out again by rollback() (a WAL transaction without its commit)."""
+        self._undo = []
+
+    def rollback(self) -> None:
+        for n, was in reversed(self._undo or []):
+            if was is None:
+                del self._at[n]
+            else:
+                self._at[n] = was
+        self._undo = None
+
     def add(self, n: int, data) -> None:
+        if self._undo is not None:
+            self._undo.append((n, self._at.get(n)))
+        self._fh.seek(0, 2)
         self._at[n] = (self._fh.tell(), len(data))
         self._fh.write(data)
 
@@ -342,10 +358,10 @@ def same_page(n: int, a: bytes, b: bytes) -> bool:
     rewrites (WAL/rollback, change counter, version-valid-for)."""
     if n != 1 or len(a) != len(b):
         return a == b
-    a, b = bytearray(a), bytearray(b)
+    theirs = bytearray(b)
     for lo, hi in _FOLDED_HEADER:
-        b[lo:hi] = a[lo:hi]
-    return a == b
+        theirs[lo:hi] = a[lo:hi]
+    return a == theirs
 
 
 def differing_pages(new: PageFile, old: PageFile, limit: int, spill: SpilledPages) -> bool:

@@ -76,6 +76,7 @@ class SnapshotCache:
         self._hold: int | None = None     # this run holds the pair's folder (cache_bounds.hold)
         self._state: list | None = None   # the source's files as this run found them, before reading (pages.file_state)
         self._wal: wal.Mark | None = None  # the WAL frames the copy holds as this run leaves it (sealed with it)
+        self._seen: wal.Headers | None = None   # the -wal copied with a whole copy, before it was folded
 
     @classmethod
     def for_pair(cls, source: Path, target: Path, **kw) -> SnapshotCache | None:
@@ -217,6 +218,7 @@ class SnapshotCache:
         self._memo = None
         try:
             snap = take_snapshot(self.source, self.what, None, into=self.db, progress=progress, wal_seen=self._saw_wal)
+            self._wal = self._seen.mark(snap.folded) if self._seen is not None else None
         except CacheUnwritable as exc:
             return self._without_cache(exc.why, progress), None
         return snap, None
@@ -234,7 +236,7 @@ class SnapshotCache:
 
     def _saw_wal(self, copied: Path, before: list) -> None:
         """The source's -wal as copied beside the copy (a copy of it at `copied`) before it is folded."""
-        self._wal = wal.mark_of(copied, before[0])
+        self._seen = wal.Headers.of(copied, before[0])
 
     def _refresh(self, scratch: Path, memo: dict, spill: pages.SpilledPages,
                  since: str, unchanged: bool, kept: wal.Mark | None) -> Changes | None:
@@ -281,7 +283,7 @@ class SnapshotCache:
         if diff is None:
             self.dropped = f"more than {limit} of its pages changed: a whole copy costs less"
             return None
-        self._wal = wal.mark_of(incoming, before[0])
+        self._seen = wal.Headers.of(incoming, before[0])
         return self._place(memo, diff, new_pages, page_size, incoming, since, f"the main file compared whole: {why}")
 
     def _place(self, memo: dict, diff: pages.SpilledPages, new_pages: int, page_size: int, incoming: Path | None,
@@ -308,7 +310,8 @@ class SnapshotCache:
         if incoming is not None:
             if incoming.exists():
                 os.replace(incoming, str(self.db) + "-wal")
-            fold_wal(self.db, self.source, self.what)
+            folded = fold_wal(self.db, self.source, self.what)
+            self._wal = self._seen.mark(folded) if self._seen is not None else None
         for n in changed:   # parsed again from the new copy where it still is an interior page
             memo.pop(n, None)
         try:

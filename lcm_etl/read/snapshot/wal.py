@@ -101,13 +101,14 @@ class WalFile:
         data = os.pread(self._fd, _FRAME, _HEADER + (slot - 1) * (_FRAME + self.page_size))
         return data if len(data) == _FRAME else b""
 
-    def chain(self, slot: int, salts: bytes, cksum: tuple[int, int], into: SpilledPages | None) -> Run:
+    def chain(self, slot: int, salts: bytes, cksum: tuple[int, int], into: SpilledPages) -> Run:
         """The frames from `slot` on that carry `salts` and whose checksums continue from `cksum`, up to the last
         commit frame among them (what SQLite reads). Their pages go `into` the spill (a later frame's bytes over an
-        earlier's), a transaction's only once its commit frame is verified."""
+        earlier's), each as it is verified; a transaction without its commit frame is taken out again at the end."""
         assert self._fd is not None
         run, pending, ps = Run(), [], self.page_size
         checksums = bytearray()
+        into.begin()
         while True:
             frame = os.pread(self._fd, _FRAME + ps, _HEADER + (slot - 1) * (_FRAME + ps))
             if len(frame) < _FRAME + ps or frame[8:16] != salts:
@@ -117,15 +118,15 @@ class WalFile:
             if page == 0 or struct.pack(">2I", *cksum) != frame[16:24]:
                 break
             checksums += frame[16:24]
-            pending.append((page, frame[_FRAME:]))
+            pending.append(page)
+            into.add(page, frame[_FRAME:])
             if commit:
                 run.checksums, run.db_pages = bytes(checksums), commit
-                run.pages += [p for p, _ in pending]
-                if into is not None:
-                    for p, data in pending:
-                        into.add(p, data)
+                run.pages += pending
                 pending = []
+                into.begin()
             slot += 1
+        into.rollback()
         return run
 
     def close(self) -> None:
@@ -143,15 +144,35 @@ def _checksum(data: bytes, s1: int, s2: int, big: bool) -> tuple[int, int]:
     return s1, s2
 
 
-def mark_of(wal: Path, main: list | None) -> Mark | None:
-    """The mark of a copy that folded `wal` (a copy of the source's -wal) over the main file whose signature was
-    `main`: the frames SQLite folded are the chain from the header to its last commit."""
-    w = WalFile(wal)
-    try:
-        run = w.chain(1, w.salts, w.start, None) if w.ok else Run()
-        return _mark(w, run, main) if w.ok else Mark("", -1, "", main=main, boot=boot_id())
-    finally:
-        w.close()
+@dataclass
+class Headers:
+    """The frame headers of a -wal copied beside a copy before SQLite folds it in (those carrying the header's salts,
+    in order); SQLite then says how many it folded, and those are the copy's mark."""
+    salts: str
+    seq: int
+    main: list | None
+    frames: list[bytes]
+
+    @classmethod
+    def of(cls, wal: Path, main: list | None) -> Headers:
+        w = WalFile(wal)
+        try:
+            frames: list[bytes] = []
+            if w.ok:
+                while (h := w.header(len(frames) + 1)) and h[8:16] == w.salts:
+                    frames.append(h)
+            return cls(w.salts.hex() if w.ok else "", w.seq if w.ok else -1, main, frames)
+        finally:
+            w.close()
+
+    def mark(self, folded: int) -> Mark:
+        """The mark of the copy SQLite folded the first `folded` frames into (its own chain check and last commit)."""
+        if folded > len(self.frames):   # not the frames read here: no mark the next run could trust
+            return Mark("", -1, "", main=None, boot="")
+        taken = self.frames[:folded]
+        return Mark(self.salts, self.seq, b"".join(h[16:24] for h in taken).hex(),
+                    sorted({int.from_bytes(h[:4], "big") for h in taken}),
+                    int.from_bytes(taken[-1][4:8], "big") if taken else 0, self.main, boot_id())
 
 
 def _mark(w: WalFile, run: Run, main: list | None) -> Mark:
