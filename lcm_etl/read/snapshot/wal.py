@@ -253,6 +253,8 @@ def follow(source: Path, mark: Mark | None, copy: Path, page_size: int,
                             run.db_pages or mark.db_pages, _mark(w, run, main)), ""
         if w.seq == mark.seq + 1 and mark.frames:
             return _next_generation(r)
+        if not mark.salts:
+            return None, "the main file was checkpointed from a WAL the last sync did not see (it found none)"
         return None, (f"a WAL generation was missed (checkpoint sequence {mark.seq} then {w.seq}, "
                       f"{mark.frames} frames read)")
     finally:
