@@ -52,6 +52,8 @@ test-faults: $(STAMP)
 # SIZES / REPEAT / SYNC_REPEAT / SYNC_ONLY / STORE_SIZES: e.g. `make bench SIZES=200000 REPEAT=5`, or the sync re-runs' shares alone:
 # `make bench SIZES=200000 REPEAT=3 SYNC_REPEAT=3 SYNC_ONLY=1`
 SIZES  ?= 200000,2000000
+# the gateway regime (bench/gateway.py): a store held open by one writer, synced by a --watch
+GATEWAY_SIZES ?= 500000
 REPEAT ?= 3
 SYNC_REPEAT ?= 1
 # the 10x session store too (20+ min, docs/benchmarks.md): make bench STORE_SIZES=50000,500000,5000000
@@ -59,6 +61,7 @@ STORE_SIZES ?= 50000,500000
 bench: $(STAMP) bytecode
 	$(BIN)/python bench/run.py --sizes $(SIZES) --repeat $(REPEAT) --sync-repeat $(SYNC_REPEAT) $(if $(SYNC_ONLY),--sync-only) \
 		--store-sizes $(STORE_SIZES)
+	$(BIN)/python bench/gateway.py --store-sizes $(GATEWAY_SIZES)
 
 clean:
 	rm -rf $(VENV) build .pytest_cache

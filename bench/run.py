@@ -113,7 +113,9 @@ def median_of(runs: list[dict]) -> dict:
 # sync re-runs: (growth share, how the growth arrives, with the kept snapshot). "file": the grown file is copied
 # over the earlier one (every page may have changed); "wal": a writer holding the source open, as lossless-claw
 # does, commits the growth to the -wal and no checkpoint runs before the re-run (lcm_etl/read/snapshot/snapcache.py);
-# "watch": the same, synced by a `migrate --watch` already running (the sync's own time, from its --json line)
+# "watch": the same, synced by a `migrate --watch` already running (the sync's own time, from its --json line);
+# "gateway": the source in WAL mode before the first run, and a writer with lossless-claw's pragmas (a commit of more
+# than 1000 pages is checkpointed at once: the main file changes, the WAL keeps its generation)
 SYNC_CASES = ((0.01, "file", True), (0.001, "file", True), (0.01, "wal", True), (0.001, "wal", True),
               (0.01, "watch", True), (0.001, "watch", True), (0.01, "file", False), (0.001, "file", False))
 # the tables lossless-claw writes that lcm-etl reads (source_schema.normalized_views)
@@ -121,12 +123,17 @@ GROWN_TABLES = ("conversations", "messages", "message_parts", "summaries", "summ
                 "large_files")
 
 
-def wal_writer(earlier: Path) -> sqlite3_module.Connection:
+def wal_writer(earlier: Path, gateway: bool = False) -> sqlite3_module.Connection:
     """A connection holding the source open as lossless-claw does, automatic checkpoints off: what it commits
-    stays in the -wal until it is closed."""
+    stays in the -wal until it is closed. `gateway`: lossless-claw's own pragmas (src/db/connection.ts:
+    synchronous=NORMAL, SQLite's default auto-checkpoint at 1000 pages), so a large commit is checkpointed at once."""
     con = sqlite3_module.connect(earlier, isolation_level=None)
     con.execute("PRAGMA journal_mode=WAL")
-    con.execute("PRAGMA wal_autocheckpoint=0")
+    if gateway:
+        for p in ("synchronous=NORMAL", "busy_timeout=30000", "cache_size=-65536", "temp_store=MEMORY"):
+            con.execute(f"PRAGMA {p}")
+    else:
+        con.execute("PRAGMA wal_autocheckpoint=0")
     return con
 
 
@@ -168,7 +175,7 @@ def watched_sync(cmd: list[str], env: dict, change) -> dict:
 
 
 def sync_cases(spec: str) -> tuple[tuple[float, str, bool], ...]:
-    """--sync-cases: SHARE:HOW[:nokeep],... (HOW file, wal or watch; nokeep: LCM_ETL_CACHE_DIR=off), e.g.
+    """--sync-cases: SHARE:HOW[:nokeep],... (HOW file, wal, watch or gateway; nokeep: LCM_ETL_CACHE_DIR=off), e.g.
     1%:file,0.1%:file; empty: every case of SYNC_CASES."""
     if not spec:
         return SYNC_CASES
@@ -217,9 +224,12 @@ def bench_size(n: int, repeat: int = 1, sync_repeat: int = 1, sync_only: bool = 
         clean(grown)
         subprocess.run([sys.executable, str(ROOT / "tests" / "tools" / "earlier.py"), str(src), str(grown),
                         "--shape", "tail", "--share", str(share)], check=True, stdout=subprocess.DEVNULL)
+        if how == "gateway":   # lossless-claw's database is in WAL mode from its first open
+            wal_writer(grown, gateway=True).close()
         run(lcm + ["migrate", "--src", str(grown), "--dest", str(synced), "-q"], env={**cached, **(env or {})})
-        writer = wal_writer(grown) if how in ("wal", "watch") else None
-        name = f"re-run after {share:.1%} growth{'' if how == 'file' else ' in the WAL'}"
+        writer = wal_writer(grown, how == "gateway") if how in ("wal", "watch", "gateway") else None
+        name = f"re-run after {share:.1%} growth{'' if how == 'file' else ' in the WAL'}" + \
+            (" (gateway pragmas)" if how == "gateway" else "")
         if how == "watch":
             r = watched_sync(lcm + ["migrate", "--src", str(grown), "--dest", str(synced), "--watch", "--json"],
                              cached, lambda: grow_in_wal(writer, src))
@@ -408,7 +418,7 @@ def main() -> int:
     ap.add_argument("--sync-only", action="store_true",
                     help="only the yardstick, the first run and the sync re-runs (their targets: docs/design.md); no reconcile")
     ap.add_argument("--sync-cases", default="",
-                    help="only these sync re-runs: SHARE:HOW[:nokeep],... e.g. 1%%:file,0.1%%:file (HOW: file, wal, watch)")
+                    help="only these sync re-runs: SHARE:HOW[:nokeep],... e.g. 1%%:file,0.1%%:file (HOW: file, wal, watch, gateway)")
     ap.add_argument("--no-yardstick", action="store_true", help="no sqlite3 CLI runs (the shares are of the first run)")
     ap.add_argument("--store-sizes", default="50000,500000",
                     help="transcript events of the OpenClaw session stores reconciled (one agent's store each)")

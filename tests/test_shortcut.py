@@ -44,7 +44,9 @@ def test_a_changed_source_is_re_planned_by_its_changed_pages(tmp_path):
     decided = (report := migrate(src, dest))["sync_decision"]
     assert (decided["how"], decided["since_run"], decided["conversations_changed"]) == \
         ("pages compared", first["run_id"], 1)
-    assert decided["why"] == f"{decided['pages_changed']} pages changed since the snapshot kept from run {first['run_id']}"
+    assert decided["why"] == (f"{decided['pages_changed']} pages changed since the snapshot kept from run {first['run_id']} "
+                              "(the main file compared whole: the main file changed and no WAL frame says how (a "
+                              "checkpoint, or a rollback-mode commit))")
     assert report["messages"]["inserted"] == 1
 
 
@@ -60,7 +62,7 @@ def test_a_touched_target_re_plans_the_touched_session_and_repairs_it(tmp_path):
     # the source is unchanged (its header page may differ from the folded copy's); the target's marks name the
     # session it lost a row of
     assert decided["line"] == (f"pages compared: {decided['pages_changed']} pages changed since the snapshot kept "
-                               f"from run {first['run_id']}; "
+                               f"from run {first['run_id']} (the source's files are as the last sync found them); "
                                "1 of 2 sessions re-planned (0 conversations changed); --full re-plans everything")
     assert report["boundary_events"] == 1
 

@@ -68,8 +68,9 @@ def test_rows_appended_to_the_wal_since_the_last_run_are_found_page_by_page(sour
             append(con, 5, "after")
         assert src.read_bytes() == main   # the new rows are in the WAL only
         report = both(src, target, twin_src, twin)
-        assert f"pages changed since the snapshot kept from run {first['run_id']}; 3 of 3 sessions re-planned" in \
-            report["sync_decision"]["line"]
+        line = report["sync_decision"]["line"]
+        assert f"pages changed since the snapshot kept from run {first['run_id']} (25 new WAL frames read); " \
+               "3 of 3 sessions re-planned" in line
         assert report["messages"]["inserted"] == 5
 
 
@@ -204,8 +205,11 @@ PHANTOM = "a message the source never held"
 
 
 def test_a_message_changed_in_the_kept_copy_behind_its_file_identity_is_never_imported(sources_pair):
-    """A phantom message in the copy, its file identity forged: the page holding it differs from the source's, so
-    its conversation is re-planned from the source's rows."""
+    """A phantom message in the copy, its file identity forged, then the writer checkpoints and truncates its WAL (as
+    the gateway does when it closes the store): the main file is compared whole, the page holding the phantom differs
+    from the source's, so its conversation is re-planned from the source's rows. (While only the WAL grows, the
+    copy's pages no frame names are vouched for by its seal, as the no-op shortcut vouches for all of them: a copy
+    changed behind its identity is found at the next whole comparison; lcm_etl/read/snapshot/wal.py.)"""
     src, target, twin_src, twin = sources_pair
     with writer(src) as live, writer(twin_src) as twin_live:
         first = both(src, target, twin_src, twin)
@@ -216,9 +220,12 @@ def test_a_message_changed_in_the_kept_copy_behind_its_file_identity_is_never_im
         forge_identity(cache)
         for con in (live, twin_live):
             con.execute(APPEND, ("after", 2))   # conversation 2 grows
+            con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         report = migrate_json(src, target)
         without_cache("migrate", "--src", str(twin_src), "--dest", str(twin))
         with sqlite3.connect(target) as con:
             assert con.execute("SELECT count(*) FROM lcm_messages WHERE content = ?", (PHANTOM,)).fetchone() == (0,)
         assert remnic_content(target) == remnic_content(twin)
-        assert f"pages changed since the snapshot kept from run {first['run_id']}; " in report["sync_decision"]["line"]
+        assert f"pages changed since the snapshot kept from run {first['run_id']} (the main file compared whole: " \
+               "the main file changed and no WAL frame says how (a checkpoint, or a rollback-mode commit)); " \
+               in report["sync_decision"]["line"]

@@ -107,8 +107,9 @@ class LcmDbSync:
             self.decision = Decision(FULL, why, cache=cache_note)
         elif changes is not None:
             self.proved_conversations = changes.conversations
+            way = f" ({changes.way})" if changes.way else ""
             self.decision = Decision(PAGES, f"{changes.pages} pages changed since the snapshot kept from run "
-                                     f"{self.rec.run_id}", since_run=self.rec.run_id, pages_changed=changes.pages,
+                                     f"{self.rec.run_id}{way}", since_run=self.rec.run_id, pages_changed=changes.pages,
                                      cache=cache_note)
         else:
             kept = cache_note or ("no snapshot kept" if cache_on else "no snapshot kept (the cache is off)")

@@ -69,6 +69,7 @@ class Snapshot:
     folder: Path
     size: int
     _discard: threading.Thread | None = None
+    folded: int = 0   # the WAL frames SQLite folded into the copy (its valid frames up to the last commit)
     hold: int | None = None   # the descriptor holding `folder` (lcm_etl/read/snapshot/runfolder.py), let go by close()
 
     def discard_in_background(self) -> None:
@@ -111,10 +112,12 @@ def copy_file(src: Path | str, dst: Path | str, copied: Callable[[int], None] | 
 
 
 def take_snapshot(path: Path, what: str = "source", tmp_root: str | None = None, attempts: int = 20,
-                  into: Path | None = None, progress: Callable[[int, int], None] | None = None) -> Snapshot:
+                  into: Path | None = None, progress: Callable[[int, int], None] | None = None,
+                  wal_seen: Callable[[Path, list], None] | None = None) -> Snapshot:
     """Copy db + -wal until an unchanged signature brackets the copy, then checkpoint the copy. The copy is
     made in a private temporary folder, or at `into` (the kept copy of lcm_etl/read/snapshot/snapcache.py).
     `progress(done, total)` follows the copy in bytes (an attempt that has to start over starts at 0).
+    `wal_seen(copied -wal, signature before the copy)` is told of the copied -wal before it is folded.
 
     A live writer appending to the WAL cannot hurt a copy: SQLite reads WAL frames only up to the last
     commit whose checksum chain is intact. A checkpoint or WAL reset during the copy changes the main
@@ -137,8 +140,10 @@ def take_snapshot(path: Path, what: str = "source", tmp_root: str | None = None,
                 break
         else:
             raise RunFailed(f"{what} kept changing while it was copied: {path}; retry when it is quieter")
-        fold_wal(copy, path, what)
-        return Snapshot(original=path, path=copy, folder=folder, size=copy.stat().st_size, hold=hold)
+        if wal_seen is not None:
+            wal_seen(Path(str(copy) + "-wal"), before)
+        folded = fold_wal(copy, path, what)
+        return Snapshot(original=path, path=copy, folder=folder, size=copy.stat().st_size, hold=hold, folded=folded)
     except OSError as exc:
         _remove(folder, into, hold)
         if into is not None:   # the kept copy's folder: the caller copies again where a run's copy goes
@@ -199,7 +204,9 @@ def unchanged_but_appended(before: list, after: list) -> bool:
     return wal0[0] == wal1[0] and wal1[1] >= wal0[1]
 
 
-def fold_wal(copy: Path, original: Path, what: str) -> None:
+def fold_wal(copy: Path, original: Path, what: str) -> int:
+    """Checkpoint the copy's -wal into it and leave it in rollback mode: the number of WAL frames folded (SQLite's
+    own count of the valid frames up to the last commit, its checksum chain verified)."""
     try:
         con = sqlite3.connect(copy, isolation_level=None)
         try:
@@ -207,8 +214,11 @@ def fold_wal(copy: Path, original: Path, what: str) -> None:
             # fsync writes the whole file back to disk: 1.6 s of a 452 MB source's re-run)
             con.execute("PRAGMA synchronous=OFF")
             con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            # PASSIVE first: it says how many frames the WAL holds (TRUNCATE says 0, having reset it)
+            _busy, folded, _ = con.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
             con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             con.execute("PRAGMA journal_mode=DELETE")
+            return max(folded, 0)   # -1: the copy is not in WAL mode (no -wal beside it)
         finally:
             con.close()
     except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:

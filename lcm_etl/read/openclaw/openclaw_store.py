@@ -220,9 +220,11 @@ class OpenStore:
         if c is None:
             why = cache.warning or (f"the kept one was dropped: {cache.dropped}" if cache.dropped else "none kept yet")
             return f"copied whole ({why}), every window counted"
+        way = f" ({c.way})" if c.way else ""
         if c.conversations is None or not isinstance(cache.sealed, dict):
-            return f"{c.pages} pages changed since run {c.since} ({c.why or 'no window counts kept'}), every window counted"
-        return f"{c.pages} pages changed since run {c.since}: {len(c.conversations)} windows' rows changed"
+            return (f"{c.pages} pages changed since run {c.since}{way} ({c.why or 'no window counts kept'}), "
+                    "every window counted")
+        return f"{c.pages} pages changed since run {c.since}{way}: {len(c.conversations)} windows' rows changed"
 
     # ------------------------------------------------------------------------------------------
     # what the store holds

@@ -5,9 +5,10 @@ keeps that copy in a cache folder, one per (source, target) pair, and seals it w
 read it once the run has committed. The next run of the pair compares the source with the copy page by
 page: it writes only the pages that differ into the copy, which is then the new snapshot, and it knows
 which source conversations own a row on a differing page (lcm_etl/read/snapshot/pages.py): everything else is proved
-unchanged by its bytes. Every page is compared (unless the source's files are in the state the sealing run
-found them in: pages.file_state, the no-op shortcut's proof), so no page of the copy is trusted unread; the copy is used
-only when its file is the one sealed (inode, size, mtime and ctime: a ctime cannot be set back), and what the
+unchanged by its bytes. Every page is compared, unless the source's files are in the state the sealing run
+found them in (pages.file_state, the no-op shortcut's proof) or the source's WAL proves it holds the whole change
+(lcm_etl/read/snapshot/wal.py: then only the frames added since are read, and the copy's other pages are vouched
+for by the seal as the no-op vouches for all of them); the copy is used only when its file is the one sealed (inode, size, mtime and ctime: a ctime cannot be set back), and what the
 changed pages prove counts only when the target's ledger names the sealing run as the last complete migrate
 of the source with marks (lcm_etl/sync/lcm_db.py). Before the copy is changed its seal is removed, so a run
 that dies leaves no copy that could be trusted.
@@ -32,7 +33,7 @@ import orjson
 
 from lcm_etl.cachedir import cache_bound, cache_root, write_atomically
 from lcm_etl.run_options import size_text
-from lcm_etl.read.snapshot import cache_bounds, page_owners, pages, runfolder
+from lcm_etl.read.snapshot import cache_bounds, page_owners, pages, runfolder, wal
 from lcm_etl.errors import RunFailed
 from lcm_etl.file_identity import real_path
 from lcm_etl.read.lcmdb.sources import (CacheUnwritable, Snapshot, file_signature, fold_wal, take_snapshot,
@@ -51,6 +52,7 @@ class Changes:
     conversations: set[str] | None
     pages: int
     why: str = ""
+    way: str = ""   # how the changed pages were found: from the WAL's frames, or the main file compared whole (why)
 
 
 class SnapshotCache:
@@ -76,6 +78,8 @@ class SnapshotCache:
         self.kept_bytes: int | None = None   # ... and kept that copy, of this size: said once, in the run's report
         self._hold: int | None = None     # this run holds the pair's folder (cache_bounds.hold)
         self._state: list | None = None   # the source's files as this run found them, before reading (pages.file_state)
+        self._wal: wal.Mark | None = None  # the WAL frames the copy holds as this run leaves it (sealed with it)
+        self._seen: wal.Headers | None = None   # the -wal copied with a whole copy, before it was folded
 
     @classmethod
     def for_pair(cls, source: Path, target: Path, **kw) -> SnapshotCache | None:
@@ -168,8 +172,12 @@ class SnapshotCache:
         if self._memo is None:   # a whole copy: its interior pages, parsed once for every re-run after it
             self._memo = page_owners.interior_pages(self.db)
         signature = file_signature(self.db)[0]
+        if self._wal is not None:
+            with pages.PageFile(self.db) as pf:
+                self._wal.db_pages = pf.pages
         body = orjson.dumps({"run_id": run_id, "source": str(self.source), "target": str(self.target),
-                             "signature": signature, "state": self._state})
+                             "signature": signature, "state": self._state,
+                             "wal": self._wal.as_dict() if self._wal is not None else None})
         kept: dict | None
         for file, kept in ((self.memo_file, self._memo), (self.facts_file, self.keep)):
             if kept:
@@ -200,7 +208,8 @@ class SnapshotCache:
             try:
                 # the differing pages' bytes wait in a file of the run's folder until written, not in memory
                 with pages.SpilledPages(folder / "differing-pages") as spill:
-                    refreshed = self._refresh(folder, memo, spill, seal["run_id"], seal.get("state") == self._state)
+                    refreshed = self._refresh(folder, memo, spill, seal["run_id"], seal.get("state") == self._state,
+                                              wal.Mark.of(seal.get("wal")))
             except OSError as exc:   # the copy is unsealed, half written: it goes, and the run goes on without
                 _let_go(folder, hold)
                 return self._without_cache(why_failed(exc), progress), None
@@ -213,7 +222,8 @@ class SnapshotCache:
         self.unseal()
         self._memo = None
         try:
-            snap = take_snapshot(self.source, self.what, None, into=self.db, progress=progress)
+            snap = take_snapshot(self.source, self.what, None, into=self.db, progress=progress, wal_seen=self._saw_wal)
+            self._wal = self._seen.mark(snap.folded) if self._seen is not None else None
         except CacheUnwritable as exc:
             return self._without_cache(exc.why, progress), None
         self.whole = True
@@ -230,18 +240,32 @@ class SnapshotCache:
             self._let_go_of_folder()
         return take_snapshot(self.source, self.what, None, progress=progress)
 
+    def _saw_wal(self, copied: Path, before: list) -> None:
+        """The source's -wal as copied beside the copy (a copy of it at `copied`) before it is folded."""
+        self._seen = wal.Headers.of(copied, before[0])
+
     def _refresh(self, scratch: Path, memo: dict, spill: pages.SpilledPages,
-                 since: str, unchanged: bool) -> Changes | None:
+                 since: str, unchanged: bool, kept: wal.Mark | None) -> Changes | None:
         """Compare, then write the differing pages and fold the source's WAL into the copy: what changed since run
         `since` sealed it. None when the copy cannot be brought up to date
         page by page (then the caller copies the source whole; `dropped` says why). `unchanged`: the source's files
         are in the state that run found them in before it read them (the no-op shortcut's proof), so no page can
         differ and none is compared (a 5,000,000-event store and its copy are 15 GB to read)."""
         if unchanged:
-            self._memo = memo
-            return Changes(since, set(), 0)
+            self._memo, self._wal = memo, kept
+            return Changes(since, set(), 0, way="the source's files are as the last sync found them")
+        try:
+            with pages.PageFile(self.db) as old:
+                page_size, copy_pages = old.page_size, old.pages
+            followed, why = wal.follow(self.source, kept, self.db, page_size, spill)
+        except (OSError, pages.NotComparable) as exc:
+            followed, why = None, f"the WAL cannot be read: {exc}"
+        if followed is not None:
+            self._wal = followed.mark
+            return self._place(memo, spill, followed.db_pages or copy_pages, page_size, None, since, followed.way)
+        self._wal = None
         incoming = scratch / "incoming-wal"
-        wal = Path(str(self.source) + "-wal")
+        source_wal = Path(str(self.source) + "-wal")
         for _ in range(20):
             before = file_signature(self.source)
             try:
@@ -256,8 +280,8 @@ class SnapshotCache:
                 self.dropped = f"it cannot be compared page by page: {exc}"
                 return None
             incoming.unlink(missing_ok=True)
-            if wal.exists():
-                shutil.copyfile(wal, incoming)
+            if source_wal.exists():
+                shutil.copyfile(source_wal, incoming)
             if unchanged_but_appended(before, file_signature(self.source)):
                 break
         else:
@@ -265,8 +289,15 @@ class SnapshotCache:
         if diff is None:
             self.dropped = f"more than {limit} of its pages changed: a whole copy costs less"
             return None
+        self._seen = wal.Headers.of(incoming, before[0])
+        return self._place(memo, diff, new_pages, page_size, incoming, since, f"the main file compared whole: {why}")
+
+    def _place(self, memo: dict, diff: pages.SpilledPages, new_pages: int, page_size: int, incoming: Path | None,
+               since: str, way: str) -> Changes | None:
+        """Write the changed pages (and fold the copied -wal, `incoming`, when the main file was compared) into the
+        copy, and place the rows they hold: what changed since run `since`."""
         try:
-            changed = set(diff) | (pages.wal_pages(incoming, page_size) if incoming.exists() else set())
+            changed = set(diff) | (pages.wal_pages(incoming, page_size) if incoming and incoming.exists() else set())
             # interior pages outside `changed` hold the same bytes in the sealed copy, the old one and the new (none
             # changed: no b-tree is walked, 0.06 s of a 500,000-event store's sync with nothing new)
             old_owners, old_explained = (page_owners.owners(self.db, changed, memo=memo, tables=self.tables)
@@ -277,30 +308,34 @@ class SnapshotCache:
         with open(self.db, "r+b") as fh:
             for n, data in diff.items():   # in page order
                 if data:
+                    if n == 1 and incoming is None:   # a WAL frame's page 1 says WAL mode: the copy stays in rollback
+                        data = data[:18] + b"\x01\x01" + data[20:]
                     fh.seek((n - 1) * page_size)
                     fh.write(data)
             fh.truncate(new_pages * page_size)
-        if incoming.exists():
-            os.replace(incoming, str(self.db) + "-wal")
-        fold_wal(self.db, self.source, self.what)
+        if incoming is not None:
+            if incoming.exists():
+                os.replace(incoming, str(self.db) + "-wal")
+            folded = fold_wal(self.db, self.source, self.what)
+            self._wal = self._seen.mark(folded) if self._seen is not None else None
         for n in changed:   # parsed again from the new copy where it still is an interior page
             memo.pop(n, None)
         try:
             new_owners, new_explained = (page_owners.owners(self.db, changed, memo=memo, against=old_owners,
                                                             tables=self.tables) if changed else ({}, set()))
         except (pages.NotComparable, sqlite3.Error) as exc:
-            return Changes(since, None, len(changed), f"cannot read the changed pages: {exc}")
+            return Changes(since, None, len(changed), f"cannot read the changed pages: {exc}", way)
         self._memo = memo
         unexplained = changed - old_explained - new_explained
         if unexplained:   # overflow pages of index entries (rare: an indexed value of over ~1000 bytes)
             unexplained -= page_owners.owners(self.db, changed, index_cells=True, memo=memo, tables=self.tables)[1]
         if unexplained:
             why = f"{len(unexplained)} changed pages are not rows lcm-etl can place"
-            return Changes(since, None, len(changed), why)
+            return Changes(since, None, len(changed), why, way)
         owners = page_owners.of_changed_rows(old_owners, new_owners)
         if None in owners:
-            return Changes(since, None, len(changed), "rows of no conversation changed")
-        return Changes(since, {str(c) for c in owners}, len(changed))
+            return Changes(since, None, len(changed), "rows of no conversation changed", way)
+        return Changes(since, {str(c) for c in owners}, len(changed), way=way)
 
 
 def used(source: Path, target: Path, dry_run: bool) -> None:
