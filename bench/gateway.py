@@ -3,8 +3,8 @@
 
 OpenClaw 2026.9.6 keeps each agent database's handle open while the gateway runs (journal_mode=WAL,
 wal_autocheckpoint=1000 pages, journal_size_limit=64 MiB, a TRUNCATE checkpoint when it closes the handle);
-lossless-claw keeps lcm.db open the same way (WAL, synchronous=NORMAL, SQLite's default auto-checkpoint):
-../shared/reference/openclaw-sqlite-sessions.md §10. So between two auto-checkpoints only the -wal grows, and the
+lossless-claw keeps lcm.db open the same way (WAL, synchronous=NORMAL, SQLite's default auto-checkpoint),
+as their own code opens them. So between two auto-checkpoints only the -wal grows, and the
 main file changes only at one. bench/openclaw_append.py closes the store after every append: the idle regime, where
 every sync follows a TRUNCATE checkpoint.
 

@@ -1,10 +1,10 @@
 """The kept snapshot brought up to date from the source's -wal alone, when the WAL proves it holds the whole change.
 
-While a gateway holds a database open (journal_mode=WAL, SQLite's auto-checkpoint at 1000 pages:
-../shared/reference/openclaw-sqlite-sessions.md §10), the main file changes only at a checkpoint; between two,
+While a gateway holds a database open (journal_mode=WAL, SQLite's auto-checkpoint at 1000 pages, as
+OpenClaw 2026.9.6 and lossless-claw open them), the main file changes only at a checkpoint; between two,
 commits only append frames to the -wal. The database is the main file with the frames of the WAL's current
 generation (the header's salts) laid over it, up to the last commit frame whose checksum chain, started by the
-header, is intact: what SQLite itself reads (https://www.sqlite.org/fileformat2.html §4). The kept copy is the
+header, is intact: what SQLite itself reads (https://www.sqlite.org/fileformat2.html, "The Write-Ahead Log"). The kept copy is the
 source as a sync read it: the main file then, with one generation's frames up to a commit folded in. Its `Mark`,
 kept in the seal, says which: the generation (salts, checkpoint sequence), each frame read's checksum and page, the
 main file's signature before the read, the machine's boot.
