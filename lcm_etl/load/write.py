@@ -139,19 +139,23 @@ def write_failure(exc: sqlite3.Error | OSError, target: Path, existed: bool, sna
              "batches committed before this hold whole sessions (or turn-order prefixes); re-run to finish")
     if tgt.is_disk_full(exc):
         return RunFailed(f"disk full while writing {target}; {after}; free space and re-run")
-    damaged = _damaged(snapshot) if isinstance(exc, sqlite3.DatabaseError) else None
+    damaged = _damaged(snapshot, "malformed" in str(exc)) if isinstance(exc, sqlite3.DatabaseError) else None
     if damaged:   # SQLite met a bad page of the source's snapshot while copying content
         return BadInput(f"source is damaged: {damaged} ({exc}); {after}")
     return RunFailed(f"writing {target} failed: {exc}; {after}")
 
 
-def _damaged(snapshot: Path | None) -> str | None:
-    """Only after a failure: is the source snapshot itself corrupt? (quick_check is too slow to run always)."""
+def _damaged(snapshot: Path | None, malformed: bool = False) -> str | None:
+    """Only after a failure: is the source snapshot itself corrupt? (quick_check is too slow to run always). After
+    SQLite said "malformed" and quick_check finds nothing, integrity_check too: quick_check does not match an index
+    against its table, and a write that read the source through a damaged index fails exactly so."""
     if snapshot is None or not snapshot.exists():   # gone: released after the content was copied
         return None
     try:
         with closing(sqlite_runtime.connect(snapshot)) as con:
             rows = [r[0] for r in con.execute("PRAGMA quick_check(3)")]
+            if rows == ["ok"] and malformed:
+                rows = [r[0] for r in con.execute("PRAGMA integrity_check(3)")]
     except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
         return str(exc)
     return None if rows == ["ok"] else "; ".join(rows)
