@@ -41,25 +41,23 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "fixtures"))
 import generate_store  # noqa: E402  (fixtures/, the port of OpenClaw's append)
+import run  # noqa: E402  (bench/run.py: the cached generated stores, GNU time's peak, the CLI's path)
 
-LCM_ETL = Path(sys.executable).parent / "lcm-etl"
+LCM_ETL = run.LCM_ETL
 HANDFUL = 6          # events per change: a turn in each of three windows
 MAX_ROUNDS = 200     # appends before giving up waiting for an auto-checkpoint
 
 
 class Gateway:
-    """One connection held open with the gateway's pragmas (OpenClaw's for a store, lossless-claw's for lcm.db)."""
+    """One connection held open with OpenClaw's pragmas for a session store (configureSqliteWalMaintenance;
+    lcm.db's, lossless-claw's, are bench/run.py's wal_writer(gateway=True))."""
 
-    def __init__(self, path: Path, lcm: bool = False):
+    def __init__(self, path: Path):
         self.path = path
         self.con = generate_store.connect(path)
         self.con.execute("PRAGMA journal_mode=WAL")
-        if lcm:   # lossless-claw src/db/connection.ts
-            for p in ("synchronous=NORMAL", "busy_timeout=30000", "cache_size=-65536", "temp_store=MEMORY"):
-                self.con.execute(f"PRAGMA {p}")
-        else:     # OpenClaw configureSqliteWalMaintenance
-            for p in ("wal_autocheckpoint=1000", f"journal_size_limit={64 << 20}"):
-                self.con.execute(f"PRAGMA {p}")
+        for p in ("wal_autocheckpoint=1000", f"journal_size_limit={64 << 20}"):
+            self.con.execute(f"PRAGMA {p}")
         self.con.execute("SELECT count(*) FROM sqlite_master").fetchone()   # opened: -wal and -shm appear
 
     def append(self, events: int) -> None:
@@ -71,7 +69,11 @@ class Gateway:
 
 
 def io_of(pid: int | str) -> dict[str, int]:
-    text = Path(f"/proc/{pid}/io").read_text()
+    return io_text(Path(f"/proc/{pid}/io").read_text())
+
+
+def io_text(text: str) -> dict[str, int]:
+    """/proc/<pid>/io's lines as numbers (read_bytes, rchar...)."""
     return {k: int(v) for k, v in (line.split(": ") for line in text.splitlines())}
 
 
@@ -106,11 +108,11 @@ def first_run(cmd: list[str], env: dict) -> dict:
                 "from lcm_etl.cli import main\nsys.exit(main())\n")
         os.sync()
         t0 = time.monotonic()
-        proc = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", str(peak), sys.executable, "-c", code],
+        proc = subprocess.run(run.peak_of([sys.executable, "-c", code], peak),
                               env={**os.environ, **env}, capture_output=True)
         wall = time.monotonic() - t0
-        io = {k: int(v) for k, v in (line.split(": ") for line in io_file.read_text().splitlines())}
-        return {"wall_s": round(wall, 2), "peak_rss_mb": round(int(peak.read_text().split()[-1]) / 1024, 1),
+        io = io_text(io_file.read_text())
+        return {"wall_s": round(wall, 2), "peak_rss_mb": run.peak_mb(peak),
                 "exit": proc.returncode, "read_bytes": io["read_bytes"], "rchar": io["rchar"],
                 "stderr": proc.stderr.decode(errors="replace")[-300:]}
 
@@ -120,8 +122,8 @@ class Watch:
 
     def __init__(self, cmd: list[str], env: dict):
         self.tmp = tempfile.TemporaryDirectory()
-        self.proc = subprocess.Popen(["/usr/bin/time", "-f", "%M", "-o", f"{self.tmp.name}/peak", str(LCM_ETL), *cmd,
-                                      "--watch", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        self.proc = subprocess.Popen(run.peak_of([str(LCM_ETL), *cmd, "--watch", "--json"], Path(self.tmp.name) / "peak"),
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      env={**os.environ, **env}, start_new_session=True)
         self.first = self.next_sync(600)
         children = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text().split()
@@ -140,7 +142,7 @@ class Watch:
     def stop(self) -> float:
         os.killpg(self.proc.pid, signal.SIGINT)
         self.proc.wait()
-        peak = round(int(Path(f"{self.tmp.name}/peak").read_text().split()[-1]) / 1024, 1)
+        peak = run.peak_mb(Path(self.tmp.name) / "peak")
         self.tmp.cleanup()
         return peak
 
@@ -234,7 +236,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--store-sizes", default="500000")
     args = ap.parse_args()
-    import run   # bench/run.py: the cached generated stores
+    run.OUT.mkdir(parents=True, exist_ok=True)   # a fresh clone has no bench/out yet
     rows: list[dict] = []
     for n in (int(x) for x in args.store_sizes.split(",") if x):
         rows += bench_store(n, run.store(n), run.OUT)

@@ -24,7 +24,7 @@ from lcm_etl.steps.pipeline import COMMANDS
 from lcm_etl.report import Targeted, emit, one_line
 from lcm_etl.read.openclaw.openclaw_home import default_lcm_db, profile_state, sources
 from lcm_etl.read.lcmdb.sources import expand
-from lcm_etl.sqlite_runtime import disable_memstatus
+from lcm_etl.sqlite_runtime import disable_memstatus, library, wal_reset_warning
 
 
 def _watching(watch, interval, dry_run, manifest=None) -> bool:
@@ -75,8 +75,6 @@ def handled(f):
 def targeted(report, target, wrote: bool = False) -> Targeted:
     """The report, saying why its target is that file (report.Targeted); for a command that wrote the target,
     with the warning of a SQLite that can corrupt a WAL target Remnic holds open (sqlite_runtime)."""
-    from lcm_etl.sqlite_runtime import wal_reset_warning
-
     warning = wal_reset_warning(target.path) if wrote else None
     if warning is not None and hasattr(report, "warnings"):
         report.warnings.append(warning)
@@ -104,7 +102,6 @@ def resolve_src(src: str | None, profile: str | None = None):
     return expand(src) if src else default_lcm_db()
 
 
-# click rewraps an epilog's paragraphs; \b keeps the lines as written
 STRICT = ("a finding (a transcript, archive, cold file, pending input or store that cannot be read) or an unparsable "
           "transcript line is an error (exit 2, nothing written), not a warning")
 
@@ -112,8 +109,6 @@ STRICT = ("a finding (a transcript, archive, cold file, pending input or store t
 def _version(ctx, param, value) -> None:
     """--version: lcm-etl's and the SQLite every connection uses (lcm_etl/sqlite_runtime.py)."""
     if value and not ctx.resilient_parsing:
-        from lcm_etl.sqlite_runtime import library
-
         click.echo(f"lcm-etl, version {__version__}\n{library()}")
         ctx.exit()
 
@@ -295,7 +290,7 @@ def audit(sessions, exclude_deleted, src, dest, memory_dir, session_filter, key_
     target = resolve_target(dest, memory_dir)
     audited = run(AuditOptions(target=target.path, src=required, sessions=read.sessions,
                                session_filter=list(session_filter), key_by=key_by,
-                               memory_limit=memory_limit, default_src=None if read.src else read.beside,
+                               memory_limit=memory_limit, default_src=read.beside,
                                default_transcripts=read.installation, exclude_deleted=exclude_deleted, strict=strict,
                                progress=progress_wanted(as_json, quiet)))
     if junit:
@@ -404,7 +399,7 @@ def main() -> None:
     on stdout as well."""
     disable_memstatus()   # before any connection exists: see lcm_etl/sqlite_runtime.py
     try:
-        cli.main(prog_name="lcm-etl", standalone_mode=False, auto_envvar_prefix="LCM_ETL")
+        cli.main(prog_name="lcm-etl", standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("lcm-etl: aborted", err=True)
         sys.exit(130)

@@ -87,7 +87,8 @@ FROM_ENVIRONMENT = ("src", "dest", "memory_dir", "sessions", "profile", "key_by"
 
 def settings_from_environment(group: click.Group) -> None:
     """click's auto_envvar_prefix, one prefix for every command (click's own default adds the command's name:
-    LCM_ETL_MIGRATE_DEST), for the FROM_ENVIRONMENT options alone; their --help names the variable."""
+    LCM_ETL_MIGRATE_DEST), for the FROM_ENVIRONMENT options alone; their --help names the variable. The group's own
+    options (--version) read none: the prefix is set per command, not for the group."""
     for command in group.commands.values():
         command.context_settings.setdefault("auto_envvar_prefix", "LCM_ETL")
         for param in command.params:

@@ -156,6 +156,12 @@ def connect(path: Path | str, query: str = "mode=ro", **kwargs) -> sqlite3.Conne
     return sqlite3.connect(uri(path, query), uri=True, **kwargs)
 
 
+def has_table(con: sqlite3.Connection, name: str, schema: str = "main") -> bool:
+    """Whether the database attached as `schema` holds the table `name`."""
+    return con.execute(f"SELECT 1 FROM {schema}.sqlite_master WHERE type = 'table' AND name = ?", (name,)).fetchone() \
+        is not None
+
+
 def quote_path(path: Path) -> str:
     return str(path).replace("'", "''")
 

@@ -28,7 +28,7 @@ from lcm_etl.planning.reconcile_plan import plan_transcripts, read_all
 from lcm_etl.report import RunReport, one_line_each, plural, unknown_lines
 from lcm_etl.read.lcmdb.source_schema import detect_schema, normalized_views
 from lcm_etl.read.lcmdb.sources import Snapshot, take_snapshot
-from lcm_etl.sqlite_runtime import attach_all, private_file, quote_path
+from lcm_etl.sqlite_runtime import attach_all, has_table, private_file, quote_path, uri
 from lcm_etl.steps.pipeline import AUDIT_SOURCE
 from lcm_etl.steps.engine import run_stage
 from lcm_etl.store.target import check_target, target_view
@@ -117,7 +117,6 @@ def audit(opts: AuditOptions) -> Audited:
         source = take_snapshot(opts.src, "source") if opts.src else None
         if source is not None:
             snaps.append(source)
-        if source is not None:
             findings += _audit_source(opts, source, target_db, report, sessions)
         if opts.sessions or opts.default_transcripts:
             findings += _audit_transcripts(opts, source, target_db, report, sessions)
@@ -303,9 +302,9 @@ def _stored_as_read(run, target_db: Path | None) -> list[tuple]:
         return []
     run.flush()
     con = run.con
-    con.execute("ATTACH ? AS target", (f"{target_db.absolute().as_uri()}?mode=ro",))
+    con.execute("ATTACH ? AS target", (uri(target_db),))
     try:
-        if not con.execute("SELECT 1 FROM target.sqlite_master WHERE name = 'lcm_messages'").fetchone():
+        if not has_table(con, "lcm_messages", "target"):
             return []
         return con.execute(_STORED_AS_READ).fetchall()
     finally:

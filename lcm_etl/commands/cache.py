@@ -37,20 +37,16 @@ class CacheReport:
     def as_text(self) -> str:
         if self.folder is None:
             return "lcm-etl cache: off (LCM_ETL_CACHE_DIR=off): no snapshot is kept"
-        lines = [f"lcm-etl cache: {self.folder}: {plural(len(self.snapshots), 'kept snapshot')}, {_mb(self.total_bytes)} of "
-                 f"{_mb(self.bound_bytes)} (LCM_ETL_CACHE_SIZE={self.bound})"]
+        lines = [f"lcm-etl cache: {self.folder}: {plural(len(self.snapshots), 'kept snapshot')}, {size_text(self.total_bytes)} of "
+                 f"{size_text(self.bound_bytes)} (LCM_ETL_CACHE_SIZE={self.bound})"]
         for s in self.snapshots:
             pair = f"{s['source']} -> {s['target']}" if s["source"] else Path(s["folder"]).name
             state = _STATES[s["state"]] or f"run {s['sealed_run']}"
-            lines.append(f"  {s['last_used']}  {_mb(s['bytes']):>10}  {pair}  {state}")
+            lines.append(f"  {s['last_used']}  {size_text(s['bytes']):>10}  {pair}  {state}")
         if self.removed or self.run_folders_removed:
-            lines.append(f"  removed {plural(len(self.removed), 'kept snapshot')} ({_mb(sum(r['bytes'] for r in self.removed))})"
+            lines.append(f"  removed {plural(len(self.removed), 'kept snapshot')} ({size_text(sum(r['bytes'] for r in self.removed))})"
                          f" and {plural(self.run_folders_removed, 'folder')} of killed runs")
         return one_line_each(lines)
-
-
-def _mb(n: int) -> str:
-    return size_text(n)   # as LCM_ETL_CACHE_SIZE takes it: 20GB, not 20000.0 MB
 
 
 def cache(prune: bool = False, clear: bool = False) -> CacheReport:

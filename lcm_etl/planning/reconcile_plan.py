@@ -102,7 +102,7 @@ def _target_rows(con, reading: Reading, target_db: Path | None, workdir: Path) -
     if target_db is None:
         return plan.empty_target(workdir)
     with closing(sqlite_runtime.connect(target_db)) as lite:
-        if not lite.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'lcm_messages'").fetchone():
+        if not sqlite_runtime.has_table(lite, "lcm_messages"):
             return plan.empty_target(workdir)
     read = [r[0] for r in con.execute("SELECT session_id FROM run_sessions UNION SELECT session_id FROM jsonl_sessions")
             .fetchall()]

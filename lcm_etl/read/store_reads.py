@@ -125,9 +125,10 @@ def read_store_archive(store: OpenStore, a: StoreArchive, start: FileRecord | st
     return _archive_read(transcript_of_bytes(label, text, strict), origin, a.session_id, proof, start)
 
 
-def _verify(label: Path, data: bytes, sha256: str | None, whose: str) -> None:
-    """An archive's bytes are the ones its store row declares (OpenClaw's archive_sha256), else a finding."""
-    if sha256 is not None and hashlib.sha256(data).hexdigest() != sha256:
+def _verify(label: Path, data: bytes, sha256: str | None, whose: str, digest: str | None = None) -> None:
+    """An archive's bytes are the ones its store row declares (OpenClaw's archive_sha256), else a finding.
+    `digest`: the bytes' SHA-256 when the caller has it already."""
+    if sha256 is not None and (digest or hashlib.sha256(data).hexdigest()) != sha256:
         raise TranscriptError(label, f"failed verification ({len(data)} bytes; SHA-256 differs from {whose})")
 
 
@@ -142,7 +143,7 @@ def read_archive_file(path: Path, session_key: str | None, start: FileRecord | s
         start = archive_start(start, proof)
         if isinstance(start, FileRecord):
             return _unchanged(path, ArchiveOrigin(path.name, archive_kind(path), start.header_id, session_key), start)
-        _verify(path, data, declared, "its store row's archive_sha256")
+        _verify(path, data, declared, "its store row's archive_sha256", proof)
         if path.name.endswith(".zst"):
             data = decompress(data)
     except Unreadable as exc:

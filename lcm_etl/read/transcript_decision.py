@@ -300,7 +300,7 @@ def settle(run: sqlite3.Connection, target: Path | None) -> dict[int, str]:
         run.execute("ATTACH ? AS target", (sqlite_runtime.uri(target),))
         run.execute(f"CREATE TEMP TABLE records AS {_RECORDED} WHERE f.path IN "
                     "(SELECT record_key FROM main.transcripts WHERE read = 'appended')")
-        run.execute(_LOST if _has_table(run, "target", "lcm_etl_session_rows") else _LOST_NONE)
+        run.execute(_LOST if sqlite_runtime.has_table(run, "lcm_etl_session_rows", "target") else _LOST_NONE)
     except sqlite3.Error:   # no record can be read (or the target lacks the rows' table): none of the hints holds
         run.execute("DROP TABLE IF EXISTS temp.records")
         run.execute("DROP TABLE IF EXISTS temp.lost")
@@ -337,11 +337,6 @@ SELECT r.session_id FROM target.lcm_etl_session_rows r LEFT JOIN now USING (sess
 WHERE r.session_id IN (SELECT session_id FROM appended)
   AND (coalesce(now.n, 0) <> r.row_count OR coalesce(now.s, 0) <> r.id_sum)"""
 _LOST_NONE = "CREATE TEMP TABLE lost (session_id TEXT)"
-
-
-def _has_table(con: sqlite3.Connection, schema: str, name: str) -> bool:
-    return con.execute(f"SELECT 1 FROM {schema}.sqlite_master WHERE type = 'table' AND name = ?", (name,)).fetchone() \
-        is not None
 
 
 def by_identity(plan: Any) -> set[str]:

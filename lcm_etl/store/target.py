@@ -88,7 +88,11 @@ class Target:
     """The target a command was given or found, and why it is that file (the report's first line)."""
     path: Path
     rule: str            # "--dest", "--memory-dir", or the Remnic rule that chose it (lcm_etl/store/remnic_home.py)
-    default: bool = False
+
+    @property
+    def default(self) -> bool:
+        """Neither option named it: Remnic's rules chose it."""
+        return self.rule not in ("--dest", "--memory-dir")
 
 
 def resolve_target(dest: str | None, memory_dir: str | None) -> Target:
@@ -103,7 +107,7 @@ def resolve_target(dest: str | None, memory_dir: str | None) -> Target:
     if dest:
         return Target(expand(dest), "--dest")
     found = remnic_memory_dir()
-    return Target(found.memory_dir / LCM_STORE, found.rule, default=True)
+    return Target(found.memory_dir / LCM_STORE, found.rule)
 
 
 def check_target(path: Path, open_it: bool = True, writes: bool = False) -> bool:

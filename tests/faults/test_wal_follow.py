@@ -46,21 +46,17 @@ def append(con: sqlite3.Connection, n: int, tag: str) -> None:
         con.execute(APPEND, (f"{tag} {k}", 1 + k % 3))
 
 
-def source_rows(src: Path) -> list:
+def source_rows(src: Path, columns: str = "*") -> list:
     """The messages as SQLite reads the source (a connection that writes nothing while the -wal has frames)."""
     con = sqlite3.connect(src)
     try:
-        return con.execute("SELECT * FROM messages ORDER BY rowid").fetchall()
+        return con.execute(f"SELECT {columns} FROM messages ORDER BY rowid").fetchall()
     finally:
         con.close()
 
 
 def contents(src: Path) -> list[str]:
-    con = sqlite3.connect(src)
-    try:
-        return [r[0] for r in con.execute("SELECT content FROM messages ORDER BY rowid")]
-    finally:
-        con.close()
+    return [r[0] for r in source_rows(src, "content")]
 
 
 def copy_rows(src: Path, target: Path) -> list:
@@ -86,12 +82,12 @@ def world(tmp_path):
     src = copy_fixture(FIXTURE, tmp_path / "src")
     with gateway(src):
         pass   # the database in WAL mode, as lossless-claw leaves it (the main file's header says so)
+    (tmp_path / "twin").mkdir()
     return src, tmp_path / "out" / "lcm.sqlite", tmp_path / "twin" / FIXTURE, tmp_path / "twin-out" / "lcm.sqlite"
 
 
 def test_frames_a_checkpoint_and_a_restart_are_read_from_the_wal_alone(world):
     src, target, twin_src, twin = world
-    twin_src.parent.mkdir()
     with gateway(src) as live:
         synced(src, target, twin_src, twin)   # a whole copy, beside an empty -wal
         append(live, 30, "before")
@@ -119,7 +115,6 @@ def test_frames_a_checkpoint_and_a_restart_are_read_from_the_wal_alone(world):
 
 def test_a_wal_that_appeared_with_no_frame_changes_nothing(world):
     src, target, twin_src, twin = world
-    twin_src.parent.mkdir()
     synced(src, target, twin_src, twin)
     with gateway(src):
         assert Path(f"{src}-wal").stat().st_size == 0
@@ -130,7 +125,6 @@ def test_a_wal_that_appeared_with_no_frame_changes_nothing(world):
 
 def test_two_restarts_since_the_last_sync_compare_the_main_file_whole(world):
     src, target, twin_src, twin = world
-    twin_src.parent.mkdir()
     with gateway(src) as live:
         append(live, 3, "read")
         synced(src, target, twin_src, twin)
@@ -167,7 +161,6 @@ def dying_writer(tmp: Path, src: Path, commits: int, tag: str) -> list[int]:
 
 def test_a_torn_frame_ends_what_is_read_at_the_commit_before_it(world, tmp_path):
     src, target, twin_src, twin = world
-    twin_src.parent.mkdir()
     dying_writer(tmp_path, src, 2, "read")
     synced(src, target, twin_src, twin)
     ends = dying_writer(tmp_path, src, 2, "appended")
@@ -188,7 +181,6 @@ def test_commits_lost_in_a_power_cut_and_written_again_under_the_same_salts_are_
     writes other frames where they were, under the same salts. The frames read no longer carry their checksums:
     the main file is compared whole, and the copy is the source as SQLite reads it."""
     src, target, twin_src, twin = world
-    twin_src.parent.mkdir()
     ends = dying_writer(tmp_path, src, 2, "kept")
     dying_writer(tmp_path, src, 3, "lost in a power cut")
     synced(src, target, twin_src, twin)   # reads the commits about to be lost
@@ -204,7 +196,6 @@ def test_commits_lost_in_a_power_cut_and_written_again_under_the_same_salts_are_
 
 def test_a_writer_that_switches_journal_mode_is_compared_whole(world):
     src, target, twin_src, twin = world
-    twin_src.parent.mkdir()
     with gateway(src) as live:
         append(live, 3, "in the WAL")
         synced(src, target, twin_src, twin)
@@ -238,7 +229,6 @@ def test_syncs_killed_or_overtaken_by_checkpoints_end_where_a_run_without_a_kept
     """A writer commits and auto-checkpoints continuously while syncs run, some of them SIGKILLed at a random
     instant: once the writer stops, one more sync leaves the target as a run without a kept snapshot leaves it."""
     src, target, twin_src, twin = world
-    twin_src.parent.mkdir()
     migrate_json(src, target)
     stop = tmp_path / "stop"
     script = tmp_path / "live_writer.py"

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Mapping
 
 from lcm_etl import sqlite_runtime
+from lcm_etl.read.findings import finding
 from lcm_etl.errors import BadInput, LcmEtlError
 from lcm_etl.read.lcmdb.sources import expand, take_snapshot
 
@@ -177,7 +178,7 @@ class Registered:
 
 
 def registry_finding(problem: str, path: Path, detail: str) -> dict:
-    return {"kind": "agent database", "problem": problem, "session_id": None, "source_id": str(path), "detail": detail}
+    return finding("agent database", path, problem, detail=detail)
 
 
 def registered_databases(state: Path) -> Registered:
@@ -195,7 +196,7 @@ def registered_databases(state: Path) -> Registered:
         return found
     try:
         with closing(sqlite_runtime.connect(snapshot.path)) as con:
-            held = con.execute("SELECT 1 FROM sqlite_master WHERE name = 'agent_databases'").fetchone()
+            held = sqlite_runtime.has_table(con, "agent_databases")
             rows = con.execute("SELECT agent_id, path FROM agent_databases ORDER BY agent_id, path").fetchall() \
                 if held else []
     except sqlite3.Error as exc:   # a damaged file: which agents it registers is unknown

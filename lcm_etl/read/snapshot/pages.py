@@ -299,6 +299,7 @@ class SpilledPages:
         self._fh.seek(0)
         self._fh.truncate()
         self._at.clear()
+        self._undo = None   # a follow that failed mid-transaction leaves no undo for the comparison after it
 
     def begin(self) -> None:
         """Pages added from here on can be taken out again by rollback() (a WAL transaction without its commit)."""
