@@ -241,3 +241,12 @@ def test_dry_runs_inspect_and_audit_create_no_cache_folder_and_only_a_real_run_k
         before = sorted((p, p.stat().st_mtime_ns) for p in cache.rglob("*"))
         assert run_cli(*args, "-q", env=env).returncode in (0, 3)
         assert sorted((p, p.stat().st_mtime_ns) for p in cache.rglob("*")) == before, args[0]
+
+
+def test_the_groups_own_options_read_no_setting_from_the_environment(tmp_path):
+    """Only the FROM_ENVIRONMENT options read LCM_ETL_<OPTION>: LCM_ETL_VERSION=1 once printed the version and exited
+    0 in place of every command."""
+    env = {**os.environ, "LCM_ETL_VERSION": "1", "LCM_ETL_CACHE_DIR": str(tmp_path / "cache")}
+    proc = run_cli("cache", "--json", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["snapshots"] == []
