@@ -23,7 +23,7 @@ from lcm_etl.options import (TEXT_PATH, inspected_option, key_by_option, lock_ti
 from lcm_etl.steps.pipeline import COMMANDS
 from lcm_etl.report import Targeted, emit, one_line
 from lcm_etl.read.openclaw.openclaw_home import default_lcm_db, profile_state, sources
-from lcm_etl.read.lcmdb.sources import expand
+from lcm_etl.read.snapshot.sqlite_copy import expand
 from lcm_etl.sqlite_runtime import disable_memstatus, library, wal_reset_warning
 
 
@@ -194,7 +194,7 @@ def _fleet(manifest, discover, dest_root, scheduler, retries, src, dest, memory_
     run = functools.partial(_dask_runner(), **dask_opts) if scheduler else functools.partial(run_fleet, jobs=jobs)
     dry_run, found = template.keywords["dry_run"], None
     if discover:
-        from lcm_etl.read.lcmdb.discover import Discovered, discover as find
+        from lcm_etl.read.openclaw.discover import Discovered, discover as find
 
         root = expand(discover).absolute()
         pairs = find(root, expand(dest_root).absolute())

@@ -327,7 +327,7 @@ def test_reconcile_watch_follows_a_gateway_writing_the_store_and_ends_equal_to_o
 def test_a_window_read_again_whole_replaces_its_rows_in_the_run_file(tmp_path):
     """Every window goes into the run file as it is read (lcm_etl/read/run_file.py); one read again whole (settle,
     under the lock) has its rows replaced by the new read's, in its place: the same message ids, nothing twice."""
-    from lcm_etl.read.transcript_reading import ReadOptions, read_all
+    from lcm_etl.read.sessions.transcript_reading import ReadOptions, read_all
 
     state = state_copy("native", tmp_path / "state")
     reading = read_all(ReadOptions(sessions=[str(state)]))
@@ -439,7 +439,7 @@ def test_a_store_locked_mid_transaction_in_rollback_journal_mode_is_exit_2_and_n
 def test_the_run_file_holds_a_row_per_transcript_and_its_messages(tmp_path):
     """What a read leaves is the run file: one row per transcript (11 windows and 2 archives: the deleted session's
     row and its published file, 4 messages each) and its messages; Python keeps none of them."""
-    from lcm_etl.read.transcript_reading import ReadOptions, read_all
+    from lcm_etl.read.sessions.transcript_reading import ReadOptions, read_all
 
     state = state_copy("native", tmp_path / "state")
     reading = read_all(ReadOptions(sessions=[str(state)]))

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from conftest import LCM_ETL, ROOT, run_cli
-from lcm_etl.read import transcript_decision as decide
+from lcm_etl.read.sessions import transcript_decision as decide
 from storelib import StoreWriter, session_entries, state_copy, store_of
 from test_reconcile import build_pair
 from test_reconcile_offsets import lines_of, v1_lines, write

@@ -20,7 +20,7 @@ from conftest import copy_fixture, migrate_json, run_cli
 from undolib import digest
 from lcm_etl.commands import migrate as migrate_module
 from lcm_etl.read.snapshot import page_owners, pages, snapcache
-from lcm_etl.read.lcmdb import sources
+from lcm_etl.read.snapshot import sqlite_copy as sources
 
 FIXTURE = "basic-0.15.3.db"   # three conversations, one session each
 

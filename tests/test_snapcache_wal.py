@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from conftest import copy_fixture, migrate_api, migrate_json
 from test_snapcache import APPEND, FIXTURE, forge_identity, kept, remnic_content, without_cache
-from lcm_etl.read.lcmdb import sources
+from lcm_etl.read.snapshot import sqlite_copy as sources
 
 
 @contextmanager

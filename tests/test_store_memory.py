@@ -32,9 +32,9 @@ def _held_after_reading(store: Path, target: Path | None = None) -> tuple[int, l
     """Python memory still allocated when every window has been read (tracemalloc), the run file's rows of the
     transcripts (read, read_count, messages with content), and how many parsed transcripts and messages are still
     alive then (the reading still open)."""
-    from lcm_etl.read import transcript_decision as decide
+    from lcm_etl.read.sessions import transcript_decision as decide
     from lcm_etl.read.transcript.transcripts import Transcript, TranscriptMessage
-    from lcm_etl.read.transcript_reading import ReadOptions, read_all
+    from lcm_etl.read.sessions.transcript_reading import ReadOptions, read_all
 
     records = decide.recorded(target, hint=True) if target is not None else None
     tracemalloc.start()
@@ -144,7 +144,7 @@ def test_a_re_run_releases_each_windows_appended_messages_and_writes_what_one_ru
 def test_the_run_file_writer_holds_at_most_its_threshold_however_few_rows_each_transcript_brings(tmp_path):
     """One writer, one size threshold: rows are gathered in Python until FLUSH_BYTES, then written, whether they
     come as a few large transcripts or as many windows of a few messages each (a re-run's)."""
-    from lcm_etl.read import run_file
+    from lcm_etl.read.sessions import run_file
     from lcm_etl.read.transcript.transcripts import ReadMark, Transcript, TranscriptMessage, TranscriptReport
 
     def message(eid: str) -> TranscriptMessage:

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from lcm_etl.read.transcript.transcript_blocks import js_number, js_stringify
-from lcm_etl.read.openclaw.transcript_files import discover_transcripts, load_session_keys
+from lcm_etl.read.transcript.transcript_files import discover_transcripts, load_session_keys
 from lcm_etl.read.transcript.transcript_tokens import estimate_tokens
 from lcm_etl.read.transcript.transcripts import TranscriptError, read_transcript
 

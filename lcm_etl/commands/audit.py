@@ -27,7 +27,7 @@ from lcm_etl.progress import Progress
 from lcm_etl.planning.reconcile_plan import plan_transcripts, read_all
 from lcm_etl.report import RunReport, one_line_each, plural, unknown_lines
 from lcm_etl.read.lcmdb.source_schema import detect_schema, normalized_views
-from lcm_etl.read.lcmdb.sources import Snapshot, take_snapshot
+from lcm_etl.read.snapshot.sqlite_copy import Snapshot, take_snapshot
 from lcm_etl.sqlite_runtime import attach_all, has_table, private_file, quote_path, uri
 from lcm_etl.steps.pipeline import AUDIT_SOURCE
 from lcm_etl.steps.engine import run_stage

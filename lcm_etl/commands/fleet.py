@@ -25,8 +25,8 @@ from tqdm import tqdm
 from lcm_etl.errors import EXIT_FAILURE, BadInput, LcmEtlError
 from lcm_etl.interrupts import in_a_worker, interruption, pair_in_worker, worker_stopped
 from lcm_etl.commands.migrate import MigrateOptions, migrate
-from lcm_etl.read.lcmdb.discover import Discovered
-from lcm_etl.read.lcmdb.sources import expand
+from lcm_etl.read.openclaw.discover import Discovered
+from lcm_etl.read.snapshot.sqlite_copy import expand
 from lcm_etl.report import SCHEMA_VERSION, one_line, one_line_each
 from lcm_etl.sqlite_runtime import disable_memstatus
 from lcm_etl.store.target import resolve_target

@@ -8,7 +8,7 @@ from lcm_etl import duck
 from lcm_etl.commands.inspect_store import StoreInfo, describe_store, is_session_store
 from lcm_etl.planning import plan
 from lcm_etl.read.lcmdb.source_schema import detect_schema
-from lcm_etl.read.lcmdb.sources import take_snapshot
+from lcm_etl.read.snapshot.sqlite_copy import take_snapshot
 from lcm_etl.steps.pipeline import SESSIONS
 from lcm_etl.report import SCHEMA_VERSION, one_line, one_line_each, unknown_lines
 from lcm_etl.steps.engine import run_stage

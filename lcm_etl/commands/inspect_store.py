@@ -10,9 +10,9 @@ from pathlib import Path
 from lcm_etl import sqlite_runtime
 from lcm_etl.read.snapshot import runfolder
 from lcm_etl.read.openclaw.openclaw_store import OpenStore
-from lcm_etl.read.store_reads import read_window
+from lcm_etl.read.sessions.store_reads import read_window
 from lcm_etl.read.transcript.transcripts import Transcript, TranscriptError, TranscriptReport
-from lcm_etl.read.transcript_decision import NEW
+from lcm_etl.read.sessions.transcript_decision import NEW
 from lcm_etl.report import SCHEMA_VERSION, one_line_each
 
 

@@ -18,7 +18,7 @@ from lcm_etl.store.runlock import target_lock
 from lcm_etl.progress import Progress
 from lcm_etl.report import RunReport, now_iso, one_line
 from lcm_etl.read.lcmdb.source_schema import detect_schema, normalized_views
-from lcm_etl.read.lcmdb.sources import Snapshot, check_sqlite_file, file_signature, take_snapshot
+from lcm_etl.read.snapshot.sqlite_copy import Snapshot, check_sqlite_file, file_signature, take_snapshot
 from lcm_etl.load.loader import SourceParts, Strategy, choose, load, staged
 from lcm_etl.steps.pipeline import PROVENANCE, WRITE_MESSAGES, WRITE_REST
 from lcm_etl.load.write import WriteJob, record_noop, write_failure

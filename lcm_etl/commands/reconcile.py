@@ -24,17 +24,17 @@ from lcm_etl.store import ledger
 from lcm_etl.planning import plan
 from lcm_etl.run_options import ReconcileOptions
 from lcm_etl.planning.reconcile_plan import plan_transcripts, read_all
-from lcm_etl.read import transcript_decision as decide
+from lcm_etl.read.sessions import transcript_decision as decide
 from lcm_etl.read.findings import as_warning
-from lcm_etl.read.run_file import loads
+from lcm_etl.read.sessions.run_file import loads
 from lcm_etl.progress import Progress
 from lcm_etl.report import RunReport, now_iso
 from lcm_etl.store.runlock import target_lock
-from lcm_etl.read.lcmdb.sources import Snapshot, file_signature, take_snapshot
+from lcm_etl.read.snapshot.sqlite_copy import Snapshot, file_signature, take_snapshot
 from lcm_etl.steps import pipeline
 from lcm_etl.steps.engine import run_stage
 from lcm_etl.store.target import check_target, target_view
-from lcm_etl.read.transcript_reading import Reading
+from lcm_etl.read.sessions.transcript_reading import Reading
 from lcm_etl.load.loader import choose, load
 from lcm_etl.load.write import WriteJob
 

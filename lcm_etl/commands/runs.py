@@ -18,7 +18,7 @@ from lcm_etl.sync import identity as source_identity
 from lcm_etl.store import provenance
 from lcm_etl.store import ledger, runlock, target as tgt
 from lcm_etl.report import SCHEMA_VERSION, one_line_each
-from lcm_etl.read.lcmdb.sources import take_snapshot
+from lcm_etl.read.snapshot.sqlite_copy import take_snapshot
 
 
 @dataclass

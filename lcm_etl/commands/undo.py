@@ -30,7 +30,7 @@ from lcm_etl.errors import BadInput, RunFailed
 from lcm_etl.store.provenance import KEYED, RANGED, columns
 from lcm_etl.report import SCHEMA_VERSION, one_line_each
 from lcm_etl.store.runlock import target_lock
-from lcm_etl.read.lcmdb.sources import take_snapshot
+from lcm_etl.read.snapshot.sqlite_copy import take_snapshot
 
 ROW_NAMES = {t.name: t.rows for t in tgt.REMNIC_TABLES}
 

@@ -38,7 +38,7 @@ from typing import Any
 from lcm_etl.errors import EXIT_BAD_INPUT, LcmEtlError, error_line
 from lcm_etl.interrupts import Interrupted
 from lcm_etl.report import SCHEMA_VERSION, RunReport, emit, now_iso, one_line, say
-from lcm_etl.read.lcmdb.sources import file_signature
+from lcm_etl.read.snapshot.sqlite_copy import file_signature
 
 DEFAULT_INTERVAL = 0.5
 MAX_BACKOFF_S = 60.0
@@ -140,7 +140,7 @@ def reconcile_inputs(sessions: list[str], src: Path | None) -> Callable[[], list
     session store (its file and -wal: a gateway's commit is a change), each folder of transcripts (a new file is
     a change), and the --src database when one is given."""
     from lcm_etl.read.openclaw.openclaw_state import find_inputs
-    from lcm_etl.read.lcmdb.sources import expand
+    from lcm_etl.read.snapshot.sqlite_copy import expand
 
     def signature() -> list:
         inputs = find_inputs([expand(p) for p in sessions])

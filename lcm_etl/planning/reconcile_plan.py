@@ -15,8 +15,8 @@ from lcm_etl.run_options import ReconcileOptions
 from lcm_etl.planning import plan
 from lcm_etl.read.lcmdb.source_schema import detect_schema
 from lcm_etl.read.lcmdb import subset
-from lcm_etl.read.lcmdb.sources import Snapshot
-from lcm_etl.read.transcript_reading import Reading, read_all as read_all   # the commands read through the plan
+from lcm_etl.read.snapshot.sqlite_copy import Snapshot
+from lcm_etl.read.sessions.transcript_reading import Reading, read_all as read_all   # the commands read through the plan
 from lcm_etl.steps import pipeline
 from lcm_etl.steps.engine import run_stage
 from lcm_etl.store.target import REMNIC_TABLES

@@ -15,7 +15,7 @@ from pathlib import Path
 from lcm_etl import sqlite_runtime
 from lcm_etl.store import ledger
 from lcm_etl.errors import BadInput, RunFailed
-from lcm_etl.read.lcmdb.sources import SQLITE_HEADER, Snapshot, take_snapshot
+from lcm_etl.read.snapshot.sqlite_copy import SQLITE_HEADER, Snapshot, take_snapshot
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,7 @@ class Target:
 
 def resolve_target(dest: str | None, memory_dir: str | None) -> Target:
     """--dest, else --memory-dir's state/lcm.sqlite, else the one Remnic reads (remnic_home)."""
-    from lcm_etl.read.lcmdb.sources import expand
+    from lcm_etl.read.snapshot.sqlite_copy import expand
     from lcm_etl.store.remnic_home import LCM_STORE, remnic_memory_dir
 
     if dest and memory_dir:

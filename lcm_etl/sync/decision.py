@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import asdict, dataclass
 
-from lcm_etl.read.transcript_decision import CAUSES
+from lcm_etl.read.sessions.transcript_decision import CAUSES
 
 NO_OP, PAGES, MARKS, FULL, OFFSETS = "no-op", "pages compared", "marks", "full plan", "offsets"
 

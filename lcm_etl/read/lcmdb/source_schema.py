@@ -16,7 +16,7 @@ import orjson
 from lcm_etl import sqlite_runtime
 from lcm_etl.errors import BadInput
 from lcm_etl.read.lcmdb.source_tables import BY_NAME, LEFT_OUT, SOURCE_TABLES
-from lcm_etl.read.lcmdb.sources import unreadable
+from lcm_etl.read.snapshot.sqlite_copy import unreadable
 from lcm_etl.sqlite_runtime import UTF8_JSON
 
 # The one rule for every command (inspect, migrate, reconcile --src, audit): a table every lossless-claw release

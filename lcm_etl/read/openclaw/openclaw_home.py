@@ -25,7 +25,7 @@ from typing import Mapping
 from lcm_etl import sqlite_runtime
 from lcm_etl.read.findings import finding
 from lcm_etl.errors import BadInput, LcmEtlError
-from lcm_etl.read.lcmdb.sources import expand, take_snapshot
+from lcm_etl.read.snapshot.sqlite_copy import expand, take_snapshot
 
 STATE_NAME = ".openclaw"
 LEGACY_NAME = ".clawdbot"

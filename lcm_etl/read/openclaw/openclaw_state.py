@@ -23,8 +23,8 @@ import orjson
 
 from lcm_etl.read.findings import Unreadable, finding, open_regular, read_regular
 from lcm_etl.read.openclaw.openclaw_home import is_state_dir, registered_databases, state_dir
-from lcm_etl.read.lcmdb.sources import SQLITE_HEADER
-from lcm_etl.read.openclaw.transcript_files import LEGACY_STORE, classify_file_name, discover_transcripts, file_stem
+from lcm_etl.read.snapshot.sqlite_copy import SQLITE_HEADER
+from lcm_etl.read.transcript.transcript_files import LEGACY_STORE, classify_file_name, discover_transcripts, file_stem
 
 STORE_NAME = "openclaw-agent.sqlite"
 IMPORT_ARCHIVE = "session-sqlite-import-archive"

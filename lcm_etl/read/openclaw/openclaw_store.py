@@ -27,7 +27,7 @@ from lcm_etl import sqlite_runtime
 from lcm_etl.errors import BadInput
 from lcm_etl.file_identity import real_path
 from lcm_etl.run_options import DEFAULT_MEMORY_LIMIT
-from lcm_etl.read.lcmdb.sources import Snapshot, take_snapshot
+from lcm_etl.read.snapshot.sqlite_copy import Snapshot, take_snapshot
 from lcm_etl.read.snapshot.page_owners import Owned
 from lcm_etl.read.snapshot.snapcache import Changes, SnapshotCache
 from lcm_etl.read.openclaw.store_hidden import (ColdArchive, PendingInput, cold_archives, cold_location, cold_rows, decompress,

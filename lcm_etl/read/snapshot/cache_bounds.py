@@ -21,7 +21,7 @@ from pathlib import Path
 import orjson
 
 from lcm_etl.read.snapshot.runfolder import held, remove_unheld
-from lcm_etl.read.lcmdb.sources import file_signature
+from lcm_etl.read.snapshot.sqlite_copy import file_signature
 
 SNAPSHOT, SEAL, PAIR = "snapshot.db", "seal.json", "pair.json"
 _PAIR_FOLDER = re.compile(r"[0-9a-f]{24}")   # snapcache.SnapshotCache.for_pair's names

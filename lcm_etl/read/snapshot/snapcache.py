@@ -36,7 +36,7 @@ from lcm_etl.run_options import size_text
 from lcm_etl.read.snapshot import cache_bounds, page_owners, pages, runfolder, wal
 from lcm_etl.errors import RunFailed
 from lcm_etl.file_identity import real_path
-from lcm_etl.read.lcmdb.sources import (CacheUnwritable, Snapshot, file_signature, fold_wal, take_snapshot,
+from lcm_etl.read.snapshot.sqlite_copy import (CacheUnwritable, Snapshot, file_signature, fold_wal, take_snapshot,
                                   unchanged_but_appended, why_failed)
 
 # more differing pages than this share of the source (or than 1 MB of pages on a small one): not worth

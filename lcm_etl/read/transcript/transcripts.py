@@ -31,7 +31,7 @@ import orjson
 
 from lcm_etl.read.findings import Unreadable, read_regular
 from lcm_etl.read.transcript.transcript_blocks import build_parts, extract_content, reject_constant, without_surrogates
-from lcm_etl.read.openclaw.transcript_files import file_stem
+from lcm_etl.read.transcript.transcript_files import file_stem
 from lcm_etl.read.transcript.transcript_identity import identity_hash
 from lcm_etl.read.transcript.transcript_tokens import lc_token_count
 

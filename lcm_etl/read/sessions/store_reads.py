@@ -21,7 +21,7 @@ from lcm_etl.read.findings import Unreadable, read_regular
 from lcm_etl.read.openclaw.openclaw_store import OpenStore, StoreArchive, StoreWindow
 from lcm_etl.read.openclaw.store_hidden import PendingInput, decompress
 from lcm_etl.read.openclaw.openclaw_state import archive_kind, archive_session_id
-from lcm_etl.read.transcript_decision import (NOT_APPEND, PENDING, FileRecord, archive_start, continue_path, window_proof,
+from lcm_etl.read.sessions.transcript_decision import (NOT_APPEND, PENDING, FileRecord, archive_start, continue_path, window_proof,
                                               window_start)
 from lcm_etl.read.transcript.transcripts import (ReadMark, Transcript, TranscriptError, TranscriptReport, parse_transcript,
                                       transcript_of_bytes)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from lcm_etl.read.findings import Unreadable, open_regular
-from lcm_etl.read.transcript_decision import PREFIX_CHANGED, FileRecord, continue_path, prefix_proved
+from lcm_etl.read.sessions.transcript_decision import PREFIX_CHANGED, FileRecord, continue_path, prefix_proved
 from lcm_etl.read.transcript.transcripts import ReadMark, Transcript, TranscriptReport, _lines, read_transcript
 
 

@@ -20,17 +20,17 @@ from typing import Callable
 from lcm_etl.run_options import ReadOptions
 from lcm_etl.read.snapshot import runfolder
 from lcm_etl.errors import BadInput
-from lcm_etl.read import transcript_offsets as offsets
+from lcm_etl.read.sessions import transcript_offsets as offsets
 from lcm_etl.file_identity import real_path
-from lcm_etl.read.run_file import RunFile, file_session
-from lcm_etl.read.transcript_decision import FileRecord, Records, from_record
+from lcm_etl.read.sessions.run_file import RunFile, file_session
+from lcm_etl.read.sessions.transcript_decision import FileRecord, Records, from_record
 from lcm_etl.read.findings import Unreadable, finding, open_regular, refuse_under_strict
 from lcm_etl.read.openclaw.openclaw_home import is_state_dir, registry_finding
 from lcm_etl.read.openclaw.openclaw_state import (Inputs, archive_kind, archive_session_id, find_inputs, is_sqlite,
                                                   state_folder)
 from lcm_etl.read.openclaw.openclaw_store import OpenStore, StoreWindow
-from lcm_etl.read.lcmdb.sources import expand
-from lcm_etl.read.store_reads import (ArchiveOrigin, PendingOrigin, archive_listing, read_archive_file, read_pending,
+from lcm_etl.read.snapshot.sqlite_copy import expand
+from lcm_etl.read.sessions.store_reads import (ArchiveOrigin, PendingOrigin, archive_listing, read_archive_file, read_pending,
                                       read_store_archive, read_window, where_kind)
 from lcm_etl.read.transcript.transcripts import Transcript, TranscriptError
 from lcm_etl.progress import Progress
