@@ -2,7 +2,7 @@
 reset or a restore changes (as the caches compare it).
 
 A module of its own, below read/ and duck: the kept snapshot's seal (read/snapshot/snapcache.py), the source's
-copy (read/lcmdb/sources.py) and the extension check's record (duck.py) all compare it, and duck is imported by
+copy (read/snapshot/sqlite_copy.py) and the extension check's record (duck.py) all compare it, and duck is imported by
 read/ (tests/test_import_graph.py)."""
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 def real_path(path: Path | str, within: str | None = None) -> str:
     """A file's one key (symlinks, `~`, relative spellings are one file), and `<real path>#<within>` for a part of
     it: every command and table keys on it. A source's identity (lcm_etl/sync/identity.py: its ledger rows, marks,
-    provenance, a reconcile record's --src), a transcript's record (lcm_etl/read/transcript_decision.py: a file, a
+    provenance, a reconcile record's --src), a transcript's record (lcm_etl/read/sessions/transcript_decision.py: a file, a
     store's window or archive row) and the kept snapshot (lcm_etl/read/snapshot/snapcache.py)."""
     real = os.path.realpath(os.path.expanduser(str(path)))
     return real if within is None else f"{real}#{within}"

@@ -33,7 +33,7 @@ def size_text(n: float) -> str:
 
 @dataclass(kw_only=True)
 class ReadOptions:
-    """What is read of OpenClaw's transcripts (lcm_etl/read/transcript_reading.py)."""
+    """What is read of OpenClaw's transcripts (lcm_etl/read/sessions/transcript_reading.py)."""
     sessions: list[str]
     strict: bool = False
     exclude_deleted: bool = False

@@ -16,7 +16,8 @@ import pytest
 
 from conftest import FIXTURE_DIR, copy_fixture, run_cli
 from lcm_etl.run_options import size_text
-from lcm_etl.read.snapshot import snapcache
+from lcm_etl.read.lcmdb.source_tables import BY_NAME
+from lcm_etl.read.snapshot import cache_bounds, snapcache
 
 FIXTURE = "basic-0.15.3.db"
 
@@ -48,7 +49,7 @@ def migrate(world: Path, name: str, *extra, env: dict | None = None) -> dict:
 
 
 def pair_folder(world: Path, name: str) -> Path:
-    cache = snapcache.SnapshotCache.for_pair(world / name / FIXTURE, world / name / "out" / "lcm.sqlite")
+    cache = snapcache.SnapshotCache.for_pair(world / name / FIXTURE, world / name / "out" / "lcm.sqlite", BY_NAME)
     assert cache is not None
     return cache.folder
 
@@ -120,8 +121,7 @@ def test_a_kept_snapshot_whose_seal_is_damaged_is_dropped_and_the_report_says_so
     assert report["sync_decision"]["line"].startswith(
         f"marks: the source's marks compared with those of run {first['run_id']} (the kept snapshot was dropped: its "
         "seal cannot be read); ")
-    assert snapcache.SnapshotCache(folder, world / "a" / FIXTURE, world / "a" / "out").sealed_run() == \
-        report["run_id"]
+    assert cache_bounds.read_seal(folder)[0]["run_id"] == report["run_id"]
 
 
 def test_the_least_recently_used_snapshots_are_evicted_to_keep_the_cache_within_its_bound(world):

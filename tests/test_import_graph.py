@@ -73,18 +73,27 @@ def test_the_package_imports_relatively_nowhere():
 # registry (the pipeline's declared inputs are its views: lcm_etl/read/lcmdb/source_tables.py), and planning, loading
 # and the commands run them; the commands drive all of them. The package's top-level modules are layers too:
 # the command line ("cli": cli, __main__, docgen) sits over everything, and every other top-level module
-# ("base": errors, duck, sqlite_runtime...) under everything, importing only its own layer
-LAYERS = {"base": set(), "steps": {"read"}, "read": set(), "store": {"read"}, "planning": {"read", "store", "steps"},
+# ("base": errors, duck, sqlite_runtime...) under everything, importing only its own layer.
+# read/ is layered inside too, each sub-package over the ones before it: read/'s own modules ("read": findings)
+# under all of them, then the copy of a SQLite file and the kept snapshot, lcm.db, a transcript parsed, where
+# OpenClaw keeps things, and what reconcile reads of --sessions over them all
+READ = ["read", "read.snapshot", "read.lcmdb", "read.transcript", "read.openclaw", "read.sessions"]
+LAYERS = {"base": set(), "steps": {"read"}, "store": {"read"}, "planning": {"read", "store", "steps"},
           "sync": {"read", "store", "steps", "planning"},
           "load": {"read", "store", "steps", "planning", "sync"},
           "commands": {"read", "store", "steps", "planning", "sync", "load"},
           "cli": {"read", "store", "steps", "planning", "sync", "load", "commands"}}
+LAYERS = {name: {r for r in READ if "read" in allowed} | allowed - {"read"} for name, allowed in LAYERS.items()}
+LAYERS |= {name: set(READ[:i]) for i, name in enumerate(READ)}
 COMMAND_LINE = {"lcm_etl.cli", "lcm_etl.__main__", "lcm_etl.docgen"}
 
 
 def _layer(module: str) -> str:
-    """The layer of a module of the package: its subpackage, else cli or base (lcm_etl.cli, lcm_etl.duck)."""
+    """The layer of a module of the package: its subpackage (read/'s own sub-package: read.snapshot), else cli or
+    base (lcm_etl.cli, lcm_etl.duck)."""
     parts = module.split(".")
+    if len(parts) > 2 and parts[1] == "read" and (PACKAGE / "read" / parts[2]).is_dir():
+        return f"read.{parts[2]}"
     if len(parts) > 1 and (PACKAGE / parts[1]).is_dir():   # a subpackage's module, or its __init__
         return parts[1]
     return "cli" if module in COMMAND_LINE else "base"
@@ -96,8 +105,36 @@ def _layering_wrongs(graph: dict[str, set[str]]) -> list[str]:
                   if _layer(i) != _layer(m) and _layer(i) != "base" and _layer(i) not in LAYERS[_layer(m)])
 
 
+def _packages(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The graph of the layers: a layer imports another when one of its modules imports one of the other's."""
+    out: dict[str, set[str]] = {_layer(m): set() for m in graph}
+    for m, found in graph.items():
+        out[_layer(m)] |= {_layer(i) for i in found} - {_layer(m)}
+    return out
+
+
 def test_each_package_imports_only_the_packages_before_it():
     assert _layering_wrongs(_imports()) == []
+
+
+def test_no_package_imports_one_that_imports_it_back_read_s_sub_packages_each_one():
+    circle = _circle(_packages(_imports()))
+    assert circle is None, " -> ".join(circle)
+
+
+def test_read_s_sub_packages_are_layers_of_their_own():
+    graph = _imports()
+    assert {_layer(m) for m in graph if m.startswith("lcm_etl.read")} == set(READ)
+    assert _layer("lcm_etl.read.findings") == "read" and _layer("lcm_etl.read.sessions.run_file") == "read.sessions"
+
+
+def test_an_import_running_back_up_inside_read_is_found():
+    """The arrow the generic copy's place made (lcm.db's package holding it, the kept snapshot importing it)."""
+    graph = {"lcm_etl.read.snapshot.snapcache": {"lcm_etl.read.lcmdb.source_tables"},
+             "lcm_etl.read.lcmdb.source_tables": set()}
+    assert _layering_wrongs(graph) == ["lcm_etl.read.snapshot.snapcache imports lcm_etl.read.lcmdb.source_tables"]
+    graph["lcm_etl.read.lcmdb.source_tables"] = {"lcm_etl.read.snapshot.snapcache"}
+    assert _circle(_packages(graph)) == ["read.lcmdb", "read.snapshot", "read.lcmdb"]
 
 
 def test_every_module_of_the_package_is_in_a_known_layer():
@@ -105,8 +142,9 @@ def test_every_module_of_the_package_is_in_a_known_layer():
 
 
 def test_a_top_level_module_importing_a_package_is_found():
-    """The arrow that ran back up (duck importing read.sources) is one the layering finds."""
-    graph = {"lcm_etl.duck": {"lcm_etl.read.snapshot.sqlite_copy", "lcm_etl.errors"}, "lcm_etl.read.snapshot.sqlite_copy": {"lcm_etl.duck"},
+    """The arrow that ran back up (duck importing the source copy) is one the layering finds."""
+    graph = {"lcm_etl.duck": {"lcm_etl.read.snapshot.sqlite_copy", "lcm_etl.errors"},
+             "lcm_etl.read.snapshot.sqlite_copy": {"lcm_etl.duck"},
              "lcm_etl.errors": set(), "lcm_etl.cli": {"lcm_etl.commands.migrate"}, "lcm_etl.commands.migrate": set()}
     assert _layering_wrongs(graph) == ["lcm_etl.duck imports lcm_etl.read.snapshot.sqlite_copy"]
 

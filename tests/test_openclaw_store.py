@@ -325,7 +325,7 @@ def test_reconcile_watch_follows_a_gateway_writing_the_store_and_ends_equal_to_o
 
 
 def test_a_window_read_again_whole_replaces_its_rows_in_the_run_file(tmp_path):
-    """Every window goes into the run file as it is read (lcm_etl/read/run_file.py); one read again whole (settle,
+    """Every window goes into the run file as it is read (lcm_etl/read/sessions/run_file.py); one read again whole (settle,
     under the lock) has its rows replaced by the new read's, in its place: the same message ids, nothing twice."""
     from lcm_etl.read.sessions.transcript_reading import ReadOptions, read_all
 

@@ -1,4 +1,4 @@
-"""reconcile's re-run decision (lcm_etl/read/transcript_decision.py): each transcript read whole on a re-run says
+"""reconcile's re-run decision (lcm_etl/read/sessions/transcript_decision.py): each transcript read whole on a re-run says
 why, in one of a fixed set of words; the report's `sync:` line counts them, and --json carries the counts
 (`sync_decision.read_whole`) and each transcript's cause (`why`)."""
 from __future__ import annotations

@@ -19,7 +19,8 @@ from lcm_etl import duck
 from conftest import copy_fixture, migrate_json, run_cli
 from undolib import digest
 from lcm_etl.commands import migrate as migrate_module
-from lcm_etl.read.snapshot import page_owners, pages, snapcache
+from lcm_etl.read.lcmdb.source_tables import BY_NAME
+from lcm_etl.read.snapshot import cache_bounds, page_owners, pages, snapcache
 from lcm_etl.read.snapshot import sqlite_copy as sources
 
 FIXTURE = "basic-0.15.3.db"   # three conversations, one session each
@@ -36,8 +37,13 @@ def change(db: Path, sql: str, *args) -> None:
     con.close()
 
 
+def sealed_run(cache: snapcache.SnapshotCache) -> str | None:
+    """The run whose snapshot the kept copy is, as `lcm-etl cache` lists it: its seal, when it vouches for the copy."""
+    return (cache_bounds.read_seal(cache.folder)[0] or {}).get("run_id")
+
+
 def kept(src: Path, target: Path) -> snapcache.SnapshotCache:
-    cache = snapcache.SnapshotCache.for_pair(src, target)
+    cache = snapcache.SnapshotCache.for_pair(src, target, BY_NAME)
     assert cache is not None
     return cache
 
@@ -82,7 +88,7 @@ def test_the_kept_snapshot_holds_the_source_as_the_run_read_it(pair):
     change(src, APPEND, "x" * 20_000, 3)   # a new row with overflow pages
     report = migrate_json(src, target)
     snapshot = kept(src, target)
-    assert snapshot.sealed_run() == report["run_id"]
+    assert sealed_run(snapshot) == report["run_id"]
     tables = ("conversations", "messages", "message_parts", "summaries", "summary_messages", "summary_parents")
     for table in tables:
         with sqlite3.connect(src) as a, sqlite3.connect(snapshot.db) as b:
@@ -94,7 +100,7 @@ def test_a_re_run_of_an_unchanged_source_with_full_reads_it_whole(pair):
     src, target, _, _, _ = pair
     report = migrate_json(src, target, "--full")
     assert report["sync_decision"]["how"] == "full plan"
-    assert kept(src, target).sealed_run() == report["run_id"]
+    assert sealed_run(kept(src, target)) == report["run_id"]
 
 
 def test_a_value_rewritten_in_its_overflow_pages_only_is_a_full_plan_that_updates_it(tmp_path):
@@ -126,7 +132,7 @@ def test_a_kept_snapshot_touched_behind_lcm_etls_back_is_not_trusted_and_the_rep
         f"marks: the source's marks compared with those of run {first_run} (the kept snapshot was dropped: its file "
         "was changed since it was sealed); 1 of 3 sessions re-planned (1 conversations changed); --full re-plans "
         "everything")   # the marks decide instead
-    assert snapshot.sealed_run() == report["run_id"]
+    assert sealed_run(snapshot) == report["run_id"]
 
 
 def test_a_run_that_fails_after_refreshing_the_snapshot_leaves_it_unsealed(pair, monkeypatch):
@@ -139,7 +145,7 @@ def test_a_run_that_fails_after_refreshing_the_snapshot_leaves_it_unsealed(pair,
     monkeypatch.setattr(migrate_module, "load", fails)
     with pytest.raises(RuntimeError):
         migrate_module.migrate(migrate_module.MigrateOptions(src=src, target=target))
-    assert kept(src, target).sealed_run() is None
+    assert sealed_run(kept(src, target)) is None
     report = migrate_json(src, target)   # copies the source whole, compares marks, converges
     assert report["sync_decision"]["how"] == "marks" and report["messages"]["inserted"] == 1
 
@@ -152,7 +158,7 @@ def test_a_dry_run_leaves_the_kept_snapshot_as_it_was(pair):
     proc = run_cli("migrate", "--src", src, "--dest", target, "--dry-run", "--json")
     assert proc.returncode == 0 and json.loads(proc.stdout)["messages"]["inserted"] == 1
     assert (snapshot.db.read_bytes(), snapshot.seal_file.read_bytes()) == before
-    assert snapshot.sealed_run() == first_run
+    assert sealed_run(snapshot) == first_run
 
 
 def test_with_the_cache_off_no_copy_is_kept(tmp_path):
@@ -166,7 +172,7 @@ def test_with_the_cache_off_no_copy_is_kept(tmp_path):
     assert proc.returncode == 0, proc.stderr
     pairs = [p for p in cache.iterdir() if p.name != duck.VERIFIED_FOLDER]
     assert pairs and all((p / "seal.json").exists() for p in pairs)
-    assert snapcache.SnapshotCache.for_pair(src, tmp_path / "out.sqlite").sealed_run() is None
+    assert sealed_run(snapcache.SnapshotCache.for_pair(src, tmp_path / "out.sqlite", BY_NAME)) is None
 
 
 def test_pages_that_differ_are_found_and_an_identical_copy_has_none(tmp_path):
@@ -217,7 +223,7 @@ def test_the_changed_pages_wait_in_a_file_until_written_not_in_memory(tmp_path):
     snap.close()
     with pages.PageFile(src) as pf:
         changed_bytes, buffers = changes.pages * pf.page_size if changes else 0, 2 * pages._CHUNK_PAGES * pf.page_size
-    assert changes is not None and changes.conversations == {"1", "2", "3"} and changed_bytes > 3_000_000
+    assert changes is not None and changes.owners == {"1", "2", "3"} and changed_bytes > 3_000_000
     assert peak < buffers + changed_bytes / 4, (peak, buffers, changed_bytes)   # the comparison's two read buffers
 
 
@@ -296,7 +302,7 @@ def test_syncs_with_a_kept_snapshot_end_where_syncs_without_one_end(tmp_path_fac
 
 def assert_kept_layout_is_the_copys(cache: snapcache.SnapshotCache) -> None:
     """The interior pages kept with the seal are parsed as a fresh walk of the copy parses them."""
-    memo, fresh = cache._sealed_memo(), page_owners.interior_pages(cache.db)
+    memo, fresh = cache._sealed_memo(), page_owners.interior_pages(cache.db, BY_NAME)
     assert fresh and memo, "the copy has interior pages and the seal keeps them"
     assert {n: memo.get(n) for n in fresh} == fresh
 
@@ -306,7 +312,7 @@ def assert_sealed_by_the_last_run(cache: snapcache.SnapshotCache, target: Path) 
     with sqlite3.connect(target) as con:
         last = con.execute("SELECT run_id FROM lcm_etl_runs WHERE status = 'complete' "
                            "ORDER BY started_at DESC, rowid DESC LIMIT 1").fetchone()[0]
-    assert cache.sealed_run() == last
+    assert sealed_run(cache) == last
 
 
 def test_rows_a_live_writer_holds_in_the_wal_are_read_page_by_page(pair):

@@ -1,5 +1,5 @@
 """What a reconcile of a session store holds while it reads does not grow with the store, nor with how much of it
-is new (docs/benchmarks.md): each transcript goes into the run file as it is read (lcm_etl/read/run_file.py), on a
+is new (docs/benchmarks.md): each transcript goes into the run file as it is read (lcm_etl/read/sessions/run_file.py), on a
 first run and on a re-run alike, and nothing of it stays in Python."""
 from __future__ import annotations
 

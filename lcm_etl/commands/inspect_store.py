@@ -1,5 +1,5 @@
 """`inspect` of an OpenClaw session store: its schema version, windows (with their active paths as reconcile reads
-them) and archives, read through the same snapshot and reader as `reconcile` (lcm_etl/read/store_reads.py)."""
+them) and archives, read through the same snapshot and reader as `reconcile` (lcm_etl/read/sessions/store_reads.py)."""
 from __future__ import annotations
 
 from lcm_etl.sqlite_runtime import sqlite3

@@ -17,6 +17,7 @@ from lcm_etl.cachedir import cache_root
 from lcm_etl.store.runlock import target_lock
 from lcm_etl.progress import Progress
 from lcm_etl.report import RunReport, now_iso, one_line
+from lcm_etl.read.lcmdb import source_tables
 from lcm_etl.read.lcmdb.source_schema import detect_schema, normalized_views
 from lcm_etl.read.snapshot.sqlite_copy import Snapshot, check_sqlite_file, file_signature, take_snapshot
 from lcm_etl.load.loader import SourceParts, Strategy, choose, load, staged
@@ -125,11 +126,11 @@ class _Run:
         """The source's snapshot: the kept one brought up to date page by page, or a whole copy."""
         opts = self.opts
         size = sum(side[1] for side in file_signature(opts.src) if side is not None)   # the file and its -wal
-        self.bars.phase("reading source", size, unit="B")   # a whole copy counts its bytes (sources.copy_file)
+        self.bars.phase("reading source", size, unit="B")   # a whole copy counts its bytes (sqlite_copy.copy_file)
         # a run that stores marks keeps its snapshot for the next run of the pair, which then copies and reads
         # only the pages that changed (lcm_etl/read/snapshot/snapcache.py); a dry run or a filtered run leaves it alone
         if not (opts.dry_run or opts.session_filter):
-            self.cache = snapcache.SnapshotCache.for_pair(opts.src, opts.target)
+            self.cache = snapcache.SnapshotCache.for_pair(opts.src, opts.target, source_tables.BY_NAME)
         # DuckDB starts while the source is read; a dry run keeps no record of the scanner's check (lcm_etl/duck.py)
         self.warm = duck.Warmup(opts.memory_limit, _PLANNING, keeps_records=not opts.dry_run)
         if self.cache is not None:

@@ -1,5 +1,5 @@
 """Reconcile's plan of the transcripts (and audit's, with --sessions): the run file every transcript was read into
-(lcm_etl/read/run_file.py) attached to DuckDB as `stage`, its identity columns viewed, the rows lcm.db and the
+(lcm_etl/read/sessions/run_file.py) attached to DuckDB as `stage`, its identity columns viewed, the rows lcm.db and the
 target already hold loaded beside them, and the steps r20/r60 run on them (the RECONCILE pipeline, lcm_etl/steps/pipeline.py). The command
 (lcm_etl/commands/reconcile.py) stages and writes what this plans; audit reports what it would write.
 """

@@ -92,7 +92,7 @@ FRESH_FINISH = Stage("copy in and finish", "sqlite", "the building file once the
 RECONCILE_TARGET = Stage("target state", "duckdb", "the plan database, the target attached read-only as tgt "
                          "(an empty Remnic schema when there is none)", ("r05_target_state",))
 RECONCILE_PLAN = Stage("plan", "duckdb", "the plan database, the run file attached as stage, its identity "
-                       "columns viewed (lcm_etl/read/run_file.py)", ("r20_match", "r25_off_path", "r55_batch_weights",
+                       "columns viewed (lcm_etl/read/sessions/run_file.py)", ("r20_match", "r25_off_path", "r55_batch_weights",
                                                         "57_assign_batches", "r60_batches"))
 RECONCILE_HANDOFF = Stage("handoff", "duckdb", "the plan database, the run file attached as stage", ("r65_stage",))
 RECONCILE_WRITE = Stage("per batch", "sqlite", "the target, the stage attached as plan: one transaction per batch "
@@ -123,7 +123,7 @@ _MIGRATE_INPUTS = {**SOURCE_VIEWS, **TARGET_TABLES, **_SELECTED,
                                     "(delta.content_marks)"}
 _RECONCILE_INPUTS = {
     **SOURCE_VIEWS, **TARGET_TABLES, **_SELECTED,
-    "jsonl_messages": "the transcripts' active-path messages (the run file: lcm_etl/read/run_file.py)",
+    "jsonl_messages": "the transcripts' active-path messages (the run file: lcm_etl/read/sessions/run_file.py)",
     "jsonl_content": "their content and metadata (the run file)",
     "jsonl_parts": "their content blocks (the run file)",
     "jsonl_abandoned": "entries off the active path (the run file)",

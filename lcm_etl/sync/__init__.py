@@ -7,7 +7,7 @@ decision"). Nothing else decides it; reconcile's per-transcript half is in the r
 - `identity`: one source identity (its real path and the database there) for marks, provenance and the ledger.
 
 reconcile decides per transcript (a JSONL file or a session store window) whether to read it from where its last
-complete run stopped or whole, and why, in lcm_etl/read/transcript_decision.py — in the read layer, beside the
+complete run stopped or whole, and why, in lcm_etl/read/sessions/transcript_decision.py — in the read layer, beside the
 readers that act on it (transcript_offsets.py, store_reads.py), since planning reads transcripts through it and may
 not import this package; `decision.of_transcripts` counts its causes into the `sync:` line.
 """

@@ -7,7 +7,7 @@ The ways, cheapest first (docs/design.md, "The re-run decision", says when each 
 - `marks`: the source was copied whole and its marks compared with those the previous run stored;
 - `full plan`: everything was planned, for the reason given;
 - `offsets` (reconcile): transcripts read from where the last run stopped, or whole, each for a cause
-  (lcm_etl/read/transcript_decision.py decides it per transcript; the line counts the causes).
+  (lcm_etl/read/sessions/transcript_decision.py decides it per transcript; the line counts the causes).
 `pages compared` and `marks` then re-plan only the sessions they found changed.
 """
 from __future__ import annotations
@@ -53,7 +53,7 @@ class Decision:
 
 def of_transcripts(files: list[dict]) -> Decision:
     """reconcile's decision: how many of the transcripts (the report's `files`) were read from where the last
-    complete run stopped, and how many were read whole for each cause (lcm_etl/read/transcript_decision.py)."""
+    complete run stopped, and how many were read whole for each cause (lcm_etl/read/sessions/transcript_decision.py)."""
     appended = sum(f["read"] == "appended" for f in files)
     causes = Counter(f["why"] for f in files if f["read"] != "appended")
     whole = {cause: causes[cause] for cause in CAUSES if causes[cause]}

@@ -99,14 +99,14 @@ class LcmDbSync:
             if self.rec is not None:
                 cache_note = cache_note or f"the kept snapshot is of run {changes.since}"
             changes = None   # the pages changed since another run's snapshot prove nothing of the marks trusted
-        if changes is not None and changes.conversations is None:
+        if changes is not None and changes.owners is None:
             # changed pages it cannot place (a value rewritten in its overflow pages): what changed is not proved
             # by the pages, and the marks digest only what the plan reads
             self.rec, why = None, f"the kept snapshot's {changes.pages} changed pages: {changes.why}"
         if self.rec is None:
             self.decision = Decision(FULL, why, cache=cache_note)
         elif changes is not None:
-            self.proved_conversations = changes.conversations
+            self.proved_conversations = changes.owners
             way = f" ({changes.way})" if changes.way else ""
             self.decision = Decision(PAGES, f"{changes.pages} pages changed since the snapshot kept from run "
                                      f"{self.rec.run_id}{way}", since_run=self.rec.run_id, pages_changed=changes.pages,

@@ -5,9 +5,9 @@ Since 2026.7.2 OpenClaw keeps each agent's transcripts in SQLite: one `transcrip
 (a window: a session id), one `session_nodes` row per session key, archives of deleted windows in
 `session_transcript_archives` (docs/mapping.md, "OpenClaw's session store").
 
-The store is read like lcm.db: through a private snapshot (lcm_etl/read/lcmdb/sources.py: its -wal counts, nothing is
-created beside it), or a run that writes through the one it keeps for its target (lcm_etl/read/snapshot/snapcache.py:
-a re-run copies the pages that changed and counts only the windows owning a changed row), attached in DuckDB. Columns are detected, never a schema version pinned: a store names
+The store is read like lcm.db: through its snapshot (lcm_etl/read/openclaw/store_snapshot.py: a private copy, or the
+one kept for the run's target, whose re-run counts only the windows owning a changed row), attached in DuckDB.
+Columns are detected, never a schema version pinned: a store names
 exactly the columns it lacks (exit 2). A window's rows become the numbered lines of a transcript
 (transcripts.parse_transcript, with OpenClaw 2026.7.2+'s scan rules), numbered by their seq.
 
@@ -27,16 +27,13 @@ from lcm_etl import sqlite_runtime
 from lcm_etl.errors import BadInput
 from lcm_etl.file_identity import real_path
 from lcm_etl.run_options import DEFAULT_MEMORY_LIMIT
-from lcm_etl.read.snapshot.sqlite_copy import Snapshot, take_snapshot
-from lcm_etl.read.snapshot.page_owners import Owned
-from lcm_etl.read.snapshot.snapcache import Changes, SnapshotCache
+from lcm_etl.read.openclaw.store_snapshot import WHAT, StoreSnapshot
 from lcm_etl.read.openclaw.store_hidden import (ColdArchive, PendingInput, cold_archives, cold_location, cold_rows, decompress,
                                        pending_inputs, pending_message, unknown_tables)
 
 if TYPE_CHECKING:
     import duckdb
 
-WHAT = "session store"
 # what a reader cannot do without: transcript_events' key and its body (event_json, or event_zstd when a row is
 # compressed); the window table's columns are read where present (a missing one reads as NULL)
 NEEDED = {"transcript_events": ("session_id", "seq", "event_json")}
@@ -45,8 +42,6 @@ _WINDOW_COLUMNS = ("session_key", "previous_session_id", "reason", "session_scop
 _NODE_COLUMNS = ("current_session_id", "display_name", "label", "archived_at")
 _ARCHIVE_COLUMNS = ("session_id", "generation", "session_key", "reason", "encoding", "archive_blob", "archive_name",
                     "created_at", "archive_sha256")
-# the rows a kept snapshot of the store places when their pages change (snapcache.py): a window's events, by window
-_OWNED = {"transcript_events": Owned("e", "e.session_id, e.session_id", "FROM transcript_events e")}
 FETCH_ROWS = 2048   # a window's rows fetched at a time (events()): any length streams through bounded memory
 
 
@@ -134,27 +129,9 @@ class StoreContents:
     findings: list[dict] = field(default_factory=list)           # history that is there but cannot be read
 
 
-_JOURNAL_MAGIC = bytes.fromhex("d9d505f920a163d7")   # a rollback journal's header while its transaction is live
-
-
-def _refuse_a_hot_journal(path: Path) -> None:
-    """A store in rollback-journal mode whose journal is hot is locked by a writer mid-transaction (or was left so
-    by a crash): its main file may hold pages of a transaction that is not committed, and only a read-write open,
-    which a source never gets, rolls them back. A WAL store (OpenClaw's mode) has no such state: a writer's
-    uncommitted frames are never read, and the store is read as of its last commit."""
-    journal = Path(f"{path}-journal")
-    try:
-        with open(journal, "rb") as fh:
-            hot = fh.read(len(_JOURNAL_MAGIC)) == _JOURNAL_MAGIC
-    except OSError:   # no journal (the usual case), or none readable: nothing says the store is mid-transaction
-        return
-    if hot:
-        raise BadInput(f"{WHAT} {path} is locked by a writer in the middle of a transaction (its rollback journal "
-                       f"{journal.name} is live); run again once OpenClaw is idle; nothing was written")
-
-
 class OpenStore:
-    """A store's private snapshot, attached in DuckDB as `st`. Use as a context manager."""
+    """A store read through its snapshot (`kept`: StoreSnapshot), attached in DuckDB as `st`. Use as a context
+    manager."""
 
     def __init__(self, path: Path, workdir: Path, memory_limit: str = DEFAULT_MEMORY_LIMIT, keeps_records: bool = True,
                  target: Path | None = None):
@@ -162,23 +139,13 @@ class OpenStore:
 
         self.path, self.key = path, real_path(path)   # the store's part of its windows' record keys, resolved once
         self._rows: sqlite3.Connection | None = None
-        _refuse_a_hot_journal(path)
-        # a run that writes `target` keeps the store's snapshot for it (snapcache.py: sealed by close() once the run
-        # committed), and the next run of the pair copies only the pages that changed and counts only the windows
-        # whose rows changed (_live); a dry run, or the cache off, copies the store whole every run
-        self.cache = None if target is None else SnapshotCache.for_pair(path, target, tables=_OWNED, what=WHAT)
-        self.kept_bytes: int | None = None   # the copy this run made and kept for the next (SnapshotCache.kept_bytes)
-        self.changes: Changes | None = None
+        self.kept = StoreSnapshot(path, workdir, target)
         import duckdb
 
         try:
-            if self.cache is None:
-                self.snapshot: Snapshot = take_snapshot(path, WHAT, tmp_root=str(workdir))
-            else:
-                self.snapshot, self.changes = self.cache.snapshot()
             # keeps_records=False: a command that writes nothing keeps no record of the scanner's check (duck.connect)
             self.con: duckdb.DuckDBPyConnection = duck.connect(workdir, memory_limit, keeps_records)
-            duck.attach_sqlite(self.con, str(self.snapshot.path), "st")
+            duck.attach_sqlite(self.con, str(self.kept.copy.path), "st")
             self.columns = self._columns()
             self.contents = self._describe()
         except duckdb.Error as exc:
@@ -203,28 +170,7 @@ class OpenStore:
         if con is not None:
             con.close()
             self.con = None   # type: ignore[assignment]
-        try:
-            if self.cache is not None:
-                self.cache.finish(committed)
-                self.kept_bytes = self.cache.kept_bytes
-                self.cache = None
-        finally:
-            if hasattr(self, "snapshot"):
-                self.snapshot.close()
-
-    def kept_note(self) -> str:
-        """What the report says of the store's kept snapshot: how much of the store this run compared and counted."""
-        c, cache = self.changes, self.cache
-        if cache is None:
-            return "none kept (a dry run, or the cache is off): copied whole, every window counted"
-        if c is None:
-            why = cache.warning or (f"the kept one was dropped: {cache.dropped}" if cache.dropped else "none kept yet")
-            return f"copied whole ({why}), every window counted"
-        way = f" ({c.way})" if c.way else ""
-        if c.conversations is None or not isinstance(cache.sealed, dict):
-            return (f"{c.pages} pages changed since run {c.since}{way} ({c.why or 'no window counts kept'}), "
-                    "every window counted")
-        return f"{c.pages} pages changed since run {c.since}{way}: {len(c.conversations)} windows' rows changed"
+        self.kept.close(committed)
 
     # ------------------------------------------------------------------------------------------
     # what the store holds
@@ -256,7 +202,7 @@ class OpenStore:
         from contextlib import closing
 
         try:
-            with closing(sqlite_runtime.connect(self.snapshot.path)) as con:
+            with closing(sqlite_runtime.connect(self.kept.copy.path)) as con:
                 return int(con.execute("PRAGMA user_version").fetchone()[0])
         except sqlite3.Error:
             return None
@@ -317,19 +263,9 @@ class OpenStore:
         return StoreWindows(self.con, functools.partial(self._window, agent))
 
     def _live(self) -> dict[str, tuple[int, int]]:
-        """Each window with rows in transcript_events: its last seq and its rows. With the kept snapshot's changed
-        rows placed, only the windows owning one are counted (in SQLite, by the table's key); every other window's
-        rows are on pages of the same bytes as in the snapshot the last run sealed, so its counts are the ones that
-        run kept. Otherwise every window's rows are counted, in proportion to the store."""
-        sealed, c = getattr(self.cache, "sealed", None), self.changes
-        if c is None or c.conversations is None or not isinstance(sealed, dict):
-            live = self._counts(None)
-        else:
-            live = {sid: counts for sid, counts in sealed.items() if sid not in c.conversations}
-            live.update(self._counts(c.conversations))
-        if self.cache is not None:
-            self.cache.keep = live   # sealed with the copy, for the next run
-        return live
+        """Each window with rows in transcript_events: its last seq and its rows (StoreSnapshot.counts: with the kept
+        snapshot's changed rows placed, only the windows owning one are counted, in SQLite by the table's key)."""
+        return self.kept.counts(self._counts)
 
     def _counts(self, windows: set[str] | None) -> dict[str, tuple[int, int]]:
         """The last seq and rows of each of `windows` (None: of every window) with rows in transcript_events."""
@@ -343,7 +279,7 @@ class OpenStore:
     def _lite(self) -> sqlite3.Connection:
         """SQLite's read of the snapshot (rows are read by transcript_events' key: events())."""
         if self._rows is None:
-            self._rows = sqlite_runtime.connect(self.snapshot.path, check_same_thread=False)
+            self._rows = sqlite_runtime.connect(self.kept.copy.path, check_same_thread=False)
             self._rows.text_factory = bytes   # lines go to the parser as bytes, as a file's do
         return self._rows
 

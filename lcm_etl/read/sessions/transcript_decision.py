@@ -33,7 +33,7 @@ so, by the session rule, is its session, on every run until OpenClaw takes the i
 
 The way a re-run takes, in data-flow order (lcm_etl/commands/reconcile.py runs it):
 1. before the lock, the target's records are opened as a hint (`recorded`): nothing is locked while transcripts are
-   read. A store's kept snapshot (openclaw_store.OpenStore._live) counts again only the windows owning a changed row,
+   read. A store's kept snapshot (openclaw/store_snapshot.StoreSnapshot.counts) counts again only the windows owning a changed row,
    the others' last seq and count kept by the sealing run (every window is counted when nothing was kept, as in a
    dry run, or the changed rows cannot be placed), so a window with nothing new asks for no row.
 2. each transcript's record is looked up by its key (file_identity.real_path: a file's real path, `<store's real

@@ -1,6 +1,6 @@
 """A JSONL transcript read from where the last complete reconcile stopped, or whole, as
-lcm_etl/read/transcript_decision.py decides (the record this run leaves of it for
-the next one is what the run file says it read: lcm_etl/read/run_file.py).
+lcm_etl/read/sessions/transcript_decision.py decides (the record this run leaves of it for
+the next one is what the run file says it read: lcm_etl/read/sessions/run_file.py).
 
 A record (the target's `lcm_etl_transcript_files`, lcm_etl/store/ledger.py) holds how many bytes of the file a run
 read (up to the end of the last complete line), their SHA-256, their lines and path messages, and the entry an

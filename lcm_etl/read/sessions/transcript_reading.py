@@ -39,7 +39,7 @@ from lcm_etl.report import now_iso
 
 @dataclass
 class Reading:
-    """Every transcript read, each into the run file (lcm_etl/read/run_file.py) as it is read, before the target
+    """Every transcript read, each into the run file (lcm_etl/read/sessions/run_file.py) as it is read, before the target
     is looked at. It keeps each session store's snapshot open until closed: a transcript read past its record may
     have to be read whole again (read_whole), from the same snapshot."""
     run: RunFile
@@ -118,7 +118,7 @@ class Reading:
         kept = 0
         for store in self.open_stores.values():
             store.close(committed)
-            kept += store.kept_bytes or 0
+            kept += store.kept.kept_bytes or 0
         self.open_stores.clear()
         if self.work is not None:
             self.work.cleanup()
@@ -185,7 +185,7 @@ def _read_into(reading: Reading, inputs: Inputs, opts: ReadOptions, start, archi
         reading.stores.append({"store": str(path), "agent_id": c.agent_id, "user_version": c.user_version,
                                "windows": len(c.windows), "archives": len(c.archives),
                                "cold_windows": len(c.cold), "pending_inputs": len(c.pending),
-                               "compressed_rows": c.compressed, "kept_snapshot": store.kept_note()})
+                               "compressed_rows": c.compressed, "kept_snapshot": store.kept.kept_note()})
         for w in c.windows:   # each window made as it is read, and read into the run file: none held here
             reading.add(functools.partial(read_window, store, w), start(w.record_key), (str(path), w.session_id),
                         what="window")

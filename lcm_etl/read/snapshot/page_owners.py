@@ -12,14 +12,13 @@ from typing import Mapping, NamedTuple
 
 from lcm_etl import sqlite_runtime
 from lcm_etl.read.snapshot import pages
-from lcm_etl.read.lcmdb import source_tables
 
 _LOWEST, _HIGHEST = -(1 << 63), (1 << 63) - 1
 
 
 class Owned(NamedTuple):
-    """A table whose changed rows are placed (as source_tables.SourceTable is): `alias` in `joins`, and the row's one
-    or two owners as two SQL columns."""
+    """A table whose changed rows are placed (as lcmdb/source_tables.SourceTable is): `alias` in `joins`, and the
+    row's one or two owners as two SQL columns."""
     alias: str
     owners: str
     joins: str
@@ -27,20 +26,19 @@ class Owned(NamedTuple):
 
 def _owner_query(t, values: bool, by_range: bool = True) -> str:
     """The rows of a rowid range (lo, hi], or the row of one rowid, with the one or two owners of each
-    (source_tables.SourceTable.owners: NULL for a row of no conversation): (rowid, owner, owner[, the row's own
+    (lcmdb/source_tables.SourceTable.owners: NULL for a row of no conversation): (rowid, owner, owner[, the row's own
     columns...]); with their values or without. `t`: a table's alias, owners and joins (a SourceTable)."""
     where = f"{t.alias}.rowid > ? AND {t.alias}.rowid <= ?" if by_range else f"{t.alias}.rowid = ?"
     return f"SELECT {t.alias}.rowid, {t.owners}{f', {t.alias}.*' if values else ''} {t.joins} WHERE {where}"
 
 
-def owners(db: Path, changed: set[int], index_cells: bool = False, memo: dict | None = None,
-           against: dict | None = None, tables: Mapping | None = None) -> tuple[dict, set[int]]:
-    """In one copy: the owners of rows on the changed pages (lcm.db's conversations, or what `tables` says: the
-    tables whose rows are placed, by name; lcm.db's by default), and the changed pages accounted
+def owners(db: Path, changed: set[int], tables: Mapping, index_cells: bool = False, memo: dict | None = None,
+           against: dict | None = None) -> tuple[dict, set[int]]:
+    """In one copy: the owners of rows on the changed pages (what `tables` says: the tables whose rows are placed,
+    by name, each an Owned: lcm.db's conversations, a store's windows), and the changed pages accounted
     for (b-tree pages, free pages, overflow pages of rows on changed table leaves and, with `index_cells`,
     of index entries on changed index pages, the lock-byte page). `against`: the other copy's rows; a row
     not among them is changed whatever it holds, so it is not digested (most rows of a grown source)."""
-    tables = source_tables.BY_NAME if tables is None else tables
     con = sqlite_runtime.connect(db)
     try:
         roots, table_of = _trees(con, tables)
@@ -86,7 +84,7 @@ def of_changed_rows(old: dict, new: dict) -> set:
     return out
 
 
-def _trees(con: sqlite3.Connection, tables: Mapping = source_tables.BY_NAME) -> tuple[dict[int, bool], dict[int, str]]:
+def _trees(con: sqlite3.Connection, tables: Mapping) -> tuple[dict[int, bool], dict[int, str]]:
     """Every b-tree's root page (-> is it a rowid table), and the tables' names by root page."""
     objects = con.execute("SELECT type, name, tbl_name, rootpage, coalesce(sql, '') FROM sqlite_master "
                           "WHERE rootpage > 0").fetchall()
@@ -102,12 +100,12 @@ def _trees(con: sqlite3.Connection, tables: Mapping = source_tables.BY_NAME) -> 
     return roots, table_of
 
 
-def interior_pages(db: Path) -> dict | None:
+def interior_pages(db: Path, tables: Mapping) -> dict | None:
     """pages.layout's memo for a copy: every interior page parsed (None when the copy cannot be walked)."""
     memo: dict = {}
     try:
         with closing(sqlite_runtime.connect(db)) as con:
-            roots = _trees(con)[0]
+            roots = _trees(con, tables)[0]
         with pages.PageFile(db) as pf:
             pages.layout(pf, roots, set(), memo)
     except (pages.NotComparable, sqlite3.Error, OSError):

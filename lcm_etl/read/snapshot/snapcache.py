@@ -1,6 +1,6 @@
 """The previous run's snapshot, kept so that a re-run copies and re-reads only what changed.
 
-A first `migrate` of a source into a target copies the source whole (sources.take_snapshot). lcm-etl
+A first `migrate` of a source into a target copies the source whole (sqlite_copy.take_snapshot). lcm-etl
 keeps that copy in a cache folder, one per (source, target) pair, and seals it with the id of the run that
 read it once the run has committed. The next run of the pair compares the source with the copy page by
 page: it writes only the pages that differ into the copy, which is then the new snapshot, and it knows
@@ -24,8 +24,6 @@ import hashlib
 import marshal
 import os
 import shutil
-from lcm_etl.sqlite_runtime import sqlite3
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping
 
@@ -34,33 +32,17 @@ import orjson
 from lcm_etl.cachedir import cache_bound, cache_root, write_atomically
 from lcm_etl.run_options import size_text
 from lcm_etl.read.snapshot import cache_bounds, page_owners, pages, runfolder, wal
-from lcm_etl.errors import RunFailed
+from lcm_etl.read.snapshot.refresh import Changes, Refresh
 from lcm_etl.file_identity import real_path
-from lcm_etl.read.snapshot.sqlite_copy import (CacheUnwritable, Snapshot, file_signature, fold_wal, take_snapshot,
-                                  unchanged_but_appended, why_failed)
-
-# more differing pages than this share of the source (or than 1 MB of pages on a small one): not worth
-# proving page by page (their bytes wait in a file until written); the source is copied whole
-MAX_CHANGED_SHARE, MIN_CHANGED_LIMIT = 0.1, 256
-
-
-@dataclass
-class Changes:
-    """What differs between the copy run `since` sealed and the source now: the conversations owning a changed
-    row, or None when the pages cannot be placed (`why`): then nothing is proved and the run plans everything."""
-    since: str
-    conversations: set[str] | None
-    pages: int
-    why: str = ""
-    way: str = ""   # how the changed pages were found: from the WAL's frames, or the main file compared whole (why)
+from lcm_etl.read.snapshot.sqlite_copy import CacheUnwritable, Snapshot, file_signature, take_snapshot, why_failed
 
 
 class SnapshotCache:
     """The kept copy of one (source, target) pair."""
 
-    def __init__(self, folder: Path, source: Path, target: Path, tables: Mapping | None = None, what: str = "source"):
+    def __init__(self, folder: Path, source: Path, target: Path, tables: Mapping, what: str = "source"):
         self.folder, self.source, self.target = folder, source, target
-        # the tables whose changed rows are placed, and by what owner (page_owners.owners; None: lcm.db's)
+        # the tables whose changed rows are placed, and by what owner (page_owners.Owned: lcm.db's, a store's)
         self.tables, self.what = tables, what
         self.db, self.seal_file = folder / "snapshot.db", folder / "seal.json"
         # the copy's b-tree interior pages, parsed (pages.layout's memo): kept beside the seal, so a re-run
@@ -70,7 +52,7 @@ class SnapshotCache:
         # what the reader knew of the copy, sealed with it (a store's windows' counts: openclaw_store.py): `sealed`
         # as the sealing run left it (None when not kept), `keep` as this run leaves it, for the next run
         self.facts_file = folder / "facts.marshal"
-        self.sealed: object = None
+        self.sealed: dict | None = None
         self.keep: dict | None = None
         self.dropped: str | None = None   # why the kept copy this run would have used was not: said in the report
         self.warning: str | None = None   # why this run keeps no copy (the cache folder is full, unwritable...)
@@ -82,7 +64,7 @@ class SnapshotCache:
         self._seen: wal.Headers | None = None   # the -wal copied with a whole copy, before it was folded
 
     @classmethod
-    def for_pair(cls, source: Path, target: Path, **kw) -> SnapshotCache | None:
+    def for_pair(cls, source: Path, target: Path, tables: Mapping, what: str = "source") -> SnapshotCache | None:
         """The pair's kept copy, named by the source's and the target's real paths: any spelling of them is the
         same pair, its seal and its `lcm-etl cache` entry."""
         root = cache_root()
@@ -90,11 +72,7 @@ class SnapshotCache:
             return None
         source, target = Path(real_path(source)), Path(real_path(target))
         pair = f"{source}\0{target}".encode()
-        return cls(root / hashlib.sha256(pair).hexdigest()[:24], source, target, **kw)
-
-    def sealed_run(self) -> str | None:
-        """The run whose snapshot the copy is, when its seal vouches for it."""
-        return (self._seal()[0] or {}).get("run_id")
+        return cls(root / hashlib.sha256(pair).hexdigest()[:24], source, target, tables, what)
 
     def _seal(self) -> tuple[dict | None, str]:
         """The seal, when it is of this copy (the file sealed) and this source; else None and why not."""
@@ -155,22 +133,21 @@ class SnapshotCache:
 
     def _sealed_memo(self) -> dict:
         """The interior pages of the sealed copy, parsed when it was sealed (empty when not kept)."""
-        memo = self._sealed(self.memo_file)
-        return memo if isinstance(memo, dict) else {}
+        return self._sealed(self.memo_file) or {}
 
-    def _sealed(self, file: Path) -> object:
+    def _sealed(self, file: Path) -> dict | None:
         """What was kept in `file` beside the sealed copy, when it is of the copy as it is now (else None)."""
         try:
             signature, kept = marshal.loads(file.read_bytes())
         except (OSError, EOFError, ValueError, TypeError):
             return None
-        return kept if signature == file_signature(self.db)[0] else None
+        return kept if isinstance(kept, dict) and signature == file_signature(self.db)[0] else None
 
     def seal(self, run_id: str) -> None:
         """The run that read the copy has committed: the copy is its snapshot.
         The run has landed whatever happens here: a seal that cannot be written only costs the next run a whole copy."""
         if self._memo is None:   # a whole copy: its interior pages, parsed once for every re-run after it
-            self._memo = page_owners.interior_pages(self.db)
+            self._memo = page_owners.interior_pages(self.db, self.tables)
         signature = file_signature(self.db)[0]
         if self._wal is not None:
             with pages.PageFile(self.db) as pf:
@@ -189,7 +166,7 @@ class SnapshotCache:
     def snapshot(self, progress: Callable[[int, int], None] | None = None) -> tuple[Snapshot, Changes | None]:
         """The source's snapshot, in the kept copy. With the copy sealed: only the differing pages are written,
         and what they hold is returned; otherwise the source is copied whole (None), its bytes told to
-        `progress` (sources.take_snapshot)."""
+        `progress` (sqlite_copy.take_snapshot)."""
         cache_bound()   # a bound that is not a size is said before anything is read
         self._state = pages.file_state(self.source)   # before anything is read: any later commit shows next run
         try:
@@ -205,18 +182,21 @@ class SnapshotCache:
             self.sealed = self._sealed(self.facts_file)
             self.unseal()
             folder, hold = runfolder.make(None)
+            refresh = Refresh(self.db, self.source, self.what, self.tables)
             try:
                 # the differing pages' bytes wait in a file of the run's folder until written, not in memory
                 with pages.SpilledPages(folder / "differing-pages") as spill:
-                    refreshed = self._refresh(folder, memo, spill, seal["run_id"], seal.get("state") == self._state,
-                                              wal.Mark.of(seal.get("wal")))
+                    refreshed = refresh.run(folder, memo, spill, seal["run_id"], seal.get("state") == self._state,
+                                            wal.Mark.of(seal.get("wal")))
             except OSError as exc:   # the copy is unsealed, half written: it goes, and the run goes on without
                 _let_go(folder, hold)
                 return self._without_cache(why_failed(exc), progress), None
             except BaseException:
                 _let_go(folder, hold)
                 raise
+            self.dropped = refresh.dropped or self.dropped
             if refreshed is not None:
+                self._memo, self._wal = refresh.memo, refresh.wal_mark
                 return Snapshot(self.source, self.db, folder, self.db.stat().st_size, hold=hold), refreshed
             _let_go(folder, hold)
         self.unseal()
@@ -244,104 +224,11 @@ class SnapshotCache:
         """The source's -wal as copied beside the copy (a copy of it at `copied`) before it is folded."""
         self._seen = wal.Headers.of(copied, before[0])
 
-    def _refresh(self, scratch: Path, memo: dict, spill: pages.SpilledPages,
-                 since: str, unchanged: bool, kept: wal.Mark | None) -> Changes | None:
-        """Compare, then write the differing pages and fold the source's WAL into the copy: what changed since run
-        `since` sealed it. None when the copy cannot be brought up to date
-        page by page (then the caller copies the source whole; `dropped` says why). `unchanged`: the source's files
-        are in the state that run found them in before it read them (the no-op shortcut's proof), so no page can
-        differ and none is compared (a 5,000,000-event store and its copy are 15 GB to read)."""
-        if unchanged:
-            self._memo, self._wal = memo, kept
-            return Changes(since, set(), 0, way="the source's files are as the last sync found them")
-        try:
-            with pages.PageFile(self.db) as old:
-                page_size, copy_pages = old.page_size, old.pages
-            followed, why = wal.follow(self.source, kept, self.db, page_size, spill)
-        except (OSError, pages.NotComparable) as exc:
-            followed, why = None, f"the WAL cannot be read: {exc}"
-        if followed is not None:
-            self._wal = followed.mark
-            return self._place(memo, spill, followed.db_pages or copy_pages, page_size, None, since, followed.way)
-        self._wal = None
-        incoming = scratch / "incoming-wal"
-        source_wal = Path(str(self.source) + "-wal")
-        for _ in range(20):
-            before = file_signature(self.source)
-            try:
-                with pages.PageFile(self.source) as new, pages.PageFile(self.db) as old:
-                    limit = max(int(MAX_CHANGED_SHARE * max(new.pages, old.pages)), MIN_CHANGED_LIMIT)
-                    if new.page_size != old.page_size:
-                        raise pages.NotComparable("page size changed")
-                    spill.reset()
-                    diff = spill if pages.differing_pages(new, old, limit, spill) else None
-                    page_size, new_pages = new.page_size, new.pages
-            except pages.NotComparable as exc:
-                self.dropped = f"it cannot be compared page by page: {exc}"
-                return None
-            incoming.unlink(missing_ok=True)
-            if source_wal.exists():
-                shutil.copyfile(source_wal, incoming)
-            if unchanged_but_appended(before, file_signature(self.source)):
-                break
-        else:
-            raise RunFailed(f"{self.what} kept changing while it was copied: {self.source}; retry when it is quieter")
-        if diff is None:
-            self.dropped = f"more than {limit} of its pages changed: a whole copy costs less"
-            return None
-        self._seen = wal.Headers.of(incoming, before[0])
-        return self._place(memo, diff, new_pages, page_size, incoming, since, f"the main file compared whole: {why}")
-
-    def _place(self, memo: dict, diff: pages.SpilledPages, new_pages: int, page_size: int, incoming: Path | None,
-               since: str, way: str) -> Changes | None:
-        """Write the changed pages (and fold the copied -wal, `incoming`, when the main file was compared) into the
-        copy, and place the rows they hold: what changed since run `since`."""
-        try:
-            changed = set(diff) | (pages.wal_pages(incoming, page_size) if incoming and incoming.exists() else set())
-            # interior pages outside `changed` hold the same bytes in the sealed copy, the old one and the new (none
-            # changed: no b-tree is walked, 0.06 s of a 500,000-event store's sync with nothing new)
-            old_owners, old_explained = (page_owners.owners(self.db, changed, memo=memo, tables=self.tables)
-                                         if changed else ({}, set()))
-        except (pages.NotComparable, sqlite3.Error) as exc:
-            self.dropped = f"its changed pages cannot be read: {exc}"
-            return None
-        with open(self.db, "r+b") as fh:
-            for n, data in diff.items():   # in page order
-                if data:
-                    if n == 1 and incoming is None:   # a WAL frame's page 1 says WAL mode: the copy stays in rollback
-                        data = data[:18] + b"\x01\x01" + data[20:]
-                    fh.seek((n - 1) * page_size)
-                    fh.write(data)
-            fh.truncate(new_pages * page_size)
-        if incoming is not None:
-            if incoming.exists():
-                os.replace(incoming, str(self.db) + "-wal")
-            folded = fold_wal(self.db, self.source, self.what)
-            self._wal = self._seen.mark(folded) if self._seen is not None else None
-        for n in changed:   # parsed again from the new copy where it still is an interior page
-            memo.pop(n, None)
-        try:
-            new_owners, new_explained = (page_owners.owners(self.db, changed, memo=memo, against=old_owners,
-                                                            tables=self.tables) if changed else ({}, set()))
-        except (pages.NotComparable, sqlite3.Error) as exc:
-            return Changes(since, None, len(changed), f"cannot read the changed pages: {exc}", way)
-        self._memo = memo
-        unexplained = changed - old_explained - new_explained
-        if unexplained:   # overflow pages of index entries (rare: an indexed value of over ~1000 bytes)
-            unexplained -= page_owners.owners(self.db, changed, index_cells=True, memo=memo, tables=self.tables)[1]
-        if unexplained:
-            why = f"{len(unexplained)} changed pages are not rows lcm-etl can place"
-            return Changes(since, None, len(changed), why, way)
-        owners = page_owners.of_changed_rows(old_owners, new_owners)
-        if None in owners:
-            return Changes(since, None, len(changed), "rows of no conversation changed", way)
-        return Changes(since, {str(c) for c in owners}, len(changed), way=way)
-
 
 def used(source: Path, target: Path, dry_run: bool) -> None:
     """A migrate of the pair found nothing changed: its kept snapshot is still wanted (eviction's order)."""
-    cache = None if dry_run else SnapshotCache.for_pair(source, target)
-    if cache is not None and cache.sealed_run() is not None:
+    cache = None if dry_run else SnapshotCache.for_pair(source, target, {})
+    if cache is not None and cache._seal()[0] is not None:
         cache_bounds.mark_used(cache.folder, source, target)
 
 
