@@ -7,7 +7,7 @@ import sqlite3
 import pytest
 
 from conftest import copy_fixture, migrate_api, run_cli
-from lcm_etl.read.snapshot import pages
+from lcm_etl.read.snapshot import wal
 
 
 def migrate(src, dest, *extra) -> dict:
@@ -95,8 +95,8 @@ def test_a_commit_that_keeps_every_file_time_and_size_is_still_seen(tmp_path, mo
     """A commit within the clock tick of the last run's read can leave the files' times (and sizes) as they
     were: the shortcut is made to see identical signatures here, and must still notice the commit, by the
     database header's change counter (rollback journal) or the -wal's frames (WAL); so must the kept snapshot, which
-    compares no page when the source's files are in the state its sealing run found them in (pages.file_state)."""
-    monkeypatch.setattr(pages, "file_signature", lambda path: ["the same", "every time"])
+    compares no page when the source's files are in the state its sealing run found them in (wal.file_state)."""
+    monkeypatch.setattr(wal, "file_signature", lambda path: ["the same", "every time"])
     src = copy_fixture("multiparent-newest.db", tmp_path / "src")
     dest = tmp_path / "t.sqlite"
     con = sqlite3.connect(src, isolation_level=None)

@@ -158,7 +158,7 @@ def test_a_session_filter_naming_a_session_with_nothing_new_is_known_and_an_unkn
 
 
 def test_a_store_in_the_state_the_sealing_run_found_it_in_is_not_compared_page_by_page(tmp_path, monkeypatch):
-    """Its files' identity, header and -wal frames as the last run found them before it read them (pages.file_state,
+    """Its files' identity, header and -wal frames as the last run found them before it read them (wal.file_state,
     the no-op shortcut's proof): no page can differ, and none of the store's pages is read. One event appended by a
     writer holding the store open: its WAL frames are read, the main file still not compared (wal.py)."""
     from lcm_etl.commands import reconcile as command

@@ -7,7 +7,7 @@ and its state (lcm_etl/store/sync_state.py) records
 - the same source file, byte for byte unchanged: same inode, size, mtime and ctime of `lcm.db` and
   `lcm.db-wal` (ctime cannot be set back by any tool, so a rewrite or restore always changes it), and the same
   contents where a commit leaves its mark: the database header (a commit in rollback-journal mode increments
-  its change counter) and the -wal's frames (a commit in WAL mode adds frames): pages.file_state. File times
+  its change counter) and the -wal's frames (a commit in WAL mode adds frames): wal.file_state. File times
   are stamped at the resolution of a clock tick (a second or two on some file systems), so a commit just after
   the last run read the source could keep every time and size (a WAL reset writes over frames in place, and a
   rollback-mode commit over pages); these marks do not depend on the clock;
@@ -26,7 +26,7 @@ from pathlib import Path
 
 from lcm_etl import sqlite_runtime
 from lcm_etl.store import ledger, sync_state
-from lcm_etl.read.snapshot.pages import file_state
+from lcm_etl.read.snapshot.wal import file_state
 from lcm_etl.file_identity import real_path
 
 # What a full re-plan of an unchanged source reports besides the per-kind totals; the state records it

@@ -207,10 +207,6 @@ class OpenStore:
         except sqlite3.Error:
             return None
 
-    def _pick(self, table: str, alias: str, columns: tuple[str, ...]) -> str:
-        have = self.columns.get(table, set())
-        return ", ".join(f"{alias}.{c} AS {alias}_{c}" if c in have else f"NULL AS {alias}_{c}" for c in columns)
-
     def _describe(self) -> StoreContents:
         agent = None
         if {"agent_id", "role"} <= self.columns.get("schema_meta", set()):
@@ -221,46 +217,15 @@ class OpenStore:
         contents = StoreContents(self.path, self._user_version(), agent,
                                  compressed="event_zstd" in self.columns["transcript_events"])
         contents.cold = cold_archives(self.con, self.columns, self.path, contents.user_version)
-        contents.windows = self._windows(agent, bool(contents.cold))
-        contents.findings += unknown_tables(self.columns, self.path, contents.user_version)
-        self.cold, self.findings = contents.cold, contents.findings
-        contents.archives = self._archives(agent)
-        contents.pending = pending_inputs(self.con, self._lite(), self.columns, self.path, agent, contents.findings)
-        return contents
-
-    def _windows(self, agent: str | None, cold_windows: bool) -> StoreWindows:
-        has = self.columns.get
-        windows = "session_windows" in self.columns and "session_id" in has("session_windows", set())
-        nodes = "session_nodes" in self.columns and "session_key" in has("session_nodes", set())
-        marks = {"session_id", "generation"} <= has("transcript_rewrite_watermarks", set())
-        index = {"session_id", "indexed_seq", "needs_rebuild"} <= has("session_transcript_index_state", set())
-        # a cold window has no rows left in transcript_events: its archive row says how many it had, and to what seq
-        cold = ("UNION ALL SELECT session_id, last_seq, event_count, storage FROM st.session_transcript_cold_archives "
-                "WHERE session_id NOT IN (SELECT session_id FROM live)") if cold_windows else ""
-        from lcm_etl import duck
-
-        duck.table_of_strings(self.con, "live_windows", {"session_id": "VARCHAR", "max_seq": "BIGINT", "events": "BIGINT"},
-                              [(sid, *counts) for sid, counts in self._live().items()])
-        self.con.execute(f"""CREATE OR REPLACE TEMP TABLE store_windows AS
-            WITH live AS (SELECT session_id, max_seq, events, NULL::VARCHAR AS cold FROM live_windows),
-                 ev AS (SELECT * FROM live {cold})
-            SELECT row_number() OVER (ORDER BY w_created_at NULLS LAST, session_id) AS ord, * FROM (
-            SELECT ev.session_id, ev.max_seq, ev.events, ev.cold,
-                   {self._pick("session_windows", "w", _WINDOW_COLUMNS) if windows else
-                    ", ".join(f"NULL AS w_{c}" for c in _WINDOW_COLUMNS)},
-                   {self._pick("session_nodes", "n", _NODE_COLUMNS) if windows and nodes else
-                    ", ".join(f"NULL AS n_{c}" for c in _NODE_COLUMNS)},
-                   {"m.generation" if marks else "NULL"} AS watermark,
-                   {"CASE WHEN x.session_id IS NULL THEN 'absent' WHEN x.needs_rebuild = 0 AND x.indexed_seq >= ev.max_seq "
-                    "THEN 'fresh' ELSE 'stale' END" if index else "'absent'"} AS projection
-            FROM ev
-            {"LEFT JOIN st.session_windows w ON w.session_id = ev.session_id" if windows else ""}
-            {"LEFT JOIN st.session_nodes n ON n.session_key = w.session_key" if windows and nodes else ""}
-            {"LEFT JOIN st.transcript_rewrite_watermarks m ON m.session_id = ev.session_id" if marks else ""}
-            {"LEFT JOIN st.session_transcript_index_state x ON x.session_id = ev.session_id" if index else ""})""")
+        _window_table(self.con, self.columns, bool(contents.cold), self._live())
         # rows in DuckDB, a window made as it is asked for (StoreWindows): 10,000 windows made at once held 8 MB
         # while they were read, and left that much fragmented behind (docs/benchmarks.md, 2026-11-26 22:21)
-        return StoreWindows(self.con, functools.partial(self._window, agent))
+        contents.windows = StoreWindows(self.con, functools.partial(_make_window, self.path, self.key, agent))
+        contents.findings += unknown_tables(self.columns, self.path, contents.user_version)
+        self.cold, self.findings = contents.cold, contents.findings
+        contents.archives = _store_archives(self.con, self.columns, self.path, agent)
+        contents.pending = pending_inputs(self.con, self._lite(), self.columns, self.path, agent, contents.findings)
+        return contents
 
     def _live(self) -> dict[str, tuple[int, int]]:
         """Each window with rows in transcript_events: its last seq and its rows (StoreSnapshot.counts: with the kept
@@ -283,40 +248,9 @@ class OpenStore:
             self._rows.text_factory = bytes   # lines go to the parser as bytes, as a file's do
         return self._rows
 
-    def _window(self, agent: str | None, r: tuple) -> StoreWindow:
-        sid, max_seq, events, cold = r[0], r[1], r[2], r[3]
-        w = dict(zip(_WINDOW_COLUMNS, r[4:4 + len(_WINDOW_COLUMNS)]))
-        n = dict(zip(_NODE_COLUMNS, r[4 + len(_WINDOW_COLUMNS):4 + len(_WINDOW_COLUMNS) + len(_NODE_COLUMNS)]))
-        watermark, projection = r[-2], r[-1]
-        return StoreWindow(
-            store=self.path, agent_id=agent, session_id=sid, session_key=w["session_key"],
-            previous_session_id=w["previous_session_id"], reason=w["reason"],
-            session_scope=w["session_scope"], chat_type=w["chat_type"], channel=w["channel"],
-            title=n["display_name"] or n["label"] or w["display_name"],
-            current=n["current_session_id"] == sid, created_at=w["created_at"], watermark=watermark,
-            max_seq=int(max_seq), events=int(events), projection="cold" if cold else projection, cold=cold,
-            record_key=f"{self.key}#{sid}")
-
     def where(self, w: StoreWindow) -> Path:
         """What names a window's rows in reports: the store, or a cold window's archive."""
         return Path(cold_location(self.path, self.cold[w.session_id])) if w.cold else self.path
-
-    def _archives(self, agent: str | None) -> list[StoreArchive]:
-        have = self.columns.get("session_transcript_archives", set())
-        if not {"session_id", "archive_blob", "archive_name"} <= have:
-            return []
-        cols = [c for c in _ARCHIVE_COLUMNS if c != "archive_blob"]
-        picked = ", ".join(f"a.{c}" if c in have else f"NULL AS {c}" for c in cols)
-        # a session deleted on purpose has no node left under its key; an evicted or reset window's node lives on
-        nodes = "session_key" in self.columns.get("session_nodes", set()) and "session_key" in have
-        alive = ("a.session_key IN (SELECT session_key FROM st.session_nodes)" if nodes else "true")
-        order = "a.created_at, a.archive_name" if "created_at" in have else "a.archive_name"
-        rows = self.con.execute(f"SELECT {picked}, {alive} FROM st.session_transcript_archives a ORDER BY {order}"
-                                ).fetchall()
-        return [StoreArchive(self.path, agent, r["session_id"], r["session_key"], r["generation"] or "",
-                             r["reason"] or "", r["encoding"] or "identity", r["archive_name"], r["created_at"],
-                             session_alive=bool(row[-1]), sha256=r["archive_sha256"])
-                for row in rows for r in (dict(zip(cols, row)),)]
 
     # ------------------------------------------------------------------------------------------
     # rows
@@ -388,3 +322,72 @@ class OpenStore:
         """The archive's transcript (its blob, decompressed where it is zstd); `blob` when already fetched."""
         blob = self.archive_blob(archive) if blob is None else blob
         return decompress(blob) if archive.encoding == "zstd" else blob
+
+
+def _picked(have: set[str], alias: str, columns: tuple[str, ...]) -> str:
+    return ", ".join(f"{alias}.{c} AS {alias}_{c}" if c in have else f"NULL AS {alias}_{c}" for c in columns)
+
+
+def _window_table(con, columns: dict[str, set[str]], cold_windows: bool, live: dict[str, tuple[int, int]]) -> None:
+    """The store's windows as the connection's table `store_windows` (numbered `ord` in order): each window with
+    rows (`live`: its last seq and rows) or a cold one, with what the store's other tables say of it."""
+    has = columns.get
+    windows = "session_windows" in columns and "session_id" in has("session_windows", set())
+    nodes = "session_nodes" in columns and "session_key" in has("session_nodes", set())
+    marks = {"session_id", "generation"} <= has("transcript_rewrite_watermarks", set())
+    index = {"session_id", "indexed_seq", "needs_rebuild"} <= has("session_transcript_index_state", set())
+    # a cold window has no rows left in transcript_events: its archive row says how many it had, and to what seq
+    cold = ("UNION ALL SELECT session_id, last_seq, event_count, storage FROM st.session_transcript_cold_archives "
+            "WHERE session_id NOT IN (SELECT session_id FROM live)") if cold_windows else ""
+    from lcm_etl import duck
+
+    duck.table_of_strings(con, "live_windows", {"session_id": "VARCHAR", "max_seq": "BIGINT", "events": "BIGINT"},
+                          [(sid, *counts) for sid, counts in live.items()])
+    con.execute(f"""CREATE OR REPLACE TEMP TABLE store_windows AS
+        WITH live AS (SELECT session_id, max_seq, events, NULL::VARCHAR AS cold FROM live_windows),
+             ev AS (SELECT * FROM live {cold})
+        SELECT row_number() OVER (ORDER BY w_created_at NULLS LAST, session_id) AS ord, * FROM (
+        SELECT ev.session_id, ev.max_seq, ev.events, ev.cold,
+               {_picked(has("session_windows", set()) if windows else set(), "w", _WINDOW_COLUMNS)},
+               {_picked(has("session_nodes", set()) if windows and nodes else set(), "n", _NODE_COLUMNS)},
+               {"m.generation" if marks else "NULL"} AS watermark,
+               {"CASE WHEN x.session_id IS NULL THEN 'absent' WHEN x.needs_rebuild = 0 AND x.indexed_seq >= ev.max_seq "
+                "THEN 'fresh' ELSE 'stale' END" if index else "'absent'"} AS projection
+        FROM ev
+        {"LEFT JOIN st.session_windows w ON w.session_id = ev.session_id" if windows else ""}
+        {"LEFT JOIN st.session_nodes n ON n.session_key = w.session_key" if windows and nodes else ""}
+        {"LEFT JOIN st.transcript_rewrite_watermarks m ON m.session_id = ev.session_id" if marks else ""}
+        {"LEFT JOIN st.session_transcript_index_state x ON x.session_id = ev.session_id" if index else ""})""")
+
+
+def _make_window(path: Path, key: str, agent: str | None, r: tuple) -> StoreWindow:
+    """A row of `store_windows` as a StoreWindow of the store at `path` (`key`: its real path)."""
+    sid, max_seq, events, cold = r[0], r[1], r[2], r[3]
+    w = dict(zip(_WINDOW_COLUMNS, r[4:4 + len(_WINDOW_COLUMNS)]))
+    n = dict(zip(_NODE_COLUMNS, r[4 + len(_WINDOW_COLUMNS):4 + len(_WINDOW_COLUMNS) + len(_NODE_COLUMNS)]))
+    watermark, projection = r[-2], r[-1]
+    return StoreWindow(
+        store=path, agent_id=agent, session_id=sid, session_key=w["session_key"],
+        previous_session_id=w["previous_session_id"], reason=w["reason"],
+        session_scope=w["session_scope"], chat_type=w["chat_type"], channel=w["channel"],
+        title=n["display_name"] or n["label"] or w["display_name"],
+        current=n["current_session_id"] == sid, created_at=w["created_at"], watermark=watermark,
+        max_seq=int(max_seq), events=int(events), projection="cold" if cold else projection, cold=cold,
+        record_key=f"{key}#{sid}")
+
+
+def _store_archives(con, columns: dict[str, set[str]], path: Path, agent: str | None) -> list[StoreArchive]:
+    have = columns.get("session_transcript_archives", set())
+    if not {"session_id", "archive_blob", "archive_name"} <= have:
+        return []
+    cols = [c for c in _ARCHIVE_COLUMNS if c != "archive_blob"]
+    picked = ", ".join(f"a.{c}" if c in have else f"NULL AS {c}" for c in cols)
+    # a session deleted on purpose has no node left under its key; an evicted or reset window's node lives on
+    nodes = "session_key" in columns.get("session_nodes", set()) and "session_key" in have
+    alive = ("a.session_key IN (SELECT session_key FROM st.session_nodes)" if nodes else "true")
+    order = "a.created_at, a.archive_name" if "created_at" in have else "a.archive_name"
+    rows = con.execute(f"SELECT {picked}, {alive} FROM st.session_transcript_archives a ORDER BY {order}").fetchall()
+    return [StoreArchive(path, agent, r["session_id"], r["session_key"], r["generation"] or "",
+                         r["reason"] or "", r["encoding"] or "identity", r["archive_name"], r["created_at"],
+                         session_alive=bool(row[-1]), sha256=r["archive_sha256"])
+            for row in rows for r in (dict(zip(cols, row)),)]

@@ -13,15 +13,12 @@ never assumed. Format: https://www.sqlite.org/fileformat2.html (sections 1.3, 1.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import struct
 from collections.abc import Generator
-from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lcm_etl.file_identity import file_signature
 
 HEADER = b"SQLite format 3\x00"
 LOCK_BYTE_OFFSET = 1 << 30
@@ -218,67 +215,6 @@ def overflow_pages(pf: PageFile, n: int) -> set[int]:
             out.add(nxt)
             nxt, remaining = int.from_bytes(pf.page(nxt)[0:4], "big"), remaining - (u - 4)
     return out
-
-
-def _wal_headers(wal: Path) -> Generator[bytes, None, None]:
-    """A WAL file's 32-byte header, then the 24-byte header of each whole frame, in file order (nothing when
-    the file is missing or too short for a header)."""
-    try:
-        fh = open(wal, "rb")
-    except FileNotFoundError:
-        return
-    with fh:
-        head = fh.read(32)
-        if len(head) < 32:
-            return
-        yield head
-        page_size = int.from_bytes(head[8:12], "big")
-        while len(frame := fh.read(24)) == 24:
-            yield frame
-            fh.seek(page_size, 1)
-
-
-def wal_pages(wal: Path, page_size: int) -> set[int]:
-    """Every page a WAL file may hold a newer copy of: the frames that carry the header's salts (a superset
-    of the frames SQLite will read, which is all a conservative comparison needs)."""
-    with closing(_wal_headers(wal)) as headers:
-        head = next(headers, None)
-        if head is None:
-            return set()
-        if int.from_bytes(head[8:12], "big") != page_size:
-            raise NotComparable("the WAL's page size differs from the database's")
-        return {int.from_bytes(frame[0:4], "big") for frame in headers if frame[8:16] == head[16:24]}
-
-
-def wal_frames(wal: Path) -> dict | None:
-    """A WAL file's frames from its start as far as they carry its header's salts (the frames of its current
-    cycle; SQLite writes them in order): how many, and a digest of the header and of each frame's header (the
-    page it holds, the salts, and the running checksum over every frame before it and its own bytes). None
-    when there is no WAL header."""
-    with closing(_wal_headers(wal)) as headers:
-        head = next(headers, None)
-        if head is None:
-            return None
-        digest, n = hashlib.sha256(head), 0
-        for frame in headers:
-            if frame[8:16] != head[16:24]:
-                break
-            digest.update(frame)
-            n += 1
-    return {"frames": n, "headers": digest.hexdigest()}
-
-
-def file_state(path: Path) -> list:
-    """What any commit to a SQLite file changes, whatever the clock: its files' identity (file_signature), its
-    header (a commit in rollback-journal mode increments its change counter) and its -wal's frames (a commit in WAL
-    mode adds frames, a reset changes their salts). Two equal states are the same pages (lcm_etl/sync/shortcut.py
-    says why file times alone are not)."""
-    try:
-        with open(path, "rb") as fh:
-            header = fh.read(100).hex()
-    except OSError:
-        header = None   # the run reports the missing or unreadable source itself
-    return [file_signature(path), header, wal_frames(Path(f"{path}-wal"))]
 
 
 class SpilledPages:

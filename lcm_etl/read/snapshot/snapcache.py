@@ -6,7 +6,7 @@ read it once the run has committed. The next run of the pair compares the source
 page: it writes only the pages that differ into the copy, which is then the new snapshot, and it knows
 which source conversations own a row on a differing page (lcm_etl/read/snapshot/pages.py): everything else is proved
 unchanged by its bytes. Every page is compared, unless the source's files are in the state the sealing run
-found them in (pages.file_state, the no-op shortcut's proof) or the source's WAL proves it holds the whole change
+found them in (wal.file_state, the no-op shortcut's proof) or the source's WAL proves it holds the whole change
 (lcm_etl/read/snapshot/wal.py: then only the frames added since are read, and the copy's other pages are vouched
 for by the seal as the no-op vouches for all of them); the copy is used only when its file is the one sealed (inode, size, mtime and ctime: a ctime cannot be set back), and what the
 changed pages prove counts only when the target's ledger names the sealing run as the last complete migrate
@@ -59,7 +59,7 @@ class SnapshotCache:
         self.whole = False                 # this run copied the source whole into the folder
         self.kept_bytes: int | None = None   # ... and kept that copy, of this size: said once, in the run's report
         self._hold: int | None = None     # this run holds the pair's folder (cache_bounds.hold)
-        self._state: list | None = None   # the source's files as this run found them, before reading (pages.file_state)
+        self._state: list | None = None   # the source's files as this run found them, before reading (wal.file_state)
         self._wal: wal.Mark | None = None  # the WAL frames the copy holds as this run leaves it (sealed with it)
         self._seen: wal.Headers | None = None   # the -wal copied with a whole copy, before it was folded
 
@@ -168,7 +168,7 @@ class SnapshotCache:
         and what they hold is returned; otherwise the source is copied whole (None), its bytes told to
         `progress` (sqlite_copy.take_snapshot)."""
         cache_bound()   # a bound that is not a size is said before anything is read
-        self._state = pages.file_state(self.source)   # before anything is read: any later commit shows next run
+        self._state = wal.file_state(self.source)   # before anything is read: any later commit shows next run
         try:
             cache_bounds.sweep(self.folder.parent, but=self.folder)   # the copies killed runs left, of other pairs
             self._hold = cache_bounds.hold(self.folder)
