@@ -175,35 +175,17 @@ def migrate(src, dest, memory_dir, dry_run, session_filter, key_by, as_json, qui
 def _fleet(manifest, discover, dest_root, scheduler, retries, src, dest, memory_dir, jobs, as_json, quiet,
            template) -> int:
     import time
-    from lcm_etl.commands.fleet import FleetProgress, FleetReport, fleet_exit_code, read_manifest, run_fleet
+    from lcm_etl.commands.fleet import FleetProgress, FleetReport, fleet_exit_code, fleet_pairs, run_fleet
+    from lcm_etl.read.openclaw.discover import Discovered
 
-    if not (manifest or discover):   # an option of many pairs given alone: the pairs are what is missing
-        flag = "--dest-root" if dest_root else "--jobs" if jobs else "--scheduler" if scheduler else "--retries"
-        raise BadInput(f"{flag} applies only with --manifest FILE or --discover ROOT, which name the pairs to migrate")
-    if src or dest or memory_dir:
-        raise BadInput("--manifest or --discover lists the pairs: do not also pass --src, --dest or --memory-dir")
-    if bool(manifest) == bool(discover):
-        raise BadInput("--manifest FILE or --discover ROOT names the pairs: give one of them")
-    if bool(discover) != bool(dest_root):
-        raise BadInput("--discover ROOT and --dest-root DIR go together (DIR/<rel>/state/lcm.sqlite per state folder)")
-    if scheduler and jobs:
-        raise BadInput("--jobs sizes the local pool; on a Dask cluster the workers' threads do")
-    if retries is not None and not scheduler:
-        raise BadInput("--retries is for --scheduler (Dask re-runs the task); the local pool does not retry")
+    pairs, root = fleet_pairs(manifest, discover, dest_root, scheduler, retries, jobs, bool(src or dest or memory_dir))
     dask_opts = {"address": scheduler} | ({} if retries is None else {"retries": retries})
     run = functools.partial(_dask_runner(), **dask_opts) if scheduler else functools.partial(run_fleet, jobs=jobs)
     dry_run, found = template.keywords["dry_run"], None
-    if discover:
-        from lcm_etl.read.openclaw.discover import Discovered, discover as find
-
-        root = expand(discover).absolute()
-        pairs = find(root, expand(dest_root).absolute())
-        if dry_run:   # the operator checks the discovered pairs before a real run: in text, printed first
-            found = Discovered(root, pairs)
-            if not as_json:
-                emit(found, as_json, quiet)
-    else:
-        pairs = read_manifest(expand(manifest))
+    if root is not None and dry_run:   # the operator checks the discovered pairs before a real run: in text, first
+        found = Discovered(root, pairs)
+        if not as_json:
+            emit(found, as_json, quiet)
     t0 = time.monotonic()
     with FleetProgress(len(pairs), lines=not as_json and not quiet, bar=progress_wanted(as_json, quiet)) as progress:
         results = run(pairs, template, progress)

@@ -25,7 +25,7 @@ from tqdm import tqdm
 from lcm_etl.errors import EXIT_FAILURE, BadInput, LcmEtlError
 from lcm_etl.interrupts import in_a_worker, interruption, pair_in_worker, worker_stopped
 from lcm_etl.commands.migrate import MigrateOptions, migrate
-from lcm_etl.read.openclaw.discover import Discovered
+from lcm_etl.read.openclaw.discover import Discovered, discover as find
 from lcm_etl.read.snapshot.sqlite_copy import expand
 from lcm_etl.report import SCHEMA_VERSION, one_line, one_line_each
 from lcm_etl.sqlite_runtime import disable_memstatus
@@ -94,6 +94,29 @@ def read_manifest(path: Path) -> list[tuple[Path, Path]]:
 
 
 PairOptions = Callable[..., MigrateOptions]   # the run's options but a pair's source and target (a partial)
+
+
+def fleet_pairs(manifest: str | None, discover: str | None, dest_root: str | None, scheduler: str | None,
+                retries: int | None, jobs: int | None, one_pair_given: bool) -> tuple[list[tuple[Path, Path]], Path | None]:
+    """The pairs --manifest FILE or --discover ROOT names, once the fleet's options are checked together, and the ROOT
+    discovered (None for a manifest)."""
+    if not (manifest or discover):   # an option of many pairs given alone: the pairs are what is missing
+        flag = "--dest-root" if dest_root else "--jobs" if jobs else "--scheduler" if scheduler else "--retries"
+        raise BadInput(f"{flag} applies only with --manifest FILE or --discover ROOT, which name the pairs to migrate")
+    if one_pair_given:
+        raise BadInput("--manifest or --discover lists the pairs: do not also pass --src, --dest or --memory-dir")
+    if bool(manifest) == bool(discover):
+        raise BadInput("--manifest FILE or --discover ROOT names the pairs: give one of them")
+    if bool(discover) != bool(dest_root):
+        raise BadInput("--discover ROOT and --dest-root DIR go together (DIR/<rel>/state/lcm.sqlite per state folder)")
+    if scheduler and jobs:
+        raise BadInput("--jobs sizes the local pool; on a Dask cluster the workers' threads do")
+    if retries is not None and not scheduler:
+        raise BadInput("--retries is for --scheduler (Dask re-runs the task); the local pool does not retry")
+    if discover and dest_root:
+        root = expand(discover).absolute()
+        return find(root, expand(dest_root).absolute()), root
+    return read_manifest(expand(str(manifest))), None
 
 
 def pair_options(pairs: list[tuple[Path, Path]], template: PairOptions) -> list[tuple[int, MigrateOptions]]:

@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import hashlib
 import marshal
-import os
-import shutil
 from pathlib import Path
 from typing import Callable, Mapping
 
@@ -182,6 +180,7 @@ class SnapshotCache:
             self.sealed = self._sealed(self.facts_file)
             self.unseal()
             folder, hold = runfolder.make(None)
+            snap = Snapshot(self.source, self.db, folder, 0, hold=hold)   # closing it lets the run's folder go
             refresh = Refresh(self.db, self.source, self.what, self.tables)
             try:
                 # the differing pages' bytes wait in a file of the run's folder until written, not in memory
@@ -189,16 +188,17 @@ class SnapshotCache:
                     refreshed = refresh.run(folder, memo, spill, seal["run_id"], seal.get("state") == self._state,
                                             wal.Mark.of(seal.get("wal")))
             except OSError as exc:   # the copy is unsealed, half written: it goes, and the run goes on without
-                _let_go(folder, hold)
+                snap.close()
                 return self._without_cache(why_failed(exc), progress), None
             except BaseException:
-                _let_go(folder, hold)
+                snap.close()
                 raise
             self.dropped = refresh.dropped or self.dropped
             if refreshed is not None:
                 self._memo, self._wal = refresh.memo, refresh.wal_mark
-                return Snapshot(self.source, self.db, folder, self.db.stat().st_size, hold=hold), refreshed
-            _let_go(folder, hold)
+                snap.size = self.db.stat().st_size
+                return snap, refreshed
+            snap.close()
         self.unseal()
         self._memo = None
         try:
@@ -230,11 +230,6 @@ def used(source: Path, target: Path, dry_run: bool) -> None:
     cache = None if dry_run else SnapshotCache.for_pair(source, target, {})
     if cache is not None and cache._seal()[0] is not None:
         cache_bounds.mark_used(cache.folder, source, target)
-
-
-def _let_go(folder: Path, hold: int) -> None:
-    shutil.rmtree(folder, ignore_errors=True)
-    os.close(hold)
 
 
 def _rmdir_if_empty(folder: Path) -> None:
