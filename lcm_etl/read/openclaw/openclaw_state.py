@@ -42,11 +42,6 @@ class Inputs:
     findings: list[dict] = field(default_factory=list)           # folders, registries, registered stores unread
 
 
-def state_folder() -> Path:
-    """The default installation's state folder (OpenClaw's own rules: openclaw_home.state_dir)."""
-    return state_dir()
-
-
 def is_sqlite(path: Path) -> bool:
     try:
         with open(open_regular(path), "rb") as fh:   # a FIFO is never opened (findings.open_regular)
@@ -58,7 +53,7 @@ def is_sqlite(path: Path) -> bool:
 def find_inputs(paths: list[Path]) -> Inputs:
     """Sort the named paths (none: the state folder) into stores, live files and archives."""
     out = Inputs()
-    for p in paths or [state_folder()]:
+    for p in paths or [state_dir()]:   # the default installation's (OpenClaw's own rules)
         if p.is_dir():
             _look(_folder, p, out)
         elif p.exists():

@@ -217,7 +217,7 @@ class OpenStore:
         contents = StoreContents(self.path, self._user_version(), agent,
                                  compressed="event_zstd" in self.columns["transcript_events"])
         contents.cold = cold_archives(self.con, self.columns, self.path, contents.user_version)
-        _window_table(self.con, self.columns, bool(contents.cold), self._live())
+        _window_table(self.con, self.columns, bool(contents.cold), self.kept.counts(self._counts))
         # rows in DuckDB, a window made as it is asked for (StoreWindows): 10,000 windows made at once held 8 MB
         # while they were read, and left that much fragmented behind (docs/benchmarks.md, 2026-11-26 22:21)
         contents.windows = StoreWindows(self.con, functools.partial(_make_window, self.path, self.key, agent))
@@ -226,11 +226,6 @@ class OpenStore:
         contents.archives = _store_archives(self.con, self.columns, self.path, agent)
         contents.pending = pending_inputs(self.con, self._lite(), self.columns, self.path, agent, contents.findings)
         return contents
-
-    def _live(self) -> dict[str, tuple[int, int]]:
-        """Each window with rows in transcript_events: its last seq and its rows (StoreSnapshot.counts: with the kept
-        snapshot's changed rows placed, only the windows owning one are counted, in SQLite by the table's key)."""
-        return self.kept.counts(self._counts)
 
     def _counts(self, windows: set[str] | None) -> dict[str, tuple[int, int]]:
         """The last seq and rows of each of `windows` (None: of every window) with rows in transcript_events."""

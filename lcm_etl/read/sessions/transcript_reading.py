@@ -25,9 +25,8 @@ from lcm_etl.file_identity import real_path
 from lcm_etl.read.sessions.run_file import RunFile, file_session
 from lcm_etl.read.sessions.transcript_decision import FileRecord, Records, from_record
 from lcm_etl.read.findings import Unreadable, finding, open_regular, refuse_under_strict
-from lcm_etl.read.openclaw.openclaw_home import is_state_dir, registry_finding
-from lcm_etl.read.openclaw.openclaw_state import (Inputs, archive_kind, archive_session_id, find_inputs, is_sqlite,
-                                                  state_folder)
+from lcm_etl.read.openclaw.openclaw_home import is_state_dir, registry_finding, state_dir
+from lcm_etl.read.openclaw.openclaw_state import Inputs, archive_kind, archive_session_id, find_inputs, is_sqlite
 from lcm_etl.read.openclaw.openclaw_store import OpenStore, StoreWindow
 from lcm_etl.read.snapshot.sqlite_copy import expand
 from lcm_etl.read.sessions.store_reads import (ArchiveOrigin, PendingOrigin, archive_listing, read_archive_file, read_pending,
@@ -139,8 +138,8 @@ def read_all(opts: ReadOptions, records: Records | None = None, held_by: str = "
         if not p.exists():
             raise BadInput(f"transcript path not found: {p} (pass --sessions with an openclaw-agent.sqlite, an agent "
                            "folder, a state folder, a .jsonl file or a sessions folder)")
-    if not given and not is_state_dir(state_folder()):   # its agents may all live in registered agentDirs
-        raise BadInput(f"no transcripts: nothing under {state_folder()}/agents/ (set OPENCLAW_STATE_DIR, or pass "
+    if not given and not is_state_dir(state_dir()):   # its agents may all live in registered agentDirs
+        raise BadInput(f"no transcripts: nothing under {state_dir()}/agents/ (set OPENCLAW_STATE_DIR, or pass "
                        "--sessions with an openclaw-agent.sqlite, an agent or state folder, or a .jsonl file)")
     inputs = find_inputs(given)
     known = records if records is not None else Records()
