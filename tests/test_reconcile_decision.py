@@ -178,6 +178,26 @@ def test_a_session_whose_held_rows_lack_entry_ids_is_read_again_whole(tmp_path):
     assert line(report).endswith("; 1 read whole: 1 re-read: its session holds rows without entry ids")
 
 
+
+def test_a_session_whose_target_rows_lack_entry_ids_is_read_again_whole(tmp_path):
+    """The target's rows migrated from an lcm.db without transcript_entry_id count as held only by identity too:
+    the re-run without --src reads the session whole."""
+    pair = build_pair("tool-heavy", tmp_path / "state")
+    lcm_db = tmp_path / "state" / "lcm.db"
+    con = sqlite3.connect(lcm_db)
+    with con:
+        con.execute("UPDATE messages SET transcript_entry_id = NULL")
+    con.close()
+    target = tmp_path / "t.sqlite"
+    assert run_cli("migrate", "--src", lcm_db, "--dest", target).returncode == 0
+    transcript = Path(pair["transcript"])
+    lines = transcript.read_bytes().splitlines(keepends=True)
+    write(transcript, lines[:-3])
+    reconcile("--sessions", transcript, "--dest", target)
+    write(transcript, lines)
+    report = decided("--sessions", transcript, "--dest", target)
+    assert list(whys(report).values()) == ["re-read: its session holds rows without entry ids"]
+
 def holds_open(pid: int, suffix: str) -> bool:
     """Whether the process has a file ending in `suffix` open; an fd closed between the listing and its readlink is
     not that file."""

@@ -5,7 +5,8 @@ transcripts, read from where the last run stopped").
 Every transcript (each agent's session store windows and archives, lcm_etl/read/store_reads.py; legacy JSONL files,
 transcript_offsets.py) is read, from its record or whole (transcript_decision.py), into the run file as it is read
 (lcm_etl/read/run_file.py: its messages, parts, content, one row per transcript), before the target is looked at.
-Under the run lock, the hints are settled and what must be read again whole is (queries over the run file); DuckDB plans over the file (reconcile_plan.py: r20/r60), r65 hands off,
+Under the run lock, the hints are settled and what must be read again whole is (one query over the run file, the
+target and --src attached); DuckDB plans over the file once (reconcile_plan.py: r20/r60), r65 hands off,
 r72/r80 write the content from the file, r95 records what the file says was read, and the report is a query over
 it joined with the plan's counts per transcript. What cannot be read is a finding (lcm_etl/read/findings.py): a
 warning, and the rest is written (--strict: exit 2, nothing written).
@@ -30,6 +31,7 @@ from lcm_etl.read.run_file import loads
 from lcm_etl.progress import Progress
 from lcm_etl.report import RunReport, now_iso
 from lcm_etl.store.runlock import target_lock
+from lcm_etl.read.lcmdb.source_schema import detect_schema, normalized_views
 from lcm_etl.read.lcmdb.sources import Snapshot, file_signature, take_snapshot
 from lcm_etl.steps import pipeline
 from lcm_etl.steps.engine import run_stage
@@ -85,20 +87,16 @@ def _reconcile(opts: ReconcileOptions, read: Reading, source: Snapshot | None, h
         bars.phase("planning")
         view = target_view(opts.target, existed, private=opts.dry_run)
         target_db = view.path if view else opts.target if existed else None
-        # each transcript read from a record the target no longer holds as it was, or into another session, and
-        # the others of its session, are read again whole (transcript_decision.settle)
-        read.read_whole(decide.settle(run.con, target_db))
-        appended = decide.sessions_from_records(run.con)
-        con = plan_transcripts(opts, read, target_db, source, Path(work.name), appended)
-        # held rows without an entry id are matched by identity along the whole path: such a session is read whole
-        by_identity = decide.by_identity(con)
-        if by_identity:
-            con.close()
-            read.read_whole(decide.in_sessions(run.con, by_identity, decide.BY_IDENTITY))
-            appended -= by_identity
-            con = plan_transcripts(opts, read, target_db, source, Path(work.name), appended)
+        # each transcript read from a record the target no longer holds as it was, or into another session, the
+        # others of its session, and a session whose held rows lack entry ids are read again whole (settle)
+        held = (source.path, normalized_views(detect_schema(source.path, source.original), "sqlite")) if source else None
+        read.read_whole(decide.settle(run.con, target_db, held, opts.key_by))
+        con = plan_transcripts(opts, read, target_db, source, Path(work.name), decide.sessions_from_records(run.con))
         try:
             _plan_counts(con, report)
+            report.boundaries_moved = plan.boundaries_moving(target_db, report.sessions_touched,
+                                                             ledger.placed_by("reconcile", held_by or None))
+            report.boundary_events -= report.boundaries_moved
             batches = plan.all_batches(con)
             report.batches = len(batches)
             if not opts.dry_run:

@@ -24,8 +24,8 @@ the first that does not is the cause it is read whole:
 Then, under the run lock, per session (`settle`): the plan matches a session's appended messages by entry id alone,
 so a session is read from records only when every transcript of it is, each from the record the target still
 holds (RECORD_CHANGED) and into the session it was recorded under (OTHER_SESSION, sessions.json moved it); the
-others of a session with one read whole are read again whole (SESSION_WHOLE), and so is a session whose held rows
-lack entry ids, which only a whole path can count (BY_IDENTITY, `by_identity`: once the plan has found them).
+others of a session with one read whole are read again whole (SESSION_WHOLE), and so is a session with new messages
+whose held rows (the target's, or --src's) lack entry ids, which only a whole path can count (BY_IDENTITY).
 An archive (a store's archive row, a published or the doctor's archive file) never grows: it is read from its record,
 which is to say not read, while its bytes hash to the recorded SHA-256 (`archive_start`: a store row's own
 `archive_sha256`, a file's bytes), else whole (ARCHIVE_CHANGED). A pending input is always read whole (PENDING), and
@@ -41,17 +41,15 @@ The way a re-run takes, in data-flow order (lcm_etl/commands/reconcile.py runs i
    `Records.trusted`; then `prefix_proved`, `window_start` or `archive_start`; past it, `continue_path`); the readers
    (transcript_offsets.py, store_reads.py) read it from its record or whole, and the run file gets one row for it
    (run_file.RunFile: `read` 'appended' or 'whole', `why`, the hint's record in `rec_*`) and its messages.
-3. under the lock, `settle` queries the run file beside the records the target holds now: its answer is read again whole
-   (transcript_reading.Reading.read_whole, from the same snapshot).
+3. under the lock, `settle` queries the run file beside the records and rows the target (and --src) holds now: its
+   answer is read again whole (transcript_reading.Reading.read_whole, from the same snapshot).
 4. `sessions_from_records` names the plan's `jsonl_appended` sessions, whose held rows r05_target_state.sql keeps
-   only where an entry id arrives now and r20_match.sql matches by entry id alone; `by_identity`'s sessions are read
-   whole and planned once more.
+   only where an entry id arrives now and r20_match.sql matches by entry id alone; the plan is made once.
 5. r95_record_offsets.sql records every transcript of the planned sessions in the run's last transaction.
 """
 from __future__ import annotations
 
 import hashlib
-import json
 from lcm_etl.sqlite_runtime import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,6 +57,7 @@ from typing import Any, BinaryIO
 
 from lcm_etl import sqlite_runtime
 from lcm_etl.file_identity import real_path
+from lcm_etl.read.lcmdb.source_schema import WHITESPACE
 from lcm_etl.read.openclaw.openclaw_store import StoreWindow
 from lcm_etl.read.transcript.transcripts import (_BLANK, CANONICAL_TYPES, Transcript, TranscriptReport, _Node, parse_line,
                                       message_of)
@@ -287,13 +286,16 @@ def from_record(t: Transcript) -> bool:
     return t.mark is not None and t.mark.read_from > 0
 
 
-def settle(run: sqlite3.Connection, target: Path | None) -> dict[int, str]:
+def settle(run: sqlite3.Connection, target: Path | None, source: tuple[Path, dict[str, str]] | None = None,
+           key_by: str = "session-id") -> dict[int, str]:
     """The transcripts read from a record (a hint, read before the lock: the run file's `rec_*` columns) that must
     be read again whole, by read order, with the cause: a record the target no longer holds as it was (`target`:
     under the lock, or the dry run's private copy), a transcript that lands in another session than it was
-    recorded under, and the others of a session with one read whole. A query over the run file, the target
-    attached (lcm_etl/read/run_file.py)."""
+    recorded under, the others of a session with one read whole, and a session with new messages whose held rows
+    (the target's, or --src's: `source`, its snapshot and normalised views) lack entry ids. A query over the run
+    file, the target and the source attached (lcm_etl/read/run_file.py)."""
     same = " AND ".join(f"r.{c} IS t.rec_{c}" for c in RECORD_COLUMNS)
+    run.execute("CREATE TEMP TABLE bare (session_id TEXT)")
     try:
         if target is None:
             raise sqlite3.OperationalError("no target")
@@ -301,6 +303,8 @@ def settle(run: sqlite3.Connection, target: Path | None) -> dict[int, str]:
         run.execute(f"CREATE TEMP TABLE records AS {_RECORDED} WHERE f.path IN "
                     "(SELECT record_key FROM main.transcripts WHERE read = 'appended')")
         run.execute(_LOST if sqlite_runtime.has_table(run, "lcm_etl_session_rows", "target") else _LOST_NONE)
+        if sqlite_runtime.has_table(run, "lcm_messages", "target"):
+            run.execute(_BARE_TARGET)
     except sqlite3.Error:   # no record can be read (or the target lacks the rows' table): none of the hints holds
         run.execute("DROP TABLE IF EXISTS temp.records")
         run.execute("DROP TABLE IF EXISTS temp.lost")
@@ -309,20 +313,30 @@ def settle(run: sqlite3.Connection, target: Path | None) -> dict[int, str]:
     finally:
         if any(r[1] == "target" for r in run.execute("PRAGMA database_list")):
             run.execute("DETACH target")
+    if source is not None:
+        run.execute("ATTACH ? AS src", (sqlite_runtime.uri(source[0]),))
+        try:
+            views = ", ".join(f"{name} AS ({sql})" for name, sql in source[1].items()
+                              if name in ("src_conversations", "src_messages"))
+            run.execute(f"WITH {views} {_BARE_SOURCE}", {"key_by": key_by, "ws": WHITESPACE})
+        finally:
+            run.execute("DETACH src")
     rows = run.execute(f"""
         WITH changed AS (
             SELECT t.file_order, t.session_id,
                    CASE WHEN r.path IS NULL OR NOT ({same}) THEN :changed
                         WHEN t.rec_session_id IS NOT t.session_id THEN :other
                         WHEN t.session_id IN (SELECT session_id FROM lost) THEN :lost END AS why
-            FROM transcripts t LEFT JOIN records r ON r.path = t.record_key WHERE t.read = 'appended')
-        SELECT t.file_order, coalesce(c.why, :whole) FROM transcripts t JOIN changed c USING (file_order)
-        WHERE c.why IS NOT NULL OR t.session_id IN (SELECT session_id FROM transcripts WHERE read = 'whole'
-                                                    UNION SELECT session_id FROM changed WHERE why IS NOT NULL)""",
+            FROM transcripts t LEFT JOIN records r ON r.path = t.record_key WHERE t.read = 'appended'),
+        whole AS (SELECT session_id FROM transcripts WHERE read = 'whole'
+                  UNION SELECT session_id FROM changed WHERE why IS NOT NULL)
+        SELECT t.file_order, coalesce(c.why, iif(t.session_id IN whole, :whole, :bare))
+        FROM transcripts t JOIN changed c USING (file_order)
+        WHERE c.why IS NOT NULL OR t.session_id IN whole OR t.session_id IN (SELECT session_id FROM bare)""",
                        {"changed": RECORD_CHANGED, "other": OTHER_SESSION, "whole": SESSION_WHOLE,
-                        "lost": TARGET_LOST}).fetchall()
-    run.execute("DROP TABLE records")
-    run.execute("DROP TABLE lost")
+                        "lost": TARGET_LOST, "bare": BY_IDENTITY}).fetchall()
+    for name in ("records", "lost", "bare"):
+        run.execute(f"DROP TABLE {name}")
     return dict(rows)
 
 
@@ -337,19 +351,24 @@ SELECT r.session_id FROM target.lcm_etl_session_rows r LEFT JOIN now USING (sess
 WHERE r.session_id IN (SELECT session_id FROM appended)
   AND (coalesce(now.n, 0) <> r.row_count OR coalesce(now.s, 0) <> r.id_sum)"""
 _LOST_NONE = "CREATE TEMP TABLE lost (session_id TEXT)"
-
-
-def by_identity(plan: Any) -> set[str]:
-    """The sessions read from records whose held rows (the plan's DuckDB `held`) lack an entry id: BY_IDENTITY."""
-    return {r[0] for r in plan.execute("SELECT DISTINCT session_id FROM held WHERE entry_id IS NULL AND "
-                                       "session_id IN (SELECT session_id FROM jsonl_appended)").fetchall()}
-
-
-def in_sessions(run: sqlite3.Connection, whole: set[str], why: str) -> dict[int, str]:
-    """The transcripts of these sessions read from a record, each with `why` it must be read again whole."""
-    return {r[0]: why for r in run.execute(
-        "SELECT file_order FROM transcripts WHERE read = 'appended' AND session_id IN (SELECT value FROM json_each(?))",
-        (json.dumps(sorted(whole)),))}
+# BY_IDENTITY: the sessions every transcript of which was read from its record, with new messages, whose held rows
+# (r05_target_state.sql's held_tgt, reconcile_plan.py's held_lcm) lack an entry id. The plan matches such a session's
+# new messages by entry id alone (r20_match.sql): its id-less rows only the whole path can count
+_CANDIDATES = ("(SELECT session_id FROM main.transcripts GROUP BY session_id "
+               "HAVING min(read = 'appended') AND max(read_count) > 0)")
+_BARE_TARGET = """
+INSERT INTO bare SELECT DISTINCT session_id FROM target.lcm_messages
+WHERE session_id IN """ + _CANDIDATES + """ AND json_valid(metadata) AND json_extract(metadata, '$.transcript_entry_id') IS NULL"""
+# lcm.db's conversations keyed as 10_sessions.sql keys them
+_BARE_SOURCE = """
+INSERT INTO bare SELECT s.session_id FROM (
+    SELECT conversation_id, CASE
+        WHEN :key_by = 'session-key' AND trim(coalesce(session_key, ''), :ws) <> '' THEN trim(session_key, :ws)
+        WHEN trim(coalesce(session_id, ''), :ws) <> '' THEN trim(session_id, :ws)
+        ELSE CAST(conversation_id AS TEXT) END AS session_id
+    FROM src_conversations) s
+WHERE s.session_id IN """ + _CANDIDATES + """ AND EXISTS (SELECT 1 FROM src_messages m WHERE m.conversation_id = s.conversation_id
+                                             AND nullif(trim(m.transcript_entry_id), '') IS NULL)"""
 
 
 def sessions_from_records(run: sqlite3.Connection) -> set[str]:

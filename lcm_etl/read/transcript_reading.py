@@ -80,7 +80,7 @@ class Reading:
         return t
 
     def read_whole(self, again: dict[int, str]) -> None:
-        """Read these transcripts again, whole, each for its cause (transcript_decision.settle, in_sessions): each
+        """Read these transcripts again, whole, each for its cause (transcript_decision.settle): each
         one's rows in the run file are replaced by the new read's."""
         rows = self.run.query("SELECT file_order, kind, store, again, path FROM transcripts WHERE file_order IN "
                               f"({', '.join(str(int(i)) for i in again) or '-1'})").fetchall()

@@ -120,6 +120,11 @@ class RunRecord:
                 "provenance": int(self.provenance)}
 
 
+def placed_by(command: str, source_path: str | None) -> str:
+    """A run's command and source key as 88_movable_boundaries.sql compares them with the run that placed a seam."""
+    return f"{command}\x1f{source_path or ''}"
+
+
 def _put(con: sqlite3.Connection, row: dict) -> None:
     con.execute(f"INSERT OR REPLACE INTO lcm_etl_runs ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
                 list(row.values()))
