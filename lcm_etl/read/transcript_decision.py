@@ -59,8 +59,8 @@ from lcm_etl import sqlite_runtime
 from lcm_etl.file_identity import real_path
 from lcm_etl.read.lcmdb.source_schema import WHITESPACE
 from lcm_etl.read.openclaw.openclaw_store import StoreWindow
-from lcm_etl.read.transcript.transcripts import (_BLANK, CANONICAL_TYPES, Transcript, TranscriptReport, _Node, parse_line,
-                                      message_of)
+from lcm_etl.read.transcript.transcripts import (_BLANK, CANONICAL_TYPES, MARK_COLUMNS, Mark, Transcript, TranscriptReport,
+                                                _Node, message_of, parse_line)
 
 # why a transcript was read whole: the report's fixed vocabulary (per file `why`, the `sync:` line's counts), in
 # the order the line lists them
@@ -84,33 +84,31 @@ PENDING = "a pending input"
 CAUSES = (NEW, FULL, RECORDS_UNREAD, UNDONE, OTHER_OPTIONS, NO_TIP, PREFIX_CHANGED, REWRITTEN, STARTED_OVER, NOT_APPEND,
           RECORD_CHANGED, OTHER_SESSION, TARGET_LOST, SESSION_WHOLE, BY_IDENTITY, ARCHIVE_CHANGED, PENDING)
 
-_RECORDED = """
-SELECT f.path, f.size, f.sha256, f.lines, f.messages, f.parts, f.tip, f.header_id, f.version, f.session_id, f.key_by, f.held_by,
-       coalesce(r.status = 'complete'
-                AND NOT EXISTS (SELECT 1 FROM lcm_etl_runs u WHERE u.command = 'undo' AND u.rowid > r.rowid), 0) AS trusted
-FROM lcm_etl_transcript_files f LEFT JOIN lcm_etl_runs r ON r.run_id = f.run_id"""
-
-
-RECORD_COLUMNS = ("size", "sha256", "lines", "messages", "parts", "tip", "header_id", "version", "session_id", "key_by",
-                  "held_by", "trusted")
-
-
 @dataclass(frozen=True, slots=True)   # one per transcript, looked up as it is read
 class FileRecord:
-    """What the last reconcile that planned a transcript read of it."""
+    """What the last reconcile that planned a transcript read of it (its mark), and under which options."""
     path: str
-    size: int          # a file: bytes read; a window: the last seq read
-    sha256: str        # a file: of those bytes; a window: window_proof
-    lines: int
-    messages: int
-    parts: int         # of those messages
-    tip: str | None
+    mark: Mark
     header_id: str
     version: int | None
     session_id: str
     key_by: str
     held_by: str
     trusted: int       # 1: its run completed and no undo ran after it
+
+    def columns(self) -> tuple:
+        """Its values in RECORD_COLUMNS' order."""
+        return (*(getattr(self.mark, c) for c in MARK_COLUMNS), self.header_id, self.version, self.session_id,
+                self.key_by, self.held_by, self.trusted)
+
+
+# the record's columns: the run file's `rec_*` and the query below follow them (tests/test_transcript_record.py)
+RECORD_COLUMNS = (*MARK_COLUMNS, "header_id", "version", "session_id", "key_by", "held_by", "trusted")
+_RECORDED = f"""
+SELECT f.path, {", ".join("f." + c for c in RECORD_COLUMNS[:-1])},
+       coalesce(r.status = 'complete'
+                AND NOT EXISTS (SELECT 1 FROM lcm_etl_runs u WHERE u.command = 'undo' AND u.rowid > r.rowid), 0) AS trusted
+FROM lcm_etl_transcript_files f LEFT JOIN lcm_etl_runs r ON r.run_id = f.run_id"""
 
 
 class Records:
@@ -155,12 +153,13 @@ class Records:
             self.close()
             self.absent = RECORDS_UNREAD
             return None
-        return FileRecord(*row) if row is not None else None
+        return None if row is None else FileRecord(row[0], Mark(*row[1:len(MARK_COLUMNS) + 1]),
+                                                   *row[len(MARK_COLUMNS) + 1:])
 
     def start(self, key: str, key_by: str, held_by: str) -> FileRecord | str:
         """The record a transcript is read from, or why it is read whole."""
         rec = self.trusted(key, key_by, held_by)
-        if isinstance(rec, FileRecord) and rec.tip is None:
+        if isinstance(rec, FileRecord) and rec.mark.tip is None:
             return NO_TIP
         return rec
 
@@ -180,7 +179,7 @@ def archive_start(start: FileRecord | str, sha256: str) -> FileRecord | str:
     """An archive's record (Records.trusted) when the archive's bytes are still the recorded ones: it holds nothing
     the last run did not read, and nothing of it is read again (a folder of 1,000 archives re-parsed cost a sync
     2.5 s). No tip is needed: nothing continues an archive."""
-    if isinstance(start, FileRecord) and start.sha256 != sha256:
+    if isinstance(start, FileRecord) and start.mark.sha256 != sha256:
         return ARCHIVE_CHANGED
     return start
 
@@ -208,18 +207,14 @@ def recorded(target: Path | None, hint: bool = False, dry_run: bool = False) -> 
 def transcript_key(t: Transcript) -> str:
     """A transcript's record key: a file's real path (lcm_etl/file_identity.py); a store window's
     `<store's real path>#<session id>`, an archive row's `<store's real path>#<archive name>`."""
-    o = t.origin
-    if isinstance(o, StoreWindow):
-        return o.record_key
-    store = getattr(o, "store", None)   # a store's archive row (store_reads.ArchiveOrigin)
-    return real_path(t.path) if store is None else real_path(store, o.name)
+    return (t.origin.record_key if t.origin is not None else None) or real_path(t.path)
 
 
-def prefix_proved(f: BinaryIO, rec: FileRecord) -> Any:
+def prefix_proved(f: BinaryIO, rec: Mark) -> Any:
     """The SHA-256 of the file's first `rec.size` bytes, read from `f`, when it is the recorded one (the caller reads
     on from there), else None: shorter, or changed."""
     digest = hashlib.sha256()
-    left = rec.size
+    left = rec.size or 0
     while left:
         chunk = f.read(min(left, 1 << 20))
         if not chunk:
@@ -229,17 +224,11 @@ def prefix_proved(f: BinaryIO, rec: FileRecord) -> Any:
     return digest if digest.hexdigest() == rec.sha256 else None
 
 
-def window_proof(w: StoreWindow) -> str:
-    """What must not have changed for a re-run to read only a window's new rows (kept in the record's sha256
-    column, which holds a file's prefix hash)."""
-    return f"watermark:{w.watermark or '-'}"
-
-
-def window_start(rec: FileRecord, w: StoreWindow) -> str | None:
+def window_start(rec: Mark, w: StoreWindow) -> str | None:
     """Why a window cannot be read past its record, or None when it can."""
-    if rec.sha256 != window_proof(w):
+    if rec.watermark != w.watermark:
         return REWRITTEN
-    if not 0 < rec.size <= w.max_seq:
+    if not 0 < (rec.seq or 0) <= w.max_seq:
         return STARTED_OVER
     return None
 
@@ -282,8 +271,8 @@ def _continues(e: dict, tip: str | None, seen: set) -> bool:
 
 
 def from_record(t: Transcript) -> bool:
-    """Read from its record (past a recorded offset or seq), not whole."""
-    return t.mark is not None and t.mark.read_from > 0
+    """Read from its record (past a recorded offset or seq, or an archive not read again), not whole."""
+    return t.why_whole is None
 
 
 def settle(run: sqlite3.Connection, target: Path | None, source: tuple[Path, dict[str, str]] | None = None,

@@ -57,9 +57,10 @@ CREATE INDEX IF NOT EXISTS lcm_etl_run_ranges_id ON lcm_etl_run_ranges(tbl, hi);
 CREATE TABLE IF NOT EXISTS lcm_etl_run_rows (run_id TEXT NOT NULL, tbl TEXT NOT NULL, key TEXT NOT NULL,
   before TEXT, PRIMARY KEY (run_id, tbl, key)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS lcm_etl_run_rows_key ON lcm_etl_run_rows(tbl, key);
-CREATE TABLE IF NOT EXISTS lcm_etl_transcript_files (path TEXT PRIMARY KEY, size INTEGER NOT NULL,
-  sha256 TEXT NOT NULL, lines INTEGER NOT NULL, messages INTEGER NOT NULL, parts INTEGER NOT NULL, tip TEXT, header_id TEXT NOT NULL,
-  version INTEGER, session_id TEXT NOT NULL, key_by TEXT NOT NULL, held_by TEXT NOT NULL, run_id TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS lcm_etl_transcript_files (path TEXT PRIMARY KEY, lines INTEGER NOT NULL,
+  messages INTEGER NOT NULL, parts INTEGER NOT NULL, tip TEXT, size INTEGER, sha256 TEXT, seq INTEGER, watermark TEXT,
+  header_id TEXT NOT NULL, version INTEGER, session_id TEXT NOT NULL, key_by TEXT NOT NULL, held_by TEXT NOT NULL,
+  run_id TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS lcm_etl_sync_state (run_id TEXT PRIMARY KEY, source_fingerprint TEXT NOT NULL,
   target_fingerprint TEXT NOT NULL, key_by TEXT NOT NULL, session_filter TEXT NOT NULL, marks_run TEXT,
   shortcut_of TEXT, noop_runs INTEGER NOT NULL DEFAULT 1, totals TEXT NOT NULL);
