@@ -144,7 +144,8 @@ class RunReport:
                    "summaries_inserted": self.summaries.inserted,
                    "boundary_events": self.boundary_events + self.boundaries_moved,   # migrate plans no move
                    "messages_updated": self.messages.updated, "summaries_updated": self.summaries.updated,
-                   "parents_updated": self.parents_updated}
+                   "parents_updated": self.parents_updated,   # and reconcile's off-path marks (r90)
+                   "off_path_marks": self.extra.get("off_path_marked", 0) + self.extra.get("back_on_path", 0)}
         for key, want in planned.items():
             got = counts.get(key, 0) + (counts.get("boundaries_moved", 0) if key == "boundary_events" else 0)
             if got != want:

@@ -14,6 +14,7 @@ warning, and the rest is written (--strict: exit 2, nothing written).
 from __future__ import annotations
 
 import time
+from contextlib import closing
 from pathlib import Path
 
 import duckdb
@@ -58,8 +59,8 @@ def reconcile(opts: ReconcileOptions) -> RunReport:
     try:
         held_by = source_identity.of_snapshot(source.original, source.path).key if source else ""
         # where the last complete run stopped in each transcript
-        with (decide.Records(absent=decide.FULL) if opts.full else
-              decide.recorded(opts.target, hint=True, dry_run=opts.dry_run)) as records:
+        with closing(decide.Records(absent=decide.FULL) if opts.full else
+                     decide.recorded(opts.target, hint=True, dry_run=opts.dry_run)) as records:
             read = read_all(opts, records, held_by, bars)   # transcript problems first, then target problems, then a wait
         check_target(opts.target, open_it=not opts.dry_run, writes=True)
         with target_lock(opts.target, opts.lock_timeout, opts.dry_run):   # one run per target (lcm_etl/store/runlock.py)
@@ -108,9 +109,9 @@ def _reconcile(opts: ReconcileOptions, read: Reading, source: Snapshot | None, h
             _fill_files(report, read)
             report.elapsed_s = time.monotonic() - t0
             return report
+        paths = [r[0] for r in run.query("SELECT DISTINCT path FROM transcripts ORDER BY 1")]   # a store's once
         record = ledger.RunRecord.new(
-            "reconcile", started, {"sessions": _paths(read), "session_filter": opts.session_filter,
-                                   "key_by": opts.key_by},
+            "reconcile", started, {"sessions": paths, "session_filter": opts.session_filter, "key_by": opts.key_by},
             source_path=held_by or None, source_size=source.size if source else None)
         job = WriteJob(target=opts.target, stage=run.path, final_stage=pipeline.RECONCILE_RECORD, batches=batches,
                        params={"fired_at": started, "run_id": record.run_id, "key_by": opts.key_by,
@@ -119,10 +120,6 @@ def _reconcile(opts: ReconcileOptions, read: Reading, source: Snapshot | None, h
         strategy = choose(opts.target, existed, (pipeline.RECONCILE_WRITE,), opts.lock_timeout)
         counts = load(job, strategy, now_iso)
         report.take_written(counts)
-        marks = report.extra["off_path_marked"] + report.extra["back_on_path"]
-        if counts.get("off_path_marks", 0) != marks:
-            report.warnings.append(f"off_path_marks: planned {marks}, written {counts.get('off_path_marks', 0)} "
-                                   "(the target changed during the run?)")
         _fill_files(report, read)
         report.run_id = record.run_id
         report.elapsed_s = time.monotonic() - t0
@@ -133,11 +130,6 @@ def _reconcile(opts: ReconcileOptions, read: Reading, source: Snapshot | None, h
         if view:
             view.close()
         work.cleanup()
-
-
-def _paths(read: Reading) -> list[str]:
-    """The transcripts' paths, each once (a store's windows all name the store)."""
-    return [r[0] for r in read.run.query("SELECT DISTINCT path FROM transcripts ORDER BY 1")]
 
 
 def _plan_counts(con, report: RunReport) -> None:

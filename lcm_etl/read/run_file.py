@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 from lcm_etl.sqlite_runtime import sqlite3
+from dataclasses import asdict, astuple
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ from lcm_etl.read.openclaw.openclaw_state import legacy_session_keys
 from lcm_etl.read.openclaw.openclaw_store import StoreWindow
 from lcm_etl.read.openclaw.transcript_files import load_session_keys
 from lcm_etl.read.transcript.transcript_blocks import js_stringify
-from lcm_etl.read.transcript_decision import RECORD_COLUMNS, FileRecord, from_record, transcript_key
+from lcm_etl.read.transcript_decision import RECORD_COLUMNS, FileRecord, transcript_key
 from lcm_etl.read.transcript.transcripts import MARK_COLUMNS, Transcript, TranscriptMessage
 from lcm_etl.sqlite_runtime import private_file
 
@@ -76,15 +77,13 @@ class RunFile:
         sid, key = session
         keep = self.content and (not self.session_filter or sid in self.session_filter)
         m, r = t.mark, t.report
-        rec = hint if isinstance(hint, FileRecord) and from_record(t) else None
-        report = {k: v for k, v in (("lines_total", r.lines_total), ("skipped_lines", r.skipped_lines),
-                                    ("abandoned_entries", r.abandoned_entries), ("gaps", r.gaps),
-                                    ("replays", r.replays), ("unknown_types", r.unknown_types),
-                                    ("extra_headers", r.extra_headers)) if v}
+        rec = hint if isinstance(hint, FileRecord) and t.why_whole is None else None   # read from its record
+        # what the report says of the read (a window's projection goes into `origin`)
+        report = {k: v for k, v in asdict(r).items() if v and k not in ("non_persistable", "cycles", "projection")}
         self._rows["transcripts"].append((
             order, transcript_key(t), str(t.path), kind, where, *again, t.header_id, t.version, dumps(origin),
             "whole" if rec is None else "appended", t.why_whole,
-            *(rec.columns() if rec is not None else (None,) * len(RECORD_COLUMNS)),
+            *((*astuple(rec)[1], *astuple(rec)[2:]) if rec is not None else (None,) * len(RECORD_COLUMNS)),   # its mark's, then the rest
             *((*(getattr(m, c) for c in MARK_COLUMNS), t.read_from, t.lines_read) if m else (None,) * (len(MARK_COLUMNS) + 2)),
             len(t.messages), dumps(report), sid, key))
         size = _ROW

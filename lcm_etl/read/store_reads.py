@@ -38,8 +38,7 @@ class ArchiveOrigin:
     agent_id: str | None = None
 
     @property
-    def record_key(self) -> str | None:
-        """A store's archive row: `<store's real path>#<archive name>` (a file's is its own real path)."""
+    def record_key(self) -> str | None:   # a store's archive row: `<store's real path>#<archive name>`
         return real_path(self.store, self.name) if self.store is not None else None
 
     def metadata(self) -> dict:

@@ -3,10 +3,9 @@ complete run stopped, or whole, and why. Nothing else decides it: transcript_off
 what it says, lcm_etl/sync/decision.py counts its causes into the report's `sync:` line (docs/design.md, "The
 re-run decision").
 
-A complete reconcile records each transcript it planned in the target (`lcm_etl_transcript_files`, written by
-r95_record_offsets.sql): a file's bytes read and their SHA-256, a window's last seq read and rewrite watermark, the
-lines and path messages, the entry an append must continue from (the tip), the session it landed in, the run's
---key-by and --src. The next run reads a transcript from its record when each of these holds, checked in this order;
+A complete reconcile records each transcript it planned in the target (`lcm_etl_transcript_files`, by r95): what the
+read left (transcripts.Mark: the tip an append continues from, a file's bytes and SHA-256, a window's seq and
+watermark), the session it landed in, the run's --key-by and --src. The next run reads a transcript from its record when each of these holds, checked in this order;
 the first that does not is the cause it is read whole:
 
 - the target holds a record of it (`recorded`, `Records.start`) ............................ NEW / RECORDS_UNREAD
@@ -31,21 +30,12 @@ which is to say not read, while its bytes hash to the recorded SHA-256 (`archive
 `archive_sha256`, a file's bytes), else whole (ARCHIVE_CHANGED). A pending input is always read whole (PENDING), and
 so, by the session rule, is its session, on every run until OpenClaw takes the input in.
 
-The way a re-run takes, in data-flow order (lcm_etl/commands/reconcile.py runs it):
-1. before the lock, the target's records are opened as a hint (`recorded`): nothing is locked while transcripts are
-   read. A store's kept snapshot (openclaw_store.OpenStore._live) counts again only the windows owning a changed row,
-   the others' last seq and count kept by the sealing run (every window is counted when nothing was kept, as in a
-   dry run, or the changed rows cannot be placed), so a window with nothing new asks for no row.
-2. each transcript's record is looked up by its key (file_identity.real_path: a file's real path, `<store's real
-   path>#<window or archive>`; transcript_reading.py) and checked as above (`Records.start`, an archive's
-   `Records.trusted`; then `prefix_proved`, `window_start` or `archive_start`; past it, `continue_path`); the readers
-   (transcript_offsets.py, store_reads.py) read it from its record or whole, and the run file gets one row for it
-   (run_file.RunFile: `read` 'appended' or 'whole', `why`, the hint's record in `rec_*`) and its messages.
-3. under the lock, `settle` queries the run file beside the records and rows the target (and --src) holds now: its
-   answer is read again whole (transcript_reading.Reading.read_whole, from the same snapshot).
-4. `sessions_from_records` names the plan's `jsonl_appended` sessions, whose held rows r05_target_state.sql keeps
-   only where an entry id arrives now and r20_match.sql matches by entry id alone; the plan is made once.
-5. r95_record_offsets.sql records every transcript of the planned sessions in the run's last transaction.
+The way a re-run takes (lcm_etl/commands/reconcile.py runs it; docs/design.md, "Reconcile: transcripts"): before the lock the
+target's records are opened as a hint (`recorded`); each transcript's record is looked up by its key
+(`transcript_key`), checked as above, and the readers (transcript_offsets.py, store_reads.py) read it from its record
+or whole into the run file (run_file.RunFile: `read`, `why`, the hint in `rec_*`, the read's mark); under the lock
+`settle`'s answer is read again whole; `sessions_from_records` names the plan's `jsonl_appended` sessions (matched by
+entry id alone: r05, r20), planned once; r95_record_offsets.sql records every transcript of the planned sessions.
 """
 from __future__ import annotations
 
@@ -84,6 +74,7 @@ PENDING = "a pending input"
 CAUSES = (NEW, FULL, RECORDS_UNREAD, UNDONE, OTHER_OPTIONS, NO_TIP, PREFIX_CHANGED, REWRITTEN, STARTED_OVER, NOT_APPEND,
           RECORD_CHANGED, OTHER_SESSION, TARGET_LOST, SESSION_WHOLE, BY_IDENTITY, ARCHIVE_CHANGED, PENDING)
 
+
 @dataclass(frozen=True, slots=True)   # one per transcript, looked up as it is read
 class FileRecord:
     """What the last reconcile that planned a transcript read of it (its mark), and under which options."""
@@ -95,11 +86,6 @@ class FileRecord:
     key_by: str
     held_by: str
     trusted: int       # 1: its run completed and no undo ran after it
-
-    def columns(self) -> tuple:
-        """Its values in RECORD_COLUMNS' order."""
-        return (*(getattr(self.mark, c) for c in MARK_COLUMNS), self.header_id, self.version, self.session_id,
-                self.key_by, self.held_by, self.trusted)
 
 
 # the record's columns: the run file's `rec_*` and the query below follow them (tests/test_transcript_record.py)
@@ -122,22 +108,13 @@ class Records:
         self._con: sqlite3.Connection | None = None
         if target is None:
             return
-        con = sqlite_runtime.connect(target, how, check_same_thread=False)
+        self._con = con = sqlite_runtime.connect(target, how, check_same_thread=False)
         try:
-            names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if not all(sqlite_runtime.has_table(con, name) for name in ("lcm_etl_transcript_files", "lcm_etl_runs")):
+                self.close()
         except sqlite3.Error:
-            con.close()
+            self.close()
             raise
-        if {"lcm_etl_transcript_files", "lcm_etl_runs"} <= names:
-            self._con = con
-        else:
-            con.close()
-
-    def __enter__(self) -> "Records":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     def close(self) -> None:
         if self._con is not None:
@@ -270,11 +247,6 @@ def _continues(e: dict, tip: str | None, seen: set) -> bool:
             and isinstance(parent, str) and parent.strip() == tip)
 
 
-def from_record(t: Transcript) -> bool:
-    """Read from its record (past a recorded offset or seq, or an archive not read again), not whole."""
-    return t.why_whole is None
-
-
 def settle(run: sqlite3.Connection, target: Path | None, source: tuple[Path, dict[str, str]] | None = None,
            key_by: str = "session-id") -> dict[int, str]:
     """The transcripts read from a record (a hint, read before the lock: the run file's `rec_*` columns) that must
@@ -284,21 +256,19 @@ def settle(run: sqlite3.Connection, target: Path | None, source: tuple[Path, dic
     (the target's, or --src's: `source`, its snapshot and normalised views) lack entry ids. A query over the run
     file, the target and the source attached (lcm_etl/read/run_file.py)."""
     same = " AND ".join(f"r.{c} IS t.rec_{c}" for c in RECORD_COLUMNS)
-    run.execute("CREATE TEMP TABLE bare (session_id TEXT)")
+    for name, columns in (("records", ("path", *RECORD_COLUMNS)), ("lost", ("session_id",)), ("bare", ("session_id",))):
+        run.execute(f"CREATE TEMP TABLE {name} ({', '.join(columns)})")
     try:
         if target is None:
             raise sqlite3.OperationalError("no target")
         run.execute("ATTACH ? AS target", (sqlite_runtime.uri(target),))
-        run.execute(f"CREATE TEMP TABLE records AS {_RECORDED} WHERE f.path IN "
+        run.execute(f"INSERT INTO records {_RECORDED} WHERE f.path IN "
                     "(SELECT record_key FROM main.transcripts WHERE read = 'appended')")
-        run.execute(_LOST if sqlite_runtime.has_table(run, "lcm_etl_session_rows", "target") else _LOST_NONE)
-        if sqlite_runtime.has_table(run, "lcm_messages", "target"):
-            run.execute(_BARE_TARGET)
+        for table, sql in (("lcm_etl_session_rows", _LOST), ("lcm_messages", _BARE_TARGET)):
+            if sqlite_runtime.has_table(run, table, "target"):
+                run.execute(sql)
     except sqlite3.Error:   # no record can be read (or the target lacks the rows' table): none of the hints holds
-        run.execute("DROP TABLE IF EXISTS temp.records")
-        run.execute("DROP TABLE IF EXISTS temp.lost")
-        run.execute(f"CREATE TEMP TABLE records (path, {', '.join(RECORD_COLUMNS)})")
-        run.execute(_LOST_NONE)
+        run.execute("DELETE FROM records")
     finally:
         if any(r[1] == "target" for r in run.execute("PRAGMA database_list")):
             run.execute("DETACH target")
@@ -332,14 +302,12 @@ def settle(run: sqlite3.Connection, target: Path | None, source: tuple[Path, dic
 # the sessions read from records whose rows in the target are no longer what the last run left (r95_record_offsets.sql:
 # count and id sum): one query per run, over the session index; a row deleted or added since is read whole again
 _LOST = """
-CREATE TEMP TABLE lost AS
-WITH appended AS (SELECT DISTINCT session_id FROM main.transcripts WHERE read = 'appended'),
+INSERT INTO lost WITH appended AS (SELECT DISTINCT session_id FROM main.transcripts WHERE read = 'appended'),
      now AS (SELECT session_id, count(*) AS n, sum(id) AS s FROM target.lcm_messages
              WHERE session_id IN (SELECT session_id FROM appended) GROUP BY session_id)
 SELECT r.session_id FROM target.lcm_etl_session_rows r LEFT JOIN now USING (session_id)
 WHERE r.session_id IN (SELECT session_id FROM appended)
   AND (coalesce(now.n, 0) <> r.row_count OR coalesce(now.s, 0) <> r.id_sum)"""
-_LOST_NONE = "CREATE TEMP TABLE lost (session_id TEXT)"
 # BY_IDENTITY: the sessions every transcript of which was read from its record, with new messages, whose held rows
 # (r05_target_state.sql's held_tgt, reconcile_plan.py's held_lcm) lack an entry id. The plan matches such a session's
 # new messages by entry id alone (r20_match.sql): its id-less rows only the whole path can count

@@ -1,13 +1,9 @@
 """A JSONL transcript read from where the last complete reconcile stopped, or whole, as
-lcm_etl/read/transcript_decision.py decides (the record this run leaves of it for
-the next one is what the run file says it read: lcm_etl/read/run_file.py).
-
-A record (the target's `lcm_etl_transcript_files`, lcm_etl/store/ledger.py) holds how many bytes of the file a run
-read (up to the end of the last complete line), their SHA-256, their lines and path messages, and the entry an
-append must continue from. The next run hashes the recorded prefix again and parses only the lines after it
-(transcript_decision.prefix_proved, continue_path); a file that is not the recorded prefix plus an append to its
-active branch is read whole (lcm_etl/read/transcript/transcripts.py), which is always correct. Hashing costs a sequential
-read at SHA-256 speed, a small fraction of parsing the same bytes (docs/benchmarks.md).
+lcm_etl/read/transcript_decision.py decides. Its record (transcripts.Mark) holds the bytes a run read, up to the end
+of the last complete line, and their SHA-256: the next run hashes that prefix again and parses only the lines after
+it (transcript_decision.prefix_proved, continue_path); a file that is not the recorded prefix plus an append to its
+active branch is read whole, which is always correct. Hashing costs a sequential read at SHA-256 speed, a small
+fraction of parsing the same bytes (docs/benchmarks.md).
 """
 from __future__ import annotations
 

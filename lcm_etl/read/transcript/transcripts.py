@@ -91,8 +91,7 @@ class Mark:
     lines: int                    # lines (a window: rows) read
     messages: int                 # messages on the active path in them
     parts: int                    # those messages' parts (the report's parts already present)
-    tip: str | None               # the entry an append must continue from (the leaf, when it is the last entry and
-                                  # has an id); None: the next run reads the transcript whole
+    tip: str | None               # the entry an append continues from (the leaf, last and with an id); None: whole
     size: int | None = None       # a file's bytes read (up to the end of the last complete line); an archive's bytes
     sha256: str | None = None     # of those bytes
     seq: int | None = None        # a window's last seq read
@@ -103,9 +102,8 @@ MARK_COLUMNS = tuple(f.name for f in fields(Mark))
 
 
 class Origin(Protocol):
-    """Where a transcript was read from besides a file: a session store window (openclaw_store.StoreWindow), an
-    archive (store_reads.ArchiveOrigin) or a pending input (store_reads.PendingOrigin); its facts go into each
-    message's metadata (run_file.metadata)."""
+    """Where a transcript was read from besides a file: a store window (openclaw_store.StoreWindow), an archive or a
+    pending input (store_reads.ArchiveOrigin, PendingOrigin); its facts go into its messages' metadata."""
     @property
     def session_key(self) -> str | None: ...
 
@@ -128,9 +126,7 @@ class Transcript:
     read_from: int = 0     # where this read started: a file's byte, a window's seq (0: whole)
     lines_read: int = 0    # lines (rows) this read parsed
     origin: Origin | None = None
-    # why it was read whole, not from its record: one of lcm_etl/read/transcript_decision.py's CAUSES (set by
-    # whoever read it; None when read from its record)
-    why_whole: str | None = None
+    why_whole: str | None = None   # why it was read whole (transcript_decision.CAUSES); None: from its record
 
 
 @dataclass
