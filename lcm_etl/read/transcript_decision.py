@@ -313,19 +313,18 @@ WHERE r.session_id IN (SELECT session_id FROM appended)
 # new messages by entry id alone (r20_match.sql): its id-less rows only the whole path can count
 _CANDIDATES = ("(SELECT session_id FROM main.transcripts GROUP BY session_id "
                "HAVING min(read = 'appended') AND max(read_count) > 0)")
-_BARE_TARGET = """
+_BARE_TARGET = f"""
 INSERT INTO bare SELECT DISTINCT session_id FROM target.lcm_messages
-WHERE session_id IN """ + _CANDIDATES + """ AND json_valid(metadata) AND json_extract(metadata, '$.transcript_entry_id') IS NULL"""
-# lcm.db's conversations keyed as 10_sessions.sql keys them
-_BARE_SOURCE = """
-INSERT INTO bare SELECT s.session_id FROM (
-    SELECT conversation_id, CASE
+WHERE session_id IN {_CANDIDATES} AND json_valid(metadata) AND json_extract(metadata, '$.transcript_entry_id') IS NULL"""
+# an lcm.db conversation's session, as 10_sessions.sql keys it in DuckDB (tests/test_reconcile_decision.py ties them)
+SESSION_RULE = """CASE
         WHEN :key_by = 'session-key' AND trim(coalesce(session_key, ''), :ws) <> '' THEN trim(session_key, :ws)
         WHEN trim(coalesce(session_id, ''), :ws) <> '' THEN trim(session_id, :ws)
-        ELSE CAST(conversation_id AS TEXT) END AS session_id
-    FROM src_conversations) s
-WHERE s.session_id IN """ + _CANDIDATES + """ AND EXISTS (SELECT 1 FROM src_messages m WHERE m.conversation_id = s.conversation_id
-                                             AND nullif(trim(m.transcript_entry_id), '') IS NULL)"""
+        ELSE CAST(conversation_id AS TEXT) END"""
+_BARE_SOURCE = f"""
+INSERT INTO bare SELECT s.session_id FROM (SELECT conversation_id, {SESSION_RULE} AS session_id FROM src_conversations) s
+WHERE s.session_id IN {_CANDIDATES} AND EXISTS (SELECT 1 FROM src_messages m WHERE m.conversation_id = s.conversation_id
+                                                AND nullif(trim(m.transcript_entry_id), '') IS NULL)"""
 
 
 def sessions_from_records(run: sqlite3.Connection) -> set[str]:
