@@ -83,7 +83,7 @@ class RunFile:
         self._rows["transcripts"].append((
             order, transcript_key(t), str(t.path), kind, where, *again, t.header_id, t.version, dumps(origin),
             "whole" if rec is None else "appended", t.why_whole,
-            *((*astuple(rec)[1], *astuple(rec)[2:]) if rec is not None else (None,) * len(RECORD_COLUMNS)),   # its mark's, then the rest
+            *((*astuple(rec.mark), *astuple(rec)[2:]) if rec is not None else (None,) * len(RECORD_COLUMNS)),   # RECORD_COLUMNS
             *((*(getattr(m, c) for c in MARK_COLUMNS), t.read_from, t.lines_read) if m else (None,) * (len(MARK_COLUMNS) + 2)),
             len(t.messages), dumps(report), sid, key))
         size = _ROW

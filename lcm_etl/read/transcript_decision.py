@@ -5,8 +5,8 @@ re-run decision").
 
 A complete reconcile records each transcript it planned in the target (`lcm_etl_transcript_files`, by r95): what the
 read left (transcripts.Mark: the tip an append continues from, a file's bytes and SHA-256, a window's seq and
-watermark), the session it landed in, the run's --key-by and --src. The next run reads a transcript from its record when each of these holds, checked in this order;
-the first that does not is the cause it is read whole:
+watermark), the session it landed in, the run's --key-by and --src. The next run reads a transcript from its record
+when each of these holds, checked in this order; the first that does not is the cause it is read whole:
 
 - the target holds a record of it (`recorded`, `Records.start`) ............................ NEW / RECORDS_UNREAD
 - the run that made it completed and no undo ran after it (it may have removed what it imported) ........ UNDONE
@@ -30,12 +30,12 @@ which is to say not read, while its bytes hash to the recorded SHA-256 (`archive
 `archive_sha256`, a file's bytes), else whole (ARCHIVE_CHANGED). A pending input is always read whole (PENDING), and
 so, by the session rule, is its session, on every run until OpenClaw takes the input in.
 
-The way a re-run takes (lcm_etl/commands/reconcile.py runs it; docs/design.md, "Reconcile: transcripts"): before the lock the
-target's records are opened as a hint (`recorded`); each transcript's record is looked up by its key
-(`transcript_key`), checked as above, and the readers (transcript_offsets.py, store_reads.py) read it from its record
-or whole into the run file (run_file.RunFile: `read`, `why`, the hint in `rec_*`, the read's mark); under the lock
-`settle`'s answer is read again whole; `sessions_from_records` names the plan's `jsonl_appended` sessions (matched by
-entry id alone: r05, r20), planned once; r95_record_offsets.sql records every transcript of the planned sessions.
+The way a re-run takes (lcm_etl/commands/reconcile.py runs it; docs/design.md, "Reconcile: transcripts"): before the
+lock the target's records are opened as a hint (`recorded`); each transcript's record is looked up by its key
+(`transcript_key`) and checked as above, and the readers (transcript_offsets.py, store_reads.py) read it from its
+record or whole into the run file (run_file.RunFile: `read`, `why`, the hint in `rec_*`, the read's mark); under the
+lock `settle`'s answer is read again whole; `sessions_from_records` names the plan's `jsonl_appended` sessions
+(matched by entry id alone: r05, r20), planned once; r95_record_offsets.sql records the planned sessions' transcripts.
 """
 from __future__ import annotations
 
