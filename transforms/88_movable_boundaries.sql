@@ -3,7 +3,7 @@
 --        is, with no row new yet: the plan's count is this step's, so a dry run reports the moves the run makes)
 -- reads: plan.plan_sessions, _new, lcm_messages, lcm_compaction_events, lcm_etl_runs, lcm_etl_run_ranges,
 --        lcm_etl_run_rows
--- produces: _movable(session_id, id) — the sessions' last import boundaries 89_move_boundary.sql moves
+-- produces: _movable (session_id, id: the last import boundary of a session that 89_move_boundary.sql moves)
 -- key: lcm_compaction_events.id
 -- why: one import seam per stretch of one source's rows (docs/mapping.md, "Boundary events"). A sync that only
 --      extends the rows a run of the same command and source (:placed_by, its command and source key) left at a
