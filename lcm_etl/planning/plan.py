@@ -174,7 +174,7 @@ def boundaries_moving(target_db: Path | None, sessions: list[str], placed_by: st
     if target_db is None or not sessions:
         return 0
     with closing(sqlite_runtime.connect(target_db)) as lite:
-        if not all(sqlite_runtime.has_table(lite, t) for t in ("lcm_messages", "lcm_compaction_events", "lcm_etl_runs")):
+        if not all(sqlite_runtime.has_table(lite, t) for t in (*REMNIC_TABLE_NAMES, "lcm_etl_runs")):   # else the write says
             return 0
         lite.execute("ATTACH ':memory:' AS plan")
         lite.execute("CREATE TABLE plan.plan_sessions AS SELECT value AS session_id, 0 AS batch, 1 AS needs_boundary "
