@@ -125,8 +125,8 @@ class RunReport:
     cross_session_links_in_skipped: int = 0  # ... held by the skipped summaries (each of them, every run)
     skipped_summaries: list[dict] = field(default_factory=list)   # {summary_id, session_id, reason}
     sessions_touched: list[str] = field(default_factory=list)
-    boundary_events: int = 0   # planned: sessions given a seam; written: new events (docs/mapping.md, "Boundary events")
-    boundaries_moved: int = 0  # written: sessions whose last seam was moved to their new end instead (89_move_boundary.sql)
+    boundary_events: int = 0   # planned: sessions given a new seam; written: new events (docs/mapping.md, "Boundary events")
+    boundaries_moved: int = 0  # planned (reconcile) and written: last seams moved to their session's new end (88, 89)
     batches: int = 0
     elapsed_s: float = 0.0
     run_id: str | None = None
@@ -141,9 +141,11 @@ class RunReport:
     def take_written(self, counts: dict) -> None:
         """The plan said what would be written; SQLite says what was. They must agree."""
         planned = {"messages_inserted": self.messages.inserted, "parts_inserted": self.parts.inserted,
-                   "summaries_inserted": self.summaries.inserted, "boundary_events": self.boundary_events,
+                   "summaries_inserted": self.summaries.inserted,
+                   "boundary_events": self.boundary_events + self.boundaries_moved,   # migrate plans no move
                    "messages_updated": self.messages.updated, "summaries_updated": self.summaries.updated,
-                   "parents_updated": self.parents_updated}
+                   "parents_updated": self.parents_updated,   # and reconcile's off-path marks (r90)
+                   "off_path_marks": self.extra.get("off_path_marked", 0) + self.extra.get("back_on_path", 0)}
         for key, want in planned.items():
             got = counts.get(key, 0) + (counts.get("boundaries_moved", 0) if key == "boundary_events" else 0)
             if got != want:
@@ -206,10 +208,10 @@ class RunReport:
             lines.append(f"  conversations kept in the session they were first imported into: {self.sessions_kept}"
                          " (their session id or key has changed since, or --key-by differs)")
         lines.append(packed(f"  sessions touched {len(self.sessions_touched)}", self.sessions_touched, limit))
-        lines.append(f"  boundary events to write or move {self.boundary_events}" if self.dry_run else
-                     f"  boundary events written {self.boundary_events}"
-                     + (f", moved {self.boundaries_moved} (the session's last seam, to its new end)"
-                        if self.boundaries_moved else ""))
+        written, moved = ("to write", "to move") if self.dry_run else ("written", "moved")
+        lines.append(f"  boundary events {written} {self.boundary_events}, {moved} {self.boundaries_moved} (the "
+                     "session's last seam, to its new end)" if self.boundaries_moved else
+                     f"  boundary events {'to write or move' if self.dry_run else 'written'} {self.boundary_events}")
         lines += first(self.skipped_summaries, limit=limit, what="skipped summaries", line=lambda s: (
             f"  skipped summary {s['summary_id']} ({s.get('session_id')}): {s['reason']}"
             + (f" (links {s['foreign_messages']} messages of other sessions)" if s.get("foreign_messages") else "")))

@@ -145,7 +145,7 @@ def test_the_run_file_writer_holds_at_most_its_threshold_however_few_rows_each_t
     """One writer, one size threshold: rows are gathered in Python until FLUSH_BYTES, then written, whether they
     come as a few large transcripts or as many windows of a few messages each (a re-run's)."""
     from lcm_etl.read.sessions import run_file
-    from lcm_etl.read.transcript.transcripts import ReadMark, Transcript, TranscriptMessage, TranscriptReport
+    from lcm_etl.read.transcript.transcripts import Mark, Transcript, TranscriptMessage, TranscriptReport
 
     def message(eid: str) -> TranscriptMessage:
         return TranscriptMessage(eid, None, 1, "user", "hi" * 500, "hi", 1, "h" * 64, None, None, None, {},
@@ -156,8 +156,8 @@ def test_the_run_file_writer_holds_at_most_its_threshold_however_few_rows_each_t
     most = 0
     for order in range(5000):
         t = Transcript(tmp_path / "s.sqlite", f"w{order}", None, None, [message(f"e{order}-{i}") for i in range(3)],
-                       TranscriptReport(), mark=ReadMark(3, "x", 3, 3, f"e{order}-2"))
-        run.add(t, None, (f"w{order}", None), "file", "JSONL file", (None, None), {"kind": "file"}, "2026-11-28")
+                       TranscriptReport(), mark=Mark(3, 3, 3, f"e{order}-2", 3, "x"))
+        run.add(t, "new", (f"w{order}", None), "file", "JSONL file", (None, None), {"kind": "file"}, "2026-11-28")
         most = max(most, run._size)
     assert most < run_file.FLUSH_BYTES
     assert run.query("SELECT count(*), count(DISTINCT file_order) FROM jsonl_messages").fetchone() == (15000, 5000)

@@ -10,7 +10,7 @@
 --      session filter applied to what that read keeps (a filter joining jsonl_sessions before it made DuckDB
 --      carry the whole column). A session read from its recorded offsets (jsonl_appended) is matched by entry
 --      id alone: of its rows only those whose entry id the new messages bring, and those without an entry id
---      (which send it back to a whole read: reconcile.py), are held. Only those sessions' messages feed that match:
+--      (none now: transcript_decision.settle read such a session whole), are held. Only those sessions' messages feed that match:
 --      every message's entry id in its hash table cost a first run of a 5,000,000-event store 70 MB at the peak.
 --      The rows marked off the active path (metadata.off_path) of every session of which the run read a line
 --      (run_sessions) are held too, new messages or none, for r25_off_path.sql to count (`tid`, `off_path`): they

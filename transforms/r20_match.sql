@@ -5,7 +5,7 @@
 --        jsonl_abandoned (entry id, role, inner timestamp of messages off the path), held_lcm (lcm.db rows, when --src is given), held_tgt (target rows), selected
 -- produces: jsonl_plan(message_id, session_id, matched_by, rewritten, rewrite_of, is_new, new_rank, plan_turn, ...);
 --           held(held_id, session_id, entry_id, identity_hash, ...) — the rows lcm.db and the target hold of these
---           transcripts (reconcile.py reads a session whole when one of them has no entry id)
+--           transcripts (transcript_decision.settle read a session whole when one of them has no entry id)
 -- key: transcript entry id per session; else lossless-claw's identity (role + canonical content) with
 --      occurrence counting; or a rewrite: same role and inner timestamp as a held entry that the file
 --      keeps on an abandoned branch
@@ -20,9 +20,9 @@
 --      one's): it holds by identity only a path message without an entry id. A target row that came from
 --      lcm.db is the same message as its lcm.db row and is counted once. New messages keep path order and
 --      append after the session.
---      A session read from recorded offsets (lcm_etl/read/transcript_decision.py) holds only appended entries here:
---      its held rows with entry ids belong to the path already read, so none is "unclaimed" (reconcile.py
---      reads a session whole when it has held rows without entry ids, which only the whole path can count:
+--      A session read from recorded offsets (lcm_etl/read/sessions/transcript_decision.py) holds only appended entries here:
+--      its held rows with entry ids belong to the path already read, so none is "unclaimed" (settle
+--      read a session whole when it has held rows without entry ids, which only the whole path can count:
 --      transcript_decision.BY_IDENTITY).
 CREATE OR REPLACE TABLE held AS
 SELECT row_number() OVER () AS held_id, * FROM (

@@ -5,7 +5,7 @@
 --           (empty: nothing to resolve), stage.plan_off_path (the marks that change: r90_mark_off_path.sql),
 --           stage.plan_selected (the sessions whose transcripts r95 records); write_occurrence (the occurrences
 --           counted, a temp table);
---           the stage is the run file: it holds the messages' content and parts already (lcm_etl/read/run_file.py)
+--           the stage is the run file: it holds the messages' content and parts already (lcm_etl/read/sessions/run_file.py)
 -- key: batch
 -- why: the write steps (70_assign_turns, r72, 75_index_messages, r80, 90_write_boundary) read these.
 --      Content, metadata and payloads (a transcript has no database to copy them from) went from

@@ -1,20 +1,21 @@
 -- step: reconcile_record_offsets
 -- engine: sqlite (the target, in the run's last transaction, with the ledger row)
--- reads: plan.transcripts (the run file: what was read of each transcript, lcm_etl/read/run_file.py),
+-- reads: plan.transcripts (the run file: what was read of each transcript, lcm_etl/read/sessions/run_file.py),
 --        plan.plan_selected (r65_stage.sql)
 -- produces: lcm_etl_transcript_files (one row per transcript of the sessions this run planned: a file, a store's
 --           window or archive row), lcm_etl_session_rows (per planned session: the target's row count and id sum)
 -- key: path (the record key, lcm_etl/file_identity.real_path: a file's real path, `<store's real path>#<id>`)
 -- why: cost follows the change: a re-run reads each transcript from where this run stopped, once its record is proved
---      (a file's prefix hashes the same, a window's watermark is the same; lcm_etl/read/transcript_decision.py). Written only when the run completes, in the same
+--      (a file's prefix hashes the same, a window's watermark is the same: the columns of transcripts.Mark; lcm_etl/read/sessions/transcript_decision.py). Written only when the run completes, in the same
 --      transaction as its ledger row: a dry run, a failed or a killed run records nothing, and a record
 --      names its run, so an undone run's record is not used.
 -- count: transcript_files_recorded
-INSERT OR REPLACE INTO lcm_etl_transcript_files (path, size, sha256, lines, messages, parts, tip, header_id, version,
-                                                 session_id, key_by, held_by, run_id)
-SELECT record_key, size, sha256, lines, messages, parts, tip, header_id, version, session_id, :key_by, :held_by, :run_id
+INSERT OR REPLACE INTO lcm_etl_transcript_files (path, lines, messages, parts, tip, size, sha256, seq, watermark,
+                                                 header_id, version, session_id, key_by, held_by, run_id)
+SELECT record_key, lines, messages, parts, tip, size, sha256, seq, watermark, header_id, version, session_id, :key_by,
+       :held_by, :run_id
 FROM plan.transcripts
-WHERE size IS NOT NULL AND session_id IN (SELECT session_id FROM plan.plan_selected)   -- a pending input has none
+WHERE lines IS NOT NULL AND session_id IN (SELECT session_id FROM plan.plan_selected)   -- a pending input has none
 ORDER BY file_order;
 
 -- A record says what the target held when it was made; the next run checks the target still holds it (its

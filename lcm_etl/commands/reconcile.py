@@ -2,10 +2,11 @@
 source → the run's private SQLite file → DuckDB plans over it → SQLite writes (docs/design.md, "Reconcile:
 transcripts, read from where the last run stopped").
 
-Every transcript (each agent's session store windows and archives, lcm_etl/read/store_reads.py; legacy JSONL files,
+Every transcript (each agent's session store windows and archives, lcm_etl/read/sessions/store_reads.py; legacy JSONL files,
 transcript_offsets.py) is read, from its record or whole (transcript_decision.py), into the run file as it is read
-(lcm_etl/read/run_file.py: its messages, parts, content, one row per transcript), before the target is looked at.
-Under the run lock, the hints are settled and what must be read again whole is (queries over the run file); DuckDB plans over the file (reconcile_plan.py: r20/r60), r65 hands off,
+(lcm_etl/read/sessions/run_file.py: its messages, parts, content, one row per transcript), before the target is looked at.
+Under the run lock, the hints are settled and what must be read again whole is (one query over the run file, the
+target and --src attached); DuckDB plans over the file once (reconcile_plan.py: r20/r60), r65 hands off,
 r72/r80 write the content from the file, r95 records what the file says was read, and the report is a query over
 it joined with the plan's counts per transcript. What cannot be read is a finding (lcm_etl/read/findings.py): a
 warning, and the rest is written (--strict: exit 2, nothing written).
@@ -13,6 +14,7 @@ warning, and the rest is written (--strict: exit 2, nothing written).
 from __future__ import annotations
 
 import time
+from contextlib import closing
 from pathlib import Path
 
 import duckdb
@@ -30,6 +32,7 @@ from lcm_etl.read.sessions.run_file import loads
 from lcm_etl.progress import Progress
 from lcm_etl.report import RunReport, now_iso
 from lcm_etl.store.runlock import target_lock
+from lcm_etl.read.lcmdb.source_schema import detect_schema, normalized_views
 from lcm_etl.read.snapshot.sqlite_copy import Snapshot, file_signature, take_snapshot
 from lcm_etl.steps import pipeline
 from lcm_etl.steps.engine import run_stage
@@ -56,8 +59,8 @@ def reconcile(opts: ReconcileOptions) -> RunReport:
     try:
         held_by = source_identity.of_snapshot(source.original, source.path).key if source else ""
         # where the last complete run stopped in each transcript
-        with (decide.Records(absent=decide.FULL) if opts.full else
-              decide.recorded(opts.target, hint=True, dry_run=opts.dry_run)) as records:
+        with closing(decide.Records(absent=decide.FULL) if opts.full else
+                     decide.recorded(opts.target, hint=True, dry_run=opts.dry_run)) as records:
             read = read_all(opts, records, held_by, bars)   # transcript problems first, then target problems, then a wait
         check_target(opts.target, open_it=not opts.dry_run, writes=True)
         with target_lock(opts.target, opts.lock_timeout, opts.dry_run):   # one run per target (lcm_etl/store/runlock.py)
@@ -85,20 +88,16 @@ def _reconcile(opts: ReconcileOptions, read: Reading, source: Snapshot | None, h
         bars.phase("planning")
         view = target_view(opts.target, existed, private=opts.dry_run)
         target_db = view.path if view else opts.target if existed else None
-        # each transcript read from a record the target no longer holds as it was, or into another session, and
-        # the others of its session, are read again whole (transcript_decision.settle)
-        read.read_whole(decide.settle(run.con, target_db))
-        appended = decide.sessions_from_records(run.con)
-        con = plan_transcripts(opts, read, target_db, source, Path(work.name), appended)
-        # held rows without an entry id are matched by identity along the whole path: such a session is read whole
-        by_identity = decide.by_identity(con)
-        if by_identity:
-            con.close()
-            read.read_whole(decide.in_sessions(run.con, by_identity, decide.BY_IDENTITY))
-            appended -= by_identity
-            con = plan_transcripts(opts, read, target_db, source, Path(work.name), appended)
+        # each transcript read from a record the target no longer holds as it was, or into another session, the
+        # others of its session, and a session whose held rows lack entry ids are read again whole (settle)
+        held = (source.path, normalized_views(detect_schema(source.path, source.original), "sqlite")) if source else None
+        read.read_whole(decide.settle(run.con, target_db, held, opts.key_by))
+        con = plan_transcripts(opts, read, target_db, source, Path(work.name), decide.sessions_from_records(run.con))
         try:
             _plan_counts(con, report)
+            report.boundaries_moved = plan.boundaries_moving(target_db, report.sessions_touched,
+                                                             ledger.placed_by("reconcile", held_by or None))
+            report.boundary_events -= report.boundaries_moved
             batches = plan.all_batches(con)
             report.batches = len(batches)
             if not opts.dry_run:
@@ -110,9 +109,9 @@ def _reconcile(opts: ReconcileOptions, read: Reading, source: Snapshot | None, h
             _fill_files(report, read)
             report.elapsed_s = time.monotonic() - t0
             return report
+        paths = [r[0] for r in run.query("SELECT DISTINCT path FROM transcripts ORDER BY 1")]   # a store's once
         record = ledger.RunRecord.new(
-            "reconcile", started, {"sessions": _paths(read), "session_filter": opts.session_filter,
-                                   "key_by": opts.key_by},
+            "reconcile", started, {"sessions": paths, "session_filter": opts.session_filter, "key_by": opts.key_by},
             source_path=held_by or None, source_size=source.size if source else None)
         job = WriteJob(target=opts.target, stage=run.path, final_stage=pipeline.RECONCILE_RECORD, batches=batches,
                        params={"fired_at": started, "run_id": record.run_id, "key_by": opts.key_by,
@@ -121,10 +120,6 @@ def _reconcile(opts: ReconcileOptions, read: Reading, source: Snapshot | None, h
         strategy = choose(opts.target, existed, (pipeline.RECONCILE_WRITE,), opts.lock_timeout)
         counts = load(job, strategy, now_iso)
         report.take_written(counts)
-        marks = report.extra["off_path_marked"] + report.extra["back_on_path"]
-        if counts.get("off_path_marks", 0) != marks:
-            report.warnings.append(f"off_path_marks: planned {marks}, written {counts.get('off_path_marks', 0)} "
-                                   "(the target changed during the run?)")
         _fill_files(report, read)
         report.run_id = record.run_id
         report.elapsed_s = time.monotonic() - t0
@@ -135,11 +130,6 @@ def _reconcile(opts: ReconcileOptions, read: Reading, source: Snapshot | None, h
         if view:
             view.close()
         work.cleanup()
-
-
-def _paths(read: Reading) -> list[str]:
-    """The transcripts' paths, each once (a store's windows all name the store)."""
-    return [r[0] for r in read.run.query("SELECT DISTINCT path FROM transcripts ORDER BY 1")]
 
 
 def _plan_counts(con, report: RunReport) -> None:

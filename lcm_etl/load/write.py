@@ -87,7 +87,8 @@ def run_stages(con: sqlite3.Connection, job: WriteJob, stages: tuple[Stage, ...]
         lo, hi = (min(job.batches), max(job.batches)) if job.batches else (0, -1)
     counts: dict[str, int] = {}
     for stage in stages:
-        add_counts(counts, run_stage(stage, con, {**job.params, "lo": lo, "hi": hi}))
+        add_counts(counts, run_stage(stage, con, {**job.params, "lo": lo, "hi": hi,
+                                                  "placed_by": ledger.placed_by(job.record.command, job.record.source_path)}))
     return counts
 
 

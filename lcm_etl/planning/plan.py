@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
+import orjson
 
 from lcm_etl import duck, sqlite_runtime
 from lcm_etl.steps import pipeline
@@ -22,11 +23,10 @@ from lcm_etl.store import marks
 from lcm_etl.errors import BadInput
 from lcm_etl.progress import Progress
 from lcm_etl.report import RunReport
-from lcm_etl.read.lcmdb.source_schema import SourceSchema, normalized_views
+from lcm_etl.read.lcmdb.source_schema import WHITESPACE, SourceSchema, normalized_views
 from lcm_etl.store.target import REMNIC_TABLE_NAMES, REMNIC_TABLES, apply_schema
-from lcm_etl.steps.engine import run_stage
+from lcm_etl.steps.engine import run_stage, run_step, step
 
-WHITESPACE = " \t\n\r\x0b\x0c\u00a0\ufeff"
 _TARGET_TABLES = set(REMNIC_TABLE_NAMES)
 
 
@@ -166,6 +166,22 @@ def all_batches(con) -> list[int]:
     """Every batch that holds a write: a large session's early chunks as well as sessions' last batches."""
     return [r[0] for r in con.execute("SELECT batch FROM write_messages UNION SELECT batch FROM session_work "
                                       "ORDER BY 1").fetchall()]
+
+
+def boundaries_moving(target_db: Path | None, sessions: list[str], placed_by: str) -> int:
+    """How many of these sessions' last seams the run moves rather than adds (88_movable_boundaries.sql, run over the
+    target as it is before the write, with no row new yet): what the write's 89 moves, so a dry run says it too."""
+    if target_db is None or not sessions:
+        return 0
+    with closing(sqlite_runtime.connect(target_db)) as lite:
+        if not all(sqlite_runtime.has_table(lite, t) for t in (*REMNIC_TABLE_NAMES, "lcm_etl_runs")):   # else the write says
+            return 0
+        lite.execute("ATTACH ':memory:' AS plan")
+        lite.execute("CREATE TABLE plan.plan_sessions AS SELECT value AS session_id, 0 AS batch, 1 AS needs_boundary "
+                     "FROM json_each(?)", (orjson.dumps(sessions).decode(),))
+        lite.execute("CREATE TEMP TABLE _new (id INTEGER)")
+        run_step(step("88_movable_boundaries"), lite, {"lo": 0, "hi": 0, "placed_by": placed_by})
+        return lite.execute("SELECT count(*) FROM _movable").fetchone()[0]
 
 
 def _select_sessions(con, session_filter: list[str], source_label: str) -> None:

@@ -73,7 +73,7 @@ WRITE_MESSAGES = Stage("per batch: messages", "sqlite", _TARGET,
                        ("70_assign_turns", "72_write_messages", "75_index_messages"))
 WRITE_REST = Stage("per batch: parts, summaries, changes, boundary events", "sqlite", _TARGET,
                    ("80_write_parts", "85_write_summaries", "86_index_summaries", "87_apply_changes",
-                    "89_move_boundary", "90_write_boundary"))
+                    "88_movable_boundaries", "89_move_boundary", "90_write_boundary"))
 PROVENANCE = Stage("provenance", "sqlite", "the target, in the run's last transaction (with the ledger row)",
                    ("94_target_marks_after", "95_write_provenance"))
 
@@ -98,7 +98,7 @@ RECONCILE_HANDOFF = Stage("handoff", "duckdb", "the plan database, the run file 
 RECONCILE_WRITE = Stage("per batch", "sqlite", "the target, the stage attached as plan: one transaction per batch "
                         "(a new target: its private building file, one transaction)",
                         ("70_assign_turns", "r72_write_messages", "75_index_messages", "r80_write_parts",
-                         "89_move_boundary", "90_write_boundary"))
+                         "88_movable_boundaries", "89_move_boundary", "90_write_boundary"))
 RECONCILE_RECORD = Stage("off-path marks, offsets", "sqlite", "the target, the stage attached as plan, in the run's last "
                          "transaction (with the ledger row)", ("r90_mark_off_path", "r95_record_offsets"))
 HELD_SESSIONS = replace(SESSIONS, when="with --src (what lcm.db holds counts as held)")

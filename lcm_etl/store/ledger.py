@@ -57,9 +57,10 @@ CREATE INDEX IF NOT EXISTS lcm_etl_run_ranges_id ON lcm_etl_run_ranges(tbl, hi);
 CREATE TABLE IF NOT EXISTS lcm_etl_run_rows (run_id TEXT NOT NULL, tbl TEXT NOT NULL, key TEXT NOT NULL,
   before TEXT, PRIMARY KEY (run_id, tbl, key)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS lcm_etl_run_rows_key ON lcm_etl_run_rows(tbl, key);
-CREATE TABLE IF NOT EXISTS lcm_etl_transcript_files (path TEXT PRIMARY KEY, size INTEGER NOT NULL,
-  sha256 TEXT NOT NULL, lines INTEGER NOT NULL, messages INTEGER NOT NULL, parts INTEGER NOT NULL, tip TEXT, header_id TEXT NOT NULL,
-  version INTEGER, session_id TEXT NOT NULL, key_by TEXT NOT NULL, held_by TEXT NOT NULL, run_id TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS lcm_etl_transcript_files (path TEXT PRIMARY KEY, lines INTEGER NOT NULL,
+  messages INTEGER NOT NULL, parts INTEGER NOT NULL, tip TEXT, size INTEGER, sha256 TEXT, seq INTEGER, watermark TEXT,
+  header_id TEXT NOT NULL, version INTEGER, session_id TEXT NOT NULL, key_by TEXT NOT NULL, held_by TEXT NOT NULL,
+  run_id TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS lcm_etl_sync_state (run_id TEXT PRIMARY KEY, source_fingerprint TEXT NOT NULL,
   target_fingerprint TEXT NOT NULL, key_by TEXT NOT NULL, session_filter TEXT NOT NULL, marks_run TEXT,
   shortcut_of TEXT, noop_runs INTEGER NOT NULL DEFAULT 1, totals TEXT NOT NULL);
@@ -118,6 +119,11 @@ class RunRecord:
                 "source_path": self.source_path, "source_size": self.source_size,
                 "options": orjson.dumps(self.options).decode(), "counts": orjson.dumps(self.counts).decode(),
                 "provenance": int(self.provenance)}
+
+
+def placed_by(command: str, source_path: str | None) -> str:
+    """A run's command and source key as 88_movable_boundaries.sql compares them with the run that placed a seam."""
+    return f"{command}\x1f{source_path or ''}"
 
 
 def _put(con: sqlite3.Connection, row: dict) -> None:

@@ -19,6 +19,9 @@ from lcm_etl.read.lcmdb.source_tables import BY_NAME, LEFT_OUT, SOURCE_TABLES
 from lcm_etl.read.snapshot.sqlite_copy import unreadable
 from lcm_etl.sqlite_runtime import UTF8_JSON
 
+# what a session id or key is trimmed of (10_sessions.sql, transcript_decision.settle)
+WHITESPACE = " \t\n\r\x0b\x0c\u00a0\ufeff"
+
 # The one rule for every command (inspect, migrate, reconcile --src, audit): a table every lossless-claw release
 # creates (0.1.0 on, and the peer importer's test shape too) must be there, or the file is not a lossless-claw
 # database; a table a shape lcm-etl reads can lack (the peer's test shape has no message_parts or large_files)

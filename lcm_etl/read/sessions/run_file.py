@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 from lcm_etl.sqlite_runtime import sqlite3
+from dataclasses import asdict, astuple
 from pathlib import Path
 from typing import Any
 
@@ -31,17 +32,15 @@ from lcm_etl.read.openclaw.openclaw_state import legacy_session_keys
 from lcm_etl.read.openclaw.openclaw_store import StoreWindow
 from lcm_etl.read.transcript.transcript_files import load_session_keys
 from lcm_etl.read.transcript.transcript_blocks import js_stringify
-from lcm_etl.read.sessions.transcript_decision import RECORD_COLUMNS as RECORD, from_record, transcript_key
-from lcm_etl.read.transcript.transcripts import Transcript, TranscriptMessage
+from lcm_etl.read.sessions.transcript_decision import RECORD_COLUMNS, FileRecord, transcript_key
+from lcm_etl.read.transcript.transcripts import MARK_COLUMNS, Transcript, TranscriptMessage
 from lcm_etl.sqlite_runtime import private_file
 
 SCHEMA = (
     """CREATE TABLE transcripts (file_order INTEGER PRIMARY KEY, record_key TEXT, path TEXT, kind TEXT,
         where_kind TEXT, store TEXT, again TEXT, header_id TEXT, version INTEGER, origin TEXT, read TEXT, why TEXT,
-        """ + ", ".join(f"rec_{c}" for c in RECORD) + """,
-        size INTEGER, sha256 TEXT, lines INTEGER, messages INTEGER, parts INTEGER, tip TEXT, read_from INTEGER,
-        lines_read INTEGER,
-        read_count INTEGER, report TEXT, session_id TEXT, session_key TEXT)""",
+        """ + ", ".join([f"rec_{c}" for c in RECORD_COLUMNS] + list(MARK_COLUMNS)) + """, read_from INTEGER,
+        lines_read INTEGER, read_count INTEGER, report TEXT, session_id TEXT, session_key TEXT)""",
     """CREATE TABLE jsonl_messages (message_id INTEGER PRIMARY KEY, file_order INTEGER, path_index INTEGER,
         session_id TEXT, entry_id TEXT, role TEXT, token_count INTEGER, identity_hash TEXT, created_iso TEXT,
         inner_ts TEXT)""",
@@ -70,24 +69,22 @@ class RunFile:
         self._size = 0
         self.count = 0   # transcripts added
 
-    def add(self, t: Transcript, hint: Any, session: tuple[str, str | None], kind: str, where: str,
+    def add(self, t: Transcript, hint: FileRecord | str, session: tuple[str, str | None], kind: str, where: str,
             again: tuple[str | None, str | None], origin: dict, fallback_time: str, order: int | None = None) -> None:
-        """One transcript read (`order`: one read again, in its place), `hint` the record it was read from."""
+        """One transcript read (`order`: one read again, in its place), `hint` the record it was read from, or why not."""
         if order is None:
             order, self.count = self.count, self.count + 1
         sid, key = session
         keep = self.content and (not self.session_filter or sid in self.session_filter)
         m, r = t.mark, t.report
-        report = {k: v for k, v in (("lines_total", r.lines_total), ("skipped_lines", r.skipped_lines),
-                                    ("abandoned_entries", r.abandoned_entries), ("gaps", r.gaps),
-                                    ("replays", r.replays), ("unknown_types", r.unknown_types),
-                                    ("extra_headers", r.extra_headers)) if v}
-        appended = from_record(t)
+        rec = hint if isinstance(hint, FileRecord) and t.why_whole is None else None   # read from its record
+        # what the report says of the read (a window's projection goes into `origin`)
+        report = {k: v for k, v in asdict(r).items() if v and k not in ("non_persistable", "cycles", "projection")}
         self._rows["transcripts"].append((
             order, transcript_key(t), str(t.path), kind, where, *again, t.header_id, t.version, dumps(origin),
-            "appended" if appended else "whole", None if appended else t.why_whole,
-            *((getattr(hint, c) for c in RECORD) if appended else (None,) * len(RECORD)),
-            *((m.size, m.sha256, m.lines, m.messages, m.parts, m.tip, m.read_from, m.lines_read) if m else (None,) * 8),
+            "whole" if rec is None else "appended", t.why_whole,
+            *((*astuple(rec.mark), *astuple(rec)[2:]) if rec is not None else (None,) * len(RECORD_COLUMNS)),   # RECORD_COLUMNS
+            *((*(getattr(m, c) for c in MARK_COLUMNS), t.read_from, t.lines_read) if m else (None,) * (len(MARK_COLUMNS) + 2)),
             len(t.messages), dumps(report), sid, key))
         size = _ROW
         for i, msg in enumerate(t.messages):

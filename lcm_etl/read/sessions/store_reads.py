@@ -1,7 +1,7 @@
 """A session store's windows and the transcripts' archives, read into Transcripts (lcm_etl/read/transcript/transcripts.py).
 
 A window is read whole, or on a re-run only past the seq the last complete run recorded for it (its record in
-`lcm_etl_transcript_files`, the one a JSONL file gets too), as lcm_etl/read/transcript_decision.py decides: the
+`lcm_etl_transcript_files`, the one a JSONL file gets too), as lcm_etl/read/sessions/transcript_decision.py decides: the
 record made under this run's options, the window's rewrite watermark the recorded one and the recorded seq still
 in it (`window_start`), and every row past it extending the active branch from the recorded tip (`continue_path`).
 Otherwise the window is read whole, which is always correct. A cold window is read the same way, from its archive
@@ -11,19 +11,19 @@ Otherwise the window is read whole, which is always correct. A cold window is re
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
 import orjson
 
+from lcm_etl.file_identity import real_path
 from lcm_etl.read.findings import Unreadable, read_regular
 from lcm_etl.read.openclaw.openclaw_store import OpenStore, StoreArchive, StoreWindow
 from lcm_etl.read.openclaw.store_hidden import PendingInput, decompress
 from lcm_etl.read.openclaw.openclaw_state import archive_kind, archive_session_id
-from lcm_etl.read.sessions.transcript_decision import (NOT_APPEND, PENDING, FileRecord, archive_start, continue_path, window_proof,
-                                              window_start)
-from lcm_etl.read.transcript.transcripts import (ReadMark, Transcript, TranscriptError, TranscriptReport, parse_transcript,
+from lcm_etl.read.sessions.transcript_decision import NOT_APPEND, PENDING, FileRecord, archive_start, continue_path, window_start
+from lcm_etl.read.transcript.transcripts import (Mark, Transcript, TranscriptError, TranscriptReport, parse_transcript,
                                       transcript_of_bytes)
 
 
@@ -37,6 +37,10 @@ class ArchiveOrigin:
     store: Path | None = None
     agent_id: str | None = None
 
+    @property
+    def record_key(self) -> str | None:   # a store's archive row: `<store's real path>#<archive name>`
+        return real_path(self.store, self.name) if self.store is not None else None
+
     def metadata(self) -> dict:
         out = {"archive": self.name, "archive_reason": self.kind,
                "store": str(self.store) if self.store else None, "agent_id": self.agent_id}
@@ -47,7 +51,7 @@ def read_window(store: OpenStore, w: StoreWindow, start: FileRecord | str, stric
     """The window past its record (`start`, transcript_decision.Records.start) when the record still holds,
     else whole, with the cause in `why_whole`."""
     if isinstance(start, FileRecord):
-        held = window_start(start, w)
+        held = window_start(start.mark, w)
         appended = _read_appended(store, w, start) if held is None else held
         if isinstance(appended, Transcript):
             return appended
@@ -69,15 +73,11 @@ def read_window(store: OpenStore, w: StoreWindow, start: FileRecord | str, stric
         t = parse_transcript(store.where(w), lines(), strict, store_rules=True)
     except TranscriptError as exc:   # named by its window: a store holds many
         raise TranscriptError(f"{store.where(w)}#{w.session_id}", exc.message) from None
-    t.report.skipped_lines = sorted(t.report.skipped_lines + bad)
-    t.header_id, t.origin = w.session_id, w
+    assert t.mark is not None
+    report = replace(t.report, skipped_lines=sorted(t.report.skipped_lines + bad), projection=_projection(store, w, t))
     # a cold window whose archive is a finding is not recorded: once it is restored, a later run reads it whole
-    t.mark = None if w.cold and bad else ReadMark(w.max_seq, window_proof(w), w.events, len(t.messages),
-                                                  t.mark.tip if t.mark else None, 0, w.events,
-                                                  sum(len(m.parts) for m in t.messages))
-    t.report.projection = _projection(store, w, t)
-    t.why_whole = cause
-    return t
+    mark = None if w.cold and bad else replace(t.mark, lines=w.events, seq=w.max_seq, watermark=w.watermark)
+    return replace(t, header_id=w.session_id, origin=w, mark=mark, report=report, lines_read=w.events, why_whole=cause)
 
 
 def _projection(store: OpenStore, w: StoreWindow, t: Transcript) -> str:
@@ -91,20 +91,21 @@ def _projection(store: OpenStore, w: StoreWindow, t: Transcript) -> str:
 
 
 def _read_appended(store: OpenStore, w: StoreWindow, rec: FileRecord) -> Transcript | str:
-    report = TranscriptReport()
+    report, was = TranscriptReport(), rec.mark
     # nothing past the record: no rows to ask for (a cold window's would be its archive verified and decoded again)
-    rows = [] if w.max_seq == rec.size else list(store.events(w.session_id, rec.size))
+    rows = [] if w.max_seq == was.seq else list(store.events(w.session_id, was.seq or 0))
     if any(raw is None for _, raw, _why in rows):   # an unreadable row (a cold archive's finding): read whole, said
         return NOT_APPEND
-    appended = continue_path([(seq, raw) for seq, raw, _why in rows], rec.tip, report)
+    appended = continue_path([(seq, raw) for seq, raw, _why in rows], was.tip, report)
     if isinstance(appended, str):
         return appended
     messages, tip = appended
     report.lines_total = w.max_seq
     report.projection = "not compared (read from the recorded seq)"
-    mark = ReadMark(w.max_seq, window_proof(w), rec.lines + len(rows), rec.messages + len(messages), tip, rec.size,
-                    len(rows), rec.parts + sum(len(m.parts) for m in messages))
-    return Transcript(store.where(w), w.session_id, None, rec.version, messages, report, [], mark, origin=w)
+    mark = Mark(was.lines + len(rows), was.messages + len(messages), was.parts + sum(len(m.parts) for m in messages),
+                tip, seq=w.max_seq, watermark=w.watermark)
+    return Transcript(store.where(w), w.session_id, None, rec.version, messages, report, [], mark, was.seq or 0,
+                      len(rows), origin=w)
 
 
 def read_store_archive(store: OpenStore, a: StoreArchive, start: FileRecord | str, strict: bool) -> Transcript:
@@ -122,7 +123,7 @@ def read_store_archive(store: OpenStore, a: StoreArchive, start: FileRecord | st
         text = store.archive_text(a, blob)
     except Unreadable as exc:
         raise TranscriptError(label, exc.problem) from None
-    return _archive_read(transcript_of_bytes(label, text, strict), origin, a.session_id, proof, start)
+    return _archive_read(transcript_of_bytes(label, text, strict), origin, a.session_id, (len(blob or b""), proof), start)
 
 
 def _verify(label: Path, data: bytes, sha256: str | None, whose: str, digest: str | None = None) -> None:
@@ -139,7 +140,7 @@ def read_archive_file(path: Path, session_key: str | None, start: FileRecord | s
     the store row it was published from (its bytes are the row's)."""
     try:
         data = read_regular(path)
-        proof = hashlib.sha256(data).hexdigest()
+        size, proof = len(data), hashlib.sha256(data).hexdigest()
         start = archive_start(start, proof)
         if isinstance(start, FileRecord):
             return _unchanged(path, ArchiveOrigin(path.name, archive_kind(path), start.header_id, session_key), start)
@@ -150,24 +151,21 @@ def read_archive_file(path: Path, session_key: str | None, start: FileRecord | s
         raise TranscriptError(path, exc.problem) from None
     t = transcript_of_bytes(path, data, strict)
     sid = t.header_id if t.header is not None else archive_session_id(path)
-    return _archive_read(t, ArchiveOrigin(path.name, archive_kind(path), sid, session_key), sid, proof, start)
+    return _archive_read(t, ArchiveOrigin(path.name, archive_kind(path), sid, session_key), sid, (size, proof), start)
 
 
-def _archive_read(t: Transcript, origin: ArchiveOrigin, session_id: str, proof: str, why: str) -> Transcript:
-    """An archive read whole: its record is its bytes' SHA-256 (archive_start), its messages and tip."""
-    t.origin = origin
-    t.header_id = t.header_id if t.header is not None else session_id
+def _archive_read(t: Transcript, origin: ArchiveOrigin, session_id: str, stored: tuple[int, str],
+                  why: str) -> Transcript:
+    """An archive read whole: its record is its stored bytes' size and SHA-256 (archive_start), its messages and tip."""
     assert t.mark is not None
-    t.mark = ReadMark(max(t.mark.size, 1), proof, t.mark.lines, t.mark.messages, t.mark.tip, 0, t.mark.lines_read,
-                      t.mark.parts)
-    t.why_whole = why
-    return t
+    return replace(t, origin=origin, header_id=t.header_id if t.header is not None else session_id,
+                   mark=replace(t.mark, size=stored[0], sha256=stored[1]), why_whole=why)
 
 
 def _unchanged(path: Path, origin: ArchiveOrigin, rec: FileRecord) -> Transcript:
     """An archive the last run read, unchanged since: nothing read, its messages counted from the record."""
-    mark = ReadMark(rec.size, rec.sha256, rec.lines, rec.messages, rec.tip, rec.size, 0, rec.parts)
-    return Transcript(path, rec.header_id, None, rec.version, [], TranscriptReport(), [], mark, origin=origin)
+    return Transcript(path, rec.header_id, None, rec.version, [], TranscriptReport(), [], rec.mark,
+                      rec.mark.size or 0, origin=origin)
 
 
 @dataclass(frozen=True)
@@ -178,6 +176,8 @@ class PendingOrigin:
     @property
     def session_key(self) -> str | None:
         return self.input.session_key
+
+    record_key = None   # its path's
 
     def metadata(self) -> dict:
         p = self.input
@@ -197,8 +197,7 @@ def read_pending(store: OpenStore, p: PendingInput, strict: bool) -> Transcript:
              (2, b'{"type":"message","timestamp":' + orjson.dumps(when) + b',"message":' +
               store.pending_message(p) + b"}")]
     t = parse_transcript(Path(f"{p.store}#session_pending_inputs/{p.input_id}"), lines, strict)
-    t.header_id, t.origin, t.mark, t.why_whole = p.session_id, PendingOrigin(p), None, PENDING
-    return t
+    return replace(t, header_id=p.session_id, origin=PendingOrigin(p), mark=None, why_whole=PENDING)
 
 
 def where_kind(t: Transcript) -> str:

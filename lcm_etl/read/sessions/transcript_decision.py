@@ -3,11 +3,10 @@ complete run stopped, or whole, and why. Nothing else decides it: transcript_off
 what it says, lcm_etl/sync/decision.py counts its causes into the report's `sync:` line (docs/design.md, "The
 re-run decision").
 
-A complete reconcile records each transcript it planned in the target (`lcm_etl_transcript_files`, written by
-r95_record_offsets.sql): a file's bytes read and their SHA-256, a window's last seq read and rewrite watermark, the
-lines and path messages, the entry an append must continue from (the tip), the session it landed in, the run's
---key-by and --src. The next run reads a transcript from its record when each of these holds, checked in this order;
-the first that does not is the cause it is read whole:
+A complete reconcile records each transcript it planned in the target (`lcm_etl_transcript_files`, by r95): what the
+read left (transcripts.Mark: the tip an append continues from, a file's bytes and SHA-256, a window's seq and
+watermark), the session it landed in, the run's --key-by and --src. The next run reads a transcript from its record
+when each of these holds, checked in this order; the first that does not is the cause it is read whole:
 
 - the target holds a record of it (`recorded`, `Records.start`) ............................ NEW / RECORDS_UNREAD
 - the run that made it completed and no undo ran after it (it may have removed what it imported) ........ UNDONE
@@ -24,34 +23,23 @@ the first that does not is the cause it is read whole:
 Then, under the run lock, per session (`settle`): the plan matches a session's appended messages by entry id alone,
 so a session is read from records only when every transcript of it is, each from the record the target still
 holds (RECORD_CHANGED) and into the session it was recorded under (OTHER_SESSION, sessions.json moved it); the
-others of a session with one read whole are read again whole (SESSION_WHOLE), and so is a session whose held rows
-lack entry ids, which only a whole path can count (BY_IDENTITY, `by_identity`: once the plan has found them).
+others of a session with one read whole are read again whole (SESSION_WHOLE), and so is a session with new messages
+whose held rows (the target's, or --src's) lack entry ids, which only a whole path can count (BY_IDENTITY).
 An archive (a store's archive row, a published or the doctor's archive file) never grows: it is read from its record,
 which is to say not read, while its bytes hash to the recorded SHA-256 (`archive_start`: a store row's own
 `archive_sha256`, a file's bytes), else whole (ARCHIVE_CHANGED). A pending input is always read whole (PENDING), and
 so, by the session rule, is its session, on every run until OpenClaw takes the input in.
 
-The way a re-run takes, in data-flow order (lcm_etl/commands/reconcile.py runs it):
-1. before the lock, the target's records are opened as a hint (`recorded`): nothing is locked while transcripts are
-   read. A store's kept snapshot (openclaw/store_snapshot.StoreSnapshot.counts) counts again only the windows owning a changed row,
-   the others' last seq and count kept by the sealing run (every window is counted when nothing was kept, as in a
-   dry run, or the changed rows cannot be placed), so a window with nothing new asks for no row.
-2. each transcript's record is looked up by its key (file_identity.real_path: a file's real path, `<store's real
-   path>#<window or archive>`; transcript_reading.py) and checked as above (`Records.start`, an archive's
-   `Records.trusted`; then `prefix_proved`, `window_start` or `archive_start`; past it, `continue_path`); the readers
-   (transcript_offsets.py, store_reads.py) read it from its record or whole, and the run file gets one row for it
-   (run_file.RunFile: `read` 'appended' or 'whole', `why`, the hint's record in `rec_*`) and its messages.
-3. under the lock, `settle` queries the run file beside the records the target holds now: its answer is read again whole
-   (transcript_reading.Reading.read_whole, from the same snapshot).
-4. `sessions_from_records` names the plan's `jsonl_appended` sessions, whose held rows r05_target_state.sql keeps
-   only where an entry id arrives now and r20_match.sql matches by entry id alone; `by_identity`'s sessions are read
-   whole and planned once more.
-5. r95_record_offsets.sql records every transcript of the planned sessions in the run's last transaction.
+The way a re-run takes (lcm_etl/commands/reconcile.py runs it; docs/design.md, "Reconcile: transcripts"): before the
+lock the target's records are opened as a hint (`recorded`); each transcript's record is looked up by its key
+(`transcript_key`) and checked as above, and the readers (transcript_offsets.py, store_reads.py) read it from its
+record or whole into the run file (run_file.RunFile: `read`, `why`, the hint in `rec_*`, the read's mark); under the
+lock `settle`'s answer is read again whole; `sessions_from_records` names the plan's `jsonl_appended` sessions
+(matched by entry id alone: r05, r20), planned once; r95_record_offsets.sql records the planned sessions' transcripts.
 """
 from __future__ import annotations
 
 import hashlib
-import json
 from lcm_etl.sqlite_runtime import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,9 +47,10 @@ from typing import Any, BinaryIO
 
 from lcm_etl import sqlite_runtime
 from lcm_etl.file_identity import real_path
+from lcm_etl.read.lcmdb.source_schema import WHITESPACE
 from lcm_etl.read.openclaw.openclaw_store import StoreWindow
-from lcm_etl.read.transcript.transcripts import (_BLANK, CANONICAL_TYPES, Transcript, TranscriptReport, _Node, parse_line,
-                                      message_of)
+from lcm_etl.read.transcript.transcripts import (_BLANK, CANONICAL_TYPES, MARK_COLUMNS, Mark, Transcript, TranscriptReport,
+                                                _Node, message_of, parse_line)
 
 # why a transcript was read whole: the report's fixed vocabulary (per file `why`, the `sync:` line's counts), in
 # the order the line lists them
@@ -85,33 +74,27 @@ PENDING = "a pending input"
 CAUSES = (NEW, FULL, RECORDS_UNREAD, UNDONE, OTHER_OPTIONS, NO_TIP, PREFIX_CHANGED, REWRITTEN, STARTED_OVER, NOT_APPEND,
           RECORD_CHANGED, OTHER_SESSION, TARGET_LOST, SESSION_WHOLE, BY_IDENTITY, ARCHIVE_CHANGED, PENDING)
 
-_RECORDED = """
-SELECT f.path, f.size, f.sha256, f.lines, f.messages, f.parts, f.tip, f.header_id, f.version, f.session_id, f.key_by, f.held_by,
-       coalesce(r.status = 'complete'
-                AND NOT EXISTS (SELECT 1 FROM lcm_etl_runs u WHERE u.command = 'undo' AND u.rowid > r.rowid), 0) AS trusted
-FROM lcm_etl_transcript_files f LEFT JOIN lcm_etl_runs r ON r.run_id = f.run_id"""
-
-
-RECORD_COLUMNS = ("size", "sha256", "lines", "messages", "parts", "tip", "header_id", "version", "session_id", "key_by",
-                  "held_by", "trusted")
-
 
 @dataclass(frozen=True, slots=True)   # one per transcript, looked up as it is read
 class FileRecord:
-    """What the last reconcile that planned a transcript read of it."""
+    """What the last reconcile that planned a transcript read of it (its mark), and under which options."""
     path: str
-    size: int          # a file: bytes read; a window: the last seq read
-    sha256: str        # a file: of those bytes; a window: window_proof
-    lines: int
-    messages: int
-    parts: int         # of those messages
-    tip: str | None
+    mark: Mark
     header_id: str
     version: int | None
     session_id: str
     key_by: str
     held_by: str
     trusted: int       # 1: its run completed and no undo ran after it
+
+
+# the record's columns: the run file's `rec_*` and the query below follow them (tests/test_transcript_record.py)
+RECORD_COLUMNS = (*MARK_COLUMNS, "header_id", "version", "session_id", "key_by", "held_by", "trusted")
+_RECORDED = f"""
+SELECT f.path, {", ".join("f." + c for c in RECORD_COLUMNS[:-1])},
+       coalesce(r.status = 'complete'
+                AND NOT EXISTS (SELECT 1 FROM lcm_etl_runs u WHERE u.command = 'undo' AND u.rowid > r.rowid), 0) AS trusted
+FROM lcm_etl_transcript_files f LEFT JOIN lcm_etl_runs r ON r.run_id = f.run_id"""
 
 
 class Records:
@@ -125,22 +108,13 @@ class Records:
         self._con: sqlite3.Connection | None = None
         if target is None:
             return
-        con = sqlite_runtime.connect(target, how, check_same_thread=False)
+        self._con = con = sqlite_runtime.connect(target, how, check_same_thread=False)
         try:
-            names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if not all(sqlite_runtime.has_table(con, name) for name in ("lcm_etl_transcript_files", "lcm_etl_runs")):
+                self.close()
         except sqlite3.Error:
-            con.close()
+            self.close()
             raise
-        if {"lcm_etl_transcript_files", "lcm_etl_runs"} <= names:
-            self._con = con
-        else:
-            con.close()
-
-    def __enter__(self) -> "Records":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     def close(self) -> None:
         if self._con is not None:
@@ -156,12 +130,13 @@ class Records:
             self.close()
             self.absent = RECORDS_UNREAD
             return None
-        return FileRecord(*row) if row is not None else None
+        return None if row is None else FileRecord(row[0], Mark(*row[1:len(MARK_COLUMNS) + 1]),
+                                                   *row[len(MARK_COLUMNS) + 1:])
 
     def start(self, key: str, key_by: str, held_by: str) -> FileRecord | str:
         """The record a transcript is read from, or why it is read whole."""
         rec = self.trusted(key, key_by, held_by)
-        if isinstance(rec, FileRecord) and rec.tip is None:
+        if isinstance(rec, FileRecord) and rec.mark.tip is None:
             return NO_TIP
         return rec
 
@@ -181,7 +156,7 @@ def archive_start(start: FileRecord | str, sha256: str) -> FileRecord | str:
     """An archive's record (Records.trusted) when the archive's bytes are still the recorded ones: it holds nothing
     the last run did not read, and nothing of it is read again (a folder of 1,000 archives re-parsed cost a sync
     2.5 s). No tip is needed: nothing continues an archive."""
-    if isinstance(start, FileRecord) and start.sha256 != sha256:
+    if isinstance(start, FileRecord) and start.mark.sha256 != sha256:
         return ARCHIVE_CHANGED
     return start
 
@@ -209,18 +184,14 @@ def recorded(target: Path | None, hint: bool = False, dry_run: bool = False) -> 
 def transcript_key(t: Transcript) -> str:
     """A transcript's record key: a file's real path (lcm_etl/file_identity.py); a store window's
     `<store's real path>#<session id>`, an archive row's `<store's real path>#<archive name>`."""
-    o = t.origin
-    if isinstance(o, StoreWindow):
-        return o.record_key
-    store = getattr(o, "store", None)   # a store's archive row (store_reads.ArchiveOrigin)
-    return real_path(t.path) if store is None else real_path(store, o.name)
+    return (t.origin.record_key if t.origin is not None else None) or real_path(t.path)
 
 
-def prefix_proved(f: BinaryIO, rec: FileRecord) -> Any:
+def prefix_proved(f: BinaryIO, rec: Mark) -> Any:
     """The SHA-256 of the file's first `rec.size` bytes, read from `f`, when it is the recorded one (the caller reads
     on from there), else None: shorter, or changed."""
     digest = hashlib.sha256()
-    left = rec.size
+    left = rec.size or 0
     while left:
         chunk = f.read(min(left, 1 << 20))
         if not chunk:
@@ -230,17 +201,11 @@ def prefix_proved(f: BinaryIO, rec: FileRecord) -> Any:
     return digest if digest.hexdigest() == rec.sha256 else None
 
 
-def window_proof(w: StoreWindow) -> str:
-    """What must not have changed for a re-run to read only a window's new rows (kept in the record's sha256
-    column, which holds a file's prefix hash)."""
-    return f"watermark:{w.watermark or '-'}"
-
-
-def window_start(rec: FileRecord, w: StoreWindow) -> str | None:
+def window_start(rec: Mark, w: StoreWindow) -> str | None:
     """Why a window cannot be read past its record, or None when it can."""
-    if rec.sha256 != window_proof(w):
+    if rec.watermark != w.watermark:
         return REWRITTEN
-    if not 0 < rec.size <= w.max_seq:
+    if not 0 < (rec.seq or 0) <= w.max_seq:
         return STARTED_OVER
     return None
 
@@ -282,74 +247,84 @@ def _continues(e: dict, tip: str | None, seen: set) -> bool:
             and isinstance(parent, str) and parent.strip() == tip)
 
 
-def from_record(t: Transcript) -> bool:
-    """Read from its record (past a recorded offset or seq), not whole."""
-    return t.mark is not None and t.mark.read_from > 0
-
-
-def settle(run: sqlite3.Connection, target: Path | None) -> dict[int, str]:
+def settle(run: sqlite3.Connection, target: Path | None, source: tuple[Path, dict[str, str]] | None = None,
+           key_by: str = "session-id") -> dict[int, str]:
     """The transcripts read from a record (a hint, read before the lock: the run file's `rec_*` columns) that must
     be read again whole, by read order, with the cause: a record the target no longer holds as it was (`target`:
     under the lock, or the dry run's private copy), a transcript that lands in another session than it was
-    recorded under, and the others of a session with one read whole. A query over the run file, the target
-    attached (lcm_etl/read/run_file.py)."""
+    recorded under, the others of a session with one read whole, and a session with new messages whose held rows
+    (the target's, or --src's: `source`, its snapshot and normalised views) lack entry ids. A query over the run
+    file, the target and the source attached (lcm_etl/read/sessions/run_file.py)."""
     same = " AND ".join(f"r.{c} IS t.rec_{c}" for c in RECORD_COLUMNS)
+    for name, columns in (("records", ("path", *RECORD_COLUMNS)), ("lost", ("session_id",)), ("bare", ("session_id",))):
+        run.execute(f"CREATE TEMP TABLE {name} ({', '.join(columns)})")
     try:
         if target is None:
             raise sqlite3.OperationalError("no target")
         run.execute("ATTACH ? AS target", (sqlite_runtime.uri(target),))
-        run.execute(f"CREATE TEMP TABLE records AS {_RECORDED} WHERE f.path IN "
+        run.execute(f"INSERT INTO records {_RECORDED} WHERE f.path IN "
                     "(SELECT record_key FROM main.transcripts WHERE read = 'appended')")
-        run.execute(_LOST if sqlite_runtime.has_table(run, "lcm_etl_session_rows", "target") else _LOST_NONE)
+        for table, sql in (("lcm_etl_session_rows", _LOST), ("lcm_messages", _BARE_TARGET)):
+            if sqlite_runtime.has_table(run, table, "target"):
+                run.execute(sql)
     except sqlite3.Error:   # no record can be read (or the target lacks the rows' table): none of the hints holds
-        run.execute("DROP TABLE IF EXISTS temp.records")
-        run.execute("DROP TABLE IF EXISTS temp.lost")
-        run.execute(f"CREATE TEMP TABLE records (path, {', '.join(RECORD_COLUMNS)})")
-        run.execute(_LOST_NONE)
+        run.execute("DELETE FROM records")
     finally:
         if any(r[1] == "target" for r in run.execute("PRAGMA database_list")):
             run.execute("DETACH target")
+    if source is not None:
+        run.execute("ATTACH ? AS src", (sqlite_runtime.uri(source[0]),))
+        try:
+            views = ", ".join(f"{name} AS ({sql})" for name, sql in source[1].items()
+                              if name in ("src_conversations", "src_messages"))
+            run.execute(f"WITH {views} {_BARE_SOURCE}", {"key_by": key_by, "ws": WHITESPACE})
+        finally:
+            run.execute("DETACH src")
     rows = run.execute(f"""
         WITH changed AS (
             SELECT t.file_order, t.session_id,
                    CASE WHEN r.path IS NULL OR NOT ({same}) THEN :changed
                         WHEN t.rec_session_id IS NOT t.session_id THEN :other
                         WHEN t.session_id IN (SELECT session_id FROM lost) THEN :lost END AS why
-            FROM transcripts t LEFT JOIN records r ON r.path = t.record_key WHERE t.read = 'appended')
-        SELECT t.file_order, coalesce(c.why, :whole) FROM transcripts t JOIN changed c USING (file_order)
-        WHERE c.why IS NOT NULL OR t.session_id IN (SELECT session_id FROM transcripts WHERE read = 'whole'
-                                                    UNION SELECT session_id FROM changed WHERE why IS NOT NULL)""",
+            FROM transcripts t LEFT JOIN records r ON r.path = t.record_key WHERE t.read = 'appended'),
+        whole AS (SELECT session_id FROM transcripts WHERE read = 'whole'
+                  UNION SELECT session_id FROM changed WHERE why IS NOT NULL)
+        SELECT t.file_order, coalesce(c.why, iif(t.session_id IN whole, :whole, :bare))
+        FROM transcripts t JOIN changed c USING (file_order)
+        WHERE c.why IS NOT NULL OR t.session_id IN whole OR t.session_id IN (SELECT session_id FROM bare)""",
                        {"changed": RECORD_CHANGED, "other": OTHER_SESSION, "whole": SESSION_WHOLE,
-                        "lost": TARGET_LOST}).fetchall()
-    run.execute("DROP TABLE records")
-    run.execute("DROP TABLE lost")
+                        "lost": TARGET_LOST, "bare": BY_IDENTITY}).fetchall()
+    for name in ("records", "lost", "bare"):
+        run.execute(f"DROP TABLE {name}")
     return dict(rows)
 
 
 # the sessions read from records whose rows in the target are no longer what the last run left (r95_record_offsets.sql:
 # count and id sum): one query per run, over the session index; a row deleted or added since is read whole again
 _LOST = """
-CREATE TEMP TABLE lost AS
-WITH appended AS (SELECT DISTINCT session_id FROM main.transcripts WHERE read = 'appended'),
+INSERT INTO lost WITH appended AS (SELECT DISTINCT session_id FROM main.transcripts WHERE read = 'appended'),
      now AS (SELECT session_id, count(*) AS n, sum(id) AS s FROM target.lcm_messages
              WHERE session_id IN (SELECT session_id FROM appended) GROUP BY session_id)
 SELECT r.session_id FROM target.lcm_etl_session_rows r LEFT JOIN now USING (session_id)
 WHERE r.session_id IN (SELECT session_id FROM appended)
   AND (coalesce(now.n, 0) <> r.row_count OR coalesce(now.s, 0) <> r.id_sum)"""
-_LOST_NONE = "CREATE TEMP TABLE lost (session_id TEXT)"
-
-
-def by_identity(plan: Any) -> set[str]:
-    """The sessions read from records whose held rows (the plan's DuckDB `held`) lack an entry id: BY_IDENTITY."""
-    return {r[0] for r in plan.execute("SELECT DISTINCT session_id FROM held WHERE entry_id IS NULL AND "
-                                       "session_id IN (SELECT session_id FROM jsonl_appended)").fetchall()}
-
-
-def in_sessions(run: sqlite3.Connection, whole: set[str], why: str) -> dict[int, str]:
-    """The transcripts of these sessions read from a record, each with `why` it must be read again whole."""
-    return {r[0]: why for r in run.execute(
-        "SELECT file_order FROM transcripts WHERE read = 'appended' AND session_id IN (SELECT value FROM json_each(?))",
-        (json.dumps(sorted(whole)),))}
+# BY_IDENTITY: the sessions every transcript of which was read from its record, with new messages, whose held rows
+# (r05_target_state.sql's held_tgt, reconcile_plan.py's held_lcm) lack an entry id. The plan matches such a session's
+# new messages by entry id alone (r20_match.sql): its id-less rows only the whole path can count
+_CANDIDATES = ("(SELECT session_id FROM main.transcripts GROUP BY session_id "
+               "HAVING min(read = 'appended') AND max(read_count) > 0)")
+_BARE_TARGET = f"""
+INSERT INTO bare SELECT DISTINCT session_id FROM target.lcm_messages
+WHERE session_id IN {_CANDIDATES} AND json_valid(metadata) AND json_extract(metadata, '$.transcript_entry_id') IS NULL"""
+# an lcm.db conversation's session, as 10_sessions.sql keys it in DuckDB (tests/test_reconcile_decision.py ties them)
+SESSION_RULE = """CASE
+        WHEN :key_by = 'session-key' AND trim(coalesce(session_key, ''), :ws) <> '' THEN trim(session_key, :ws)
+        WHEN trim(coalesce(session_id, ''), :ws) <> '' THEN trim(session_id, :ws)
+        ELSE CAST(conversation_id AS TEXT) END"""
+_BARE_SOURCE = f"""
+INSERT INTO bare SELECT s.session_id FROM (SELECT conversation_id, {SESSION_RULE} AS session_id FROM src_conversations) s
+WHERE s.session_id IN {_CANDIDATES} AND EXISTS (SELECT 1 FROM src_messages m WHERE m.conversation_id = s.conversation_id
+                                                AND nullif(trim(m.transcript_entry_id), '') IS NULL)"""
 
 
 def sessions_from_records(run: sqlite3.Connection) -> set[str]:

@@ -23,7 +23,7 @@ from lcm_etl.errors import BadInput
 from lcm_etl.read.sessions import transcript_offsets as offsets
 from lcm_etl.file_identity import real_path
 from lcm_etl.read.sessions.run_file import RunFile, file_session
-from lcm_etl.read.sessions.transcript_decision import FileRecord, Records, from_record
+from lcm_etl.read.sessions.transcript_decision import FileRecord, Records
 from lcm_etl.read.findings import Unreadable, finding, open_regular, refuse_under_strict
 from lcm_etl.read.openclaw.openclaw_home import is_state_dir, registry_finding, state_dir
 from lcm_etl.read.openclaw.openclaw_state import Inputs, archive_kind, archive_session_id, find_inputs, is_sqlite
@@ -73,13 +73,13 @@ class Reading:
                 raise BadInput(f"not a readable transcript: {exc}; nothing was written") from None
             self.found.append(finding(what, exc.path, exc.message))
             return None
-        self.run.add(t, start if from_record(t) else None, file_session(t, self.key_by, self.keys_by_folder, self.store_keys),
+        self.run.add(t, start, file_session(t, self.key_by, self.keys_by_folder, self.store_keys),
                      _kind(t), where_kind(t), again, _origin(t), self.fallback_time, order)
         self.bars.step()
         return t
 
     def read_whole(self, again: dict[int, str]) -> None:
-        """Read these transcripts again, whole, each for its cause (transcript_decision.settle, in_sessions): each
+        """Read these transcripts again, whole, each for its cause (transcript_decision.settle): each
         one's rows in the run file are replaced by the new read's."""
         rows = self.run.query("SELECT file_order, kind, store, again, path FROM transcripts WHERE file_order IN "
                               f"({', '.join(str(int(i)) for i in again) or '-1'})").fetchall()
@@ -218,7 +218,8 @@ def _read_into(reading: Reading, inputs: Inputs, opts: ReadOptions, start, archi
         wanted = f.resolve() in inputs.named or not (sid in reading.left_out or by_name)
         t = reading.add(functools.partial(read_archive_file, f, None, declared=reading.declared.get(f.name)),
                         archived(real_path(f)), what="archive") if wanted else None
-        origin = t.origin if t is not None else ArchiveOrigin(f.name, archive_kind(f), sid, None)
+        origin = t.origin if t is not None and isinstance(t.origin, ArchiveOrigin) else \
+            ArchiveOrigin(f.name, archive_kind(f), sid, None)
         reading.archives.append(archive_listing(origin, str(f.parent), t is not None, origin.session_id in live))
 
 

@@ -22,10 +22,10 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Protocol
 
 import orjson
 
@@ -83,18 +83,34 @@ class TranscriptReport:
     projection: str = ""   # a store window: how OpenClaw's materialized path compares (store_reads._projection)
 
 
-@dataclass(slots=True)   # one per transcript read
-class ReadMark:
-    """How far a read of the file went, for the next run to continue from (lcm_etl/read/transcript_offsets.py)."""
-    size: int              # bytes read: up to the end of the last complete line
-    sha256: str            # of those bytes
-    lines: int             # lines in them
-    messages: int          # messages on the active path in them
-    tip: str | None        # the entry an append must continue from (the leaf, when it is the last entry and
-                           # has an id); None: the next run reads the file whole
-    read_from: int = 0     # where this read started (0: the whole file)
-    lines_read: int = 0
-    parts: int = 0         # parts of the messages on the active path in them (the report's parts already present)
+@dataclass(frozen=True, slots=True)   # one per transcript read
+class Mark:
+    """What a read of a transcript leaves for the next run to continue from: the record's columns (the target's
+    lcm_etl_transcript_files, the run file's `transcripts`, r95_record_offsets.sql; tests/test_transcript_record.py).
+    A file or an archive is read by its bytes, a session store window by its rows' seqs."""
+    lines: int                    # lines (a window: rows) read
+    messages: int                 # messages on the active path in them
+    parts: int                    # those messages' parts (the report's parts already present)
+    tip: str | None               # the entry an append continues from (the leaf, last and with an id); None: whole
+    size: int | None = None       # a file's bytes read (up to the end of the last complete line); an archive's bytes
+    sha256: str | None = None     # of those bytes
+    seq: int | None = None        # a window's last seq read
+    watermark: str | None = None  # a window's rewrite watermark (OpenClaw moves it when it rewrites rows in place)
+
+
+MARK_COLUMNS = tuple(f.name for f in fields(Mark))
+
+
+class Origin(Protocol):
+    """Where a transcript was read from besides a file: a store window (openclaw_store.StoreWindow), an archive or a
+    pending input (store_reads.ArchiveOrigin, PendingOrigin); its facts go into its messages' metadata."""
+    @property
+    def session_key(self) -> str | None: ...
+
+    @property
+    def record_key(self) -> str | None: ...   # where its record is kept (transcript_decision.transcript_key)
+
+    def metadata(self) -> dict: ...
 
 
 @dataclass(slots=True)   # one per transcript read
@@ -106,13 +122,11 @@ class Transcript:
     messages: list[TranscriptMessage]
     report: TranscriptReport
     abandoned: list[tuple[str, str | None, Any]] = field(default_factory=list)   # (entry id, role, inner ts)
-    mark: ReadMark | None = None
-    # where it was read from besides a file: a session store window (openclaw_store.StoreWindow), an archive
-    # (store_reads.ArchiveOrigin) or a pending input; their facts go into each message's metadata (run_file.metadata)
-    origin: Any = None
-    # why it was read whole, not from its record: one of lcm_etl/read/transcript_decision.py's CAUSES (set by
-    # whoever read it; None when read from its record)
-    why_whole: str | None = None
+    mark: Mark | None = None
+    read_from: int = 0     # where this read started: a file's byte, a window's seq (0: whole)
+    lines_read: int = 0    # lines (rows) this read parsed
+    origin: Origin | None = None
+    why_whole: str | None = None   # why it was read whole (transcript_decision.CAUSES); None: from its record
 
 
 @dataclass
@@ -172,9 +186,7 @@ def transcript_of_bytes(path: Path, data: bytes, strict: bool = False) -> Transc
     whole_lines = complete == len(data)
     t = parse_transcript(path, enumerate(_lines(data), 1), strict, whole_lines=whole_lines)
     assert t.mark is not None
-    t.mark = ReadMark(complete, digest, line_count, t.mark.messages, t.mark.tip, 0, t.report.lines_total,
-                      t.mark.parts)
-    return t
+    return replace(t, mark=replace(t.mark, lines=line_count, size=complete, sha256=digest))
 
 
 def parse_transcript(path: Path, lines: Iterable[tuple[int, bytes]], strict: bool = False, *,
@@ -182,7 +194,7 @@ def parse_transcript(path: Path, lines: Iterable[tuple[int, bytes]], strict: boo
     """The active path of a transcript given as numbered lines: a file's (1-based line numbers) or a session
     store window's rows (their seqs, lcm_etl/read/openclaw/openclaw_store.py). `store_rules`: OpenClaw 2026.7.2+'s
     scan for a missing parent and for entries after a `reset` (see _active_path). The returned mark holds
-    the path's message count and tip; its byte fields are the caller's to fill."""
+    the lines, the path's messages, parts and tip; what they were read by (bytes, seqs) is the caller's to say."""
     report = TranscriptReport()
     entries: list[tuple[int, dict[str, Any]]] = []
     undecodable = 0
@@ -246,8 +258,8 @@ def parse_transcript(path: Path, lines: Iterable[tuple[int, bytes]], strict: boo
     last = next(reversed(nodes), None)
     tip = on_path[-1].key if on_path and on_path[-1].has_id and on_path[-1].key == last and whole_lines else None
     return Transcript(path, header_id, header, version, messages, report, abandoned,
-                      ReadMark(0, "", 0, len(messages), tip, 0, report.lines_total,
-                               sum(len(m.parts) for m in messages)))
+                      Mark(report.lines_total, len(messages), sum(len(m.parts) for m in messages), tip),
+                      lines_read=report.lines_total)
 
 
 def _active_path(body: list[tuple[int, dict]], report: TranscriptReport,
