@@ -87,7 +87,7 @@ def _reconcile(opts: ReconcileOptions, read: Reading, source: Snapshot | None, h
         target_db = view.path if view else opts.target if existed else None
         # each transcript read from a record the target no longer holds as it was, or into another session, and
         # the others of its session, are read again whole (transcript_decision.settle)
-        read.read_whole(decide.settle(run.con, target_db))
+        read.read_whole(decide.settle(run.con, target_db, opts.every_session))
         appended = decide.sessions_from_records(run.con)
         con = plan_transcripts(opts, read, target_db, source, Path(work.name), appended)
         # held rows without an entry id are matched by identity along the whole path: such a session is read whole

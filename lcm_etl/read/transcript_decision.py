@@ -287,12 +287,14 @@ def from_record(t: Transcript) -> bool:
     return t.mark is not None and t.mark.read_from > 0
 
 
-def settle(run: sqlite3.Connection, target: Path | None) -> dict[int, str]:
+def settle(run: sqlite3.Connection, target: Path | None, every: bool = True) -> dict[int, str]:
     """The transcripts read from a record (a hint, read before the lock: the run file's `rec_*` columns) that must
     be read again whole, by read order, with the cause: a record the target no longer holds as it was (`target`:
     under the lock, or the dry run's private copy), a transcript that lands in another session than it was
     recorded under, and the others of a session with one read whole. A query over the run file, the target
-    attached (lcm_etl/read/run_file.py)."""
+    attached (lcm_etl/read/run_file.py). `every`: the target's rows of every session read from a record are
+    compared with the record (_LOST); else only of those read past it, with something new (a watch's later syncs:
+    the comparison reads the target's whole session index, which grows with the target, not with the change)."""
     same = " AND ".join(f"r.{c} IS t.rec_{c}" for c in RECORD_COLUMNS)
     try:
         if target is None:
@@ -300,7 +302,8 @@ def settle(run: sqlite3.Connection, target: Path | None) -> dict[int, str]:
         run.execute("ATTACH ? AS target", (sqlite_runtime.uri(target),))
         run.execute(f"CREATE TEMP TABLE records AS {_RECORDED} WHERE f.path IN "
                     "(SELECT record_key FROM main.transcripts WHERE read = 'appended')")
-        run.execute(_LOST if sqlite_runtime.has_table(run, "lcm_etl_session_rows", "target") else _LOST_NONE)
+        run.execute(_LOST if sqlite_runtime.has_table(run, "lcm_etl_session_rows", "target") else _LOST_NONE,
+                    {"every": every})
     except sqlite3.Error:   # no record can be read (or the target lacks the rows' table): none of the hints holds
         run.execute("DROP TABLE IF EXISTS temp.records")
         run.execute("DROP TABLE IF EXISTS temp.lost")
@@ -327,10 +330,11 @@ def settle(run: sqlite3.Connection, target: Path | None) -> dict[int, str]:
 
 
 # the sessions read from records whose rows in the target are no longer what the last run left (r95_record_offsets.sql:
-# count and id sum): one query per run, over the session index; a row deleted or added since is read whole again
+# count and id sum): one query per run, over the session index; a row deleted or added since is read whole again.
+# :every false: only the sessions with something new read past a record
 _LOST = """
 CREATE TEMP TABLE lost AS
-WITH appended AS (SELECT DISTINCT session_id FROM main.transcripts WHERE read = 'appended'),
+WITH appended AS (SELECT DISTINCT session_id FROM main.transcripts WHERE read = 'appended' AND (:every OR lines_read > 0)),
      now AS (SELECT session_id, count(*) AS n, sum(id) AS s FROM target.lcm_messages
              WHERE session_id IN (SELECT session_id FROM appended) GROUP BY session_id)
 SELECT r.session_id FROM target.lcm_etl_session_rows r LEFT JOIN now USING (session_id)
