@@ -41,7 +41,8 @@ The way a re-run takes, in data-flow order (lcm_etl/commands/reconcile.py runs i
    `Records.trusted`; then `prefix_proved`, `window_start` or `archive_start`; past it, `continue_path`); the readers
    (transcript_offsets.py, store_reads.py) read it from its record or whole, and the run file gets one row for it
    (run_file.RunFile: `read` 'appended' or 'whole', `why`, the hint's record in `rec_*`) and its messages.
-3. under the lock, `settle` queries the run file beside the records the target holds now: its answer is read again whole
+3. under the lock, `settle` queries the run file beside the records the target holds now (and the rows of each session,
+   of every one read from records, or in a watch's later syncs of those read past a record): its answer is read again whole
    (transcript_reading.Reading.read_whole, from the same snapshot).
 4. `sessions_from_records` names the plan's `jsonl_appended` sessions, whose held rows r05_target_state.sql keeps
    only where an entry id arrives now and r20_match.sql matches by entry id alone; `by_identity`'s sessions are read

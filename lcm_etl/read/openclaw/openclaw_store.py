@@ -338,9 +338,9 @@ class OpenStore:
             rows = self.con.execute("SELECT session_id, max(seq), count(*) FROM st.transcript_events GROUP BY 1")
             return {sid: (int(m), int(n)) for sid, m, n in rows.fetchall()}
         # one query for them all, each window a range of the table's key
-        rows = self._lite().execute("SELECT session_id, max(seq), count(*) FROM transcript_events WHERE session_id IN "
-                                    "(SELECT value FROM json_each(?)) GROUP BY 1", (json.dumps(sorted(windows)),))
-        return {sid.decode("utf-8", "surrogateescape"): (int(m), int(n)) for sid, m, n in rows}
+        counted = self._lite().execute("SELECT session_id, max(seq), count(*) FROM transcript_events WHERE session_id "
+                                       "IN (SELECT value FROM json_each(?)) GROUP BY 1", (json.dumps(sorted(windows)),))
+        return {sid.decode("utf-8", "surrogateescape"): (int(m), int(n)) for sid, m, n in counted}
 
     def _lite(self) -> sqlite3.Connection:
         """SQLite's read of the snapshot (rows are read by transcript_events' key: events())."""
