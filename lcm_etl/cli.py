@@ -7,6 +7,7 @@ lcm_etl/commands/ and prints the report it returns through report.emit. A comman
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import sys
 
@@ -237,7 +238,13 @@ def reconcile(sessions, exclude_deleted, src, dest, memory_dir, dry_run, session
         from lcm_etl.commands.watch import reconcile_inputs
 
         _watched_target(target, as_json, quiet)
-        return _watch(lambda: run(opts), reconcile_inputs(opts.sessions, opts.src), interval, as_json, quiet)
+        first, later = [opts], dataclasses.replace(opts, every_session=False)
+
+        def once():   # until one completes, a sync checks every session's target rows; later ones what they read new
+            report = run(first[0] if first else later)
+            first.clear()
+            return report
+        return _watch(once, reconcile_inputs(opts.sessions, opts.src), interval, as_json, quiet)
     emit(targeted(run(opts), target, wrote=not dry_run), as_json, quiet)
     return 0
 

@@ -54,3 +54,4 @@ class ReconcileOptions(ReadOptions):
     batch_rows: int = 50_000
     progress: bool = False
     full: bool = False   # no record trusted: every transcript read whole (as migrate --full re-plans everything)
+    every_session: bool = True   # every session's target rows checked (settle); a watch's later syncs: what changed

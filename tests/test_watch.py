@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 
@@ -167,3 +168,37 @@ def test_reconcile_watch_imports_an_appended_line_and_a_new_transcript_in_the_fo
     assert code == 0, err
     assert integrity(target) == "ok" and counts(target)["lcm_messages"] == 8 + 21
     assert_every_line_matches_the_watch_schema(w.seen)
+
+
+def test_a_watchs_later_sync_checks_the_target_rows_of_the_sessions_it_reads_new_lines_of_and_a_run_checks_all(
+        tmp_path):
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    lines = (SESSIONS / "plain-chat.jsonl").read_text().splitlines(keepends=True)
+    last_message = max(i for i, ln in enumerate(lines) if '"type":"message"' in ln)
+    chat = folder / "plain-chat.jsonl"
+    chat.write_text("".join(lines[:last_message]))
+    shutil.copyfile(SESSIONS / "tool-heavy.jsonl", folder / "tool-heavy.jsonl")
+    target = tmp_path / "lcm.sqlite"
+    w = Watcher("reconcile", "--sessions", folder, "--dest", target, "--interval", "0.2", tmp=tmp_path / "tmp")
+    try:
+        assert w.next_sync()["messages"]["inserted"] == 7 + 21
+        with sqlite3.connect(target) as con:   # a row of each session lost from the target (Remnic's cleanup)
+            sessions = sorted(r[0] for r in con.execute("SELECT DISTINCT session_id FROM lcm_messages"))
+            for sid in sessions:
+                con.execute("DELETE FROM lcm_messages WHERE id = (SELECT max(id) FROM lcm_messages WHERE session_id = ?)",
+                            (sid,))
+        con.close()
+        with open(chat, "a") as fh:
+            fh.writelines(lines[last_message:])
+        later = w.next_sync()
+        code, err = w.stop()
+    finally:
+        w.kill()
+    assert code == 0, err
+    # the session read past its record is checked, re-read whole and repaired; the unchanged one is not read
+    assert later["messages"]["inserted"] == 1 + 1
+    assert "1 re-read: the target no longer holds its session's rows as recorded" in later["sync_decision"]["line"]
+    assert counts(target)["lcm_messages"] == 8 + 21 - 1
+    run = json.loads(run_cli("reconcile", "--sessions", folder, "--dest", target, "--json").stdout)
+    assert run["messages"]["inserted"] == 1 and counts(target)["lcm_messages"] == 8 + 21

@@ -91,7 +91,7 @@ def _reconcile(opts: ReconcileOptions, read: Reading, source: Snapshot | None, h
         # each transcript read from a record the target no longer holds as it was, or into another session, the
         # others of its session, and a session whose held rows lack entry ids are read again whole (settle)
         held = (source.path, normalized_views(detect_schema(source.path, source.original), "sqlite")) if source else None
-        read.read_whole(decide.settle(run.con, target_db, held, opts.key_by))
+        read.read_whole(decide.settle(run.con, target_db, held, opts.key_by, opts.every_session))
         con = plan_transcripts(opts, read, target_db, source, Path(work.name), decide.sessions_from_records(run.con))
         try:
             _plan_counts(con, report)

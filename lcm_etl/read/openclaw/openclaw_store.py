@@ -18,6 +18,7 @@ it says it is fresh, the path read here is compared with it, and a difference is
 from __future__ import annotations
 
 import functools
+import json
 from lcm_etl.sqlite_runtime import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -232,9 +233,10 @@ class OpenStore:
         if windows is None:
             rows = self.con.execute("SELECT session_id, max(seq), count(*) FROM st.transcript_events GROUP BY 1")
             return {sid: (int(m), int(n)) for sid, m, n in rows.fetchall()}
-        counted = {sid: self._lite().execute("SELECT max(seq), count(*) FROM transcript_events WHERE session_id = ?",
-                                             (sid,)).fetchone() for sid in windows}
-        return {sid: (int(m), int(n)) for sid, (m, n) in counted.items() if n}
+        # one query for them all, each window a range of the table's key
+        counted = self._lite().execute("SELECT session_id, max(seq), count(*) FROM transcript_events WHERE session_id "
+                                       "IN (SELECT value FROM json_each(?)) GROUP BY 1", (json.dumps(sorted(windows)),))
+        return {sid.decode("utf-8", "surrogateescape"): (int(m), int(n)) for sid, m, n in counted}
 
     def _lite(self) -> sqlite3.Connection:
         """SQLite's read of the snapshot (rows are read by transcript_events' key: events())."""

@@ -248,13 +248,16 @@ def _continues(e: dict, tip: str | None, seen: set) -> bool:
 
 
 def settle(run: sqlite3.Connection, target: Path | None, source: tuple[Path, dict[str, str]] | None = None,
-           key_by: str = "session-id") -> dict[int, str]:
+           key_by: str = "session-id", every: bool = True) -> dict[int, str]:
     """The transcripts read from a record (a hint, read before the lock: the run file's `rec_*` columns) that must
     be read again whole, by read order, with the cause: a record the target no longer holds as it was (`target`:
     under the lock, or the dry run's private copy), a transcript that lands in another session than it was
     recorded under, the others of a session with one read whole, and a session with new messages whose held rows
     (the target's, or --src's: `source`, its snapshot and normalised views) lack entry ids. A query over the run
-    file, the target and the source attached (lcm_etl/read/sessions/run_file.py)."""
+    file, the target and the source attached (lcm_etl/read/sessions/run_file.py). `every`: the target's rows of
+    every session read from a record are compared with the record (_LOST); else only of those read past it, with
+    something new (a watch's later syncs: the comparison reads the target's whole session index, which grows with
+    the target, not with the change)."""
     same = " AND ".join(f"r.{c} IS t.rec_{c}" for c in RECORD_COLUMNS)
     for name, columns in (("records", ("path", *RECORD_COLUMNS)), ("lost", ("session_id",)), ("bare", ("session_id",))):
         run.execute(f"CREATE TEMP TABLE {name} ({', '.join(columns)})")
@@ -266,7 +269,7 @@ def settle(run: sqlite3.Connection, target: Path | None, source: tuple[Path, dic
                     "(SELECT record_key FROM main.transcripts WHERE read = 'appended')")
         for table, sql in (("lcm_etl_session_rows", _LOST), ("lcm_messages", _BARE_TARGET)):
             if sqlite_runtime.has_table(run, table, "target"):
-                run.execute(sql)
+                run.execute(sql, {"every": every} if sql is _LOST else ())
     except sqlite3.Error:   # no record can be read (or the target lacks the rows' table): none of the hints holds
         run.execute("DELETE FROM records")
     finally:
@@ -300,9 +303,10 @@ def settle(run: sqlite3.Connection, target: Path | None, source: tuple[Path, dic
 
 
 # the sessions read from records whose rows in the target are no longer what the last run left (r95_record_offsets.sql:
-# count and id sum): one query per run, over the session index; a row deleted or added since is read whole again
+# count and id sum): one query per run, over the session index; a row deleted or added since is read whole again.
+# :every false: only the sessions with something new read past a record
 _LOST = """
-INSERT INTO lost WITH appended AS (SELECT DISTINCT session_id FROM main.transcripts WHERE read = 'appended'),
+INSERT INTO lost WITH appended AS (SELECT DISTINCT session_id FROM main.transcripts WHERE read = 'appended' AND (:every OR lines_read > 0)),
      now AS (SELECT session_id, count(*) AS n, sum(id) AS s FROM target.lcm_messages
              WHERE session_id IN (SELECT session_id FROM appended) GROUP BY session_id)
 SELECT r.session_id FROM target.lcm_etl_session_rows r LEFT JOIN now USING (session_id)

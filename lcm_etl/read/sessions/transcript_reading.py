@@ -160,7 +160,7 @@ def read_all(opts: ReadOptions, records: Records | None = None, held_by: str = "
         bars.phase("reading transcripts", None, unit="transcripts")
     try:
         _read_into(reading, inputs, opts, start, archived)
-        reading.run.flush()
+        reading.run.read_back()
         if opts.strict:
             refuse_under_strict(reading.findings())
     except BaseException:

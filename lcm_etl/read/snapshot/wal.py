@@ -49,8 +49,8 @@ def boot_id() -> str:
 def _wal_headers(wal: Path) -> Generator[bytes, None, None]:
     """A WAL file's 32-byte header, then the 24-byte header of each whole frame, in file order (nothing when
     the file is missing or too short for a header)."""
-    try:
-        fh = open(wal, "rb")
+    try:   # unbuffered: a buffered read of each 24-byte header read 8 KiB, twice the WAL at 4 KiB pages
+        fh = open(wal, "rb", buffering=0)
     except FileNotFoundError:
         return
     with fh:
