@@ -37,9 +37,15 @@ class ArchiveOrigin:
     store: Path | None = None
     agent_id: str | None = None
 
+    @property
+    def window_form(self) -> bool:
+        """A store window's archive (its row, or the `.zst` file published from it): the window's own messages,
+        named by their window as a live read names them; else a legacy JSONL archive, named by its file."""
+        return self.store is not None or (self.kind in ("deleted", "reset") and self.name.endswith(".zst"))
+
     def metadata(self) -> dict:
-        out = {"archive": self.name, "archive_reason": self.kind,
-               "store": str(self.store) if self.store else None, "agent_id": self.agent_id}
+        out = ({"agent_id": self.agent_id, "session_window": self.session_id} if self.window_form
+               else {"archive": self.name, "archive_reason": self.kind})
         return {k: v for k, v in out.items() if v is not None}
 
 
@@ -150,7 +156,10 @@ def read_archive_file(path: Path, session_key: str | None, start: FileRecord | s
         raise TranscriptError(path, exc.problem) from None
     t = transcript_of_bytes(path, data, strict)
     sid = t.header_id if t.header is not None else archive_session_id(path)
-    return _archive_read(t, ArchiveOrigin(path.name, archive_kind(path), sid, session_key), sid, proof, start)
+    # a published file sits in its agent's folder (agents/<id>/sessions/): its agent, as its store row would say
+    agent = path.parent.parent.name if path.parent.name == "sessions" and path.parent.parent.parent.name == "agents" else None
+    return _archive_read(t, ArchiveOrigin(path.name, archive_kind(path), sid, session_key, agent_id=agent), sid, proof,
+                         start)
 
 
 def _archive_read(t: Transcript, origin: ArchiveOrigin, session_id: str, proof: str, why: str) -> Transcript:
@@ -174,6 +183,7 @@ def _unchanged(path: Path, origin: ArchiveOrigin, rec: FileRecord) -> Transcript
 class PendingOrigin:
     """A pending input read as a transcript of one user message, landing at the end of its window's session."""
     input: PendingInput
+    window_form = True
 
     @property
     def session_key(self) -> str | None:
@@ -182,7 +192,7 @@ class PendingOrigin:
     def metadata(self) -> dict:
         p = self.input
         out = {"pending_input": p.input_id, "pending_state": p.state, "pending_accepted_at": p.accepted_at,
-               "store": str(p.store), "agent_id": p.agent_id, "session_window": p.session_id}
+               "agent_id": p.agent_id, "session_window": p.session_id}
         return {k: v for k, v in out.items() if v is not None}
 
 

@@ -72,13 +72,12 @@ class StoreWindow:
     cold: str | None = None           # a cold window's storage ('file', 'sqlite'): its rows are in its archive
     record_key: str = ""              # real_path(store, session_id): where the last complete run's read is recorded
 
+    window_form = True   # its messages' metadata names the window, not the container (run_file.metadata)
+
     def metadata(self) -> dict:
-        """What a message of this window keeps of it (window lineage, title, channel)."""
-        out = {"store": str(self.store), "agent_id": self.agent_id, "session_window": self.session_id,
-               "previous_session_id": self.previous_session_id, "window_reason": self.reason,
-               "session_scope": self.session_scope, "chat_type": self.chat_type, "channel": self.channel,
-               "title": self.title, "cold_storage": self.cold}
-        return {k: v for k, v in out.items() if v is not None}
+        """What a message of this window keeps of it: the same in every form the window is read from (live, cold,
+        archived), so it never depends on when it was read (docs/mapping.md, "Metadata names the window")."""
+        return {k: v for k, v in (("agent_id", self.agent_id), ("session_window", self.session_id)) if v is not None}
 
 
 @dataclass(frozen=True)
