@@ -145,6 +145,18 @@ def test_a_legacy_transcript_of_nul_bytes_is_a_finding_and_the_store_lands(tmp_p
     landed_as_expected(target, "pending/state")
 
 
+def test_a_cold_window_with_a_finding_is_one_warning_per_run_and_no_skipped_line(tmp_path):
+    state = copy_state("cold/state", tmp_path / "state")
+    cold_file(state).write_bytes(b"\0" * 2377)
+    target = tmp_path / "t.sqlite"
+    said = (f"cold archive {cold_file(state)} (window {PLAIN_CHAT}): failed verification (2377 bytes, 2377 recorded; "
+            "SHA-256 differs); OpenClaw refuses it too: restore it from a backup")
+    for _ in range(2):
+        assert reconcile(state, target)["warnings"] == [said]
+    text = run_cli("reconcile", "--sessions", state, "--dest", target)
+    assert text.returncode == 0 and text.stdout.count("warning:") == 1
+
+
 def test_strict_makes_a_finding_exit_2_and_nothing_is_written_in_reconcile_and_audit(tmp_path):
     state = copy_state("archive-tier/state", tmp_path / "state")
     bad = state / TIER / TIER_FILE
@@ -157,12 +169,12 @@ def test_strict_makes_a_finding_exit_2_and_nothing_is_written_in_reconcile_and_a
     assert not target.exists()
     cold = copy_state("cold/state", tmp_path / "cold")
     cold_file(cold).write_bytes(b"\0" * 2377)
-    proc = run_cli("reconcile", "--sessions", cold, "--dest", target, "--strict")
-    assert proc.returncode == 2 and not target.exists()
-    assert proc.stderr.startswith(f"lcm-etl: error: not a readable transcript: {cold_file(cold)}#{PLAIN_CHAT}: window "
-                                  f"{PLAIN_CHAT} seq -1: cold archive {cold_file(cold)} failed verification (2377 "
-                                  "bytes, 2377 recorded; SHA-256 differs)")
-    assert proc.stderr.endswith("; nothing was written\n") and proc.stderr.count("\n") == 1
+    for command in ("reconcile", "audit"):   # a cold window's finding in its finding's words, as any other's
+        proc = run_cli(command, "--sessions", cold, "--dest", target, "--strict")
+        assert proc.returncode == 2 and not target.exists()
+        assert proc.stderr == (f"lcm-etl: error: --strict: cold archive {cold_file(cold)} (window {PLAIN_CHAT}): "
+                               "failed verification (2377 bytes, 2377 recorded; SHA-256 differs); OpenClaw refuses it "
+                               "too: restore it from a backup; nothing was written\n")
     table = copy_state("pending/state", tmp_path / "table")   # a finding no line carries: refused after the read
     con = sqlite3.connect(table / STORE)
     con.execute("CREATE TABLE session_outbox (sessionId TEXT, msgId TEXT, payload TEXT)")

@@ -61,10 +61,14 @@ def read_window(store: OpenStore, w: StoreWindow, start: FileRecord | str, stric
     else:
         cause = start
     bad: list[tuple[int, str]] = []
+    unread = False   # a cold window's archive not (wholly) read: its finding is in store.findings, said once
 
     def lines():
+        nonlocal unread
         for seq, raw, why in store.events(w.session_id):
-            if raw is None:
+            if raw is None and w.cold:
+                unread = True
+            elif raw is None:
                 if strict:
                     raise TranscriptError(store.where(w), f"window {w.session_id} seq {seq}: {why}")
                 bad.append((seq, why or "unreadable row"))
@@ -78,7 +82,7 @@ def read_window(store: OpenStore, w: StoreWindow, start: FileRecord | str, stric
     t.report.skipped_lines = sorted(t.report.skipped_lines + bad)
     t.header_id, t.origin = w.session_id, w
     # a cold window whose archive is a finding is not recorded: once it is restored, a later run reads it whole
-    t.mark = None if w.cold and bad else ReadMark(w.max_seq, window_proof(w), w.events, len(t.messages),
+    t.mark = None if unread else ReadMark(w.max_seq, window_proof(w), w.events, len(t.messages),
                                                   t.mark.tip if t.mark else None, 0, w.events,
                                                   sum(len(m.parts) for m in t.messages))
     t.report.projection = _projection(store, w, t)
