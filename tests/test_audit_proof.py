@@ -174,7 +174,10 @@ PROFILE_MAIN = expected("layout.profile.main")
 @pytest.mark.parametrize("damage,problem,why", [
     ("gone", "registered, not found", ""),
     ("lcm.db", "registered, not a session store", "; session store {store} holds no transcript_events table"),
-    ("text", "registered, not a session store", "; not a SQLite database")])
+    ("text", "registered, not a session store", "; not a SQLite database"),
+    # the problem in its own words, parenthesis included, without the remedy the error adds
+    ("no seq", "registered, not a session store", "; session store {store} (user_version 0) lacks transcript_events.seq, "
+                                                  "which lcm-etl needs to read its transcripts")])
 def test_a_registered_database_not_read_is_a_finding_and_the_rest_lands(tmp_path, damage, problem, why):
     home = home_copy(tmp_path)
     store = home.joinpath(*RESEARCH)
@@ -182,6 +185,11 @@ def test_a_registered_database_not_read_is_a_finding_and_the_rest_lands(tmp_path
         store.unlink()
     elif damage == "lcm.db":
         shutil.copyfile(ROOT / "fixtures" / "lossless-claw" / "basic-0.9.4.db", store)
+    elif damage == "no seq":
+        store.unlink()
+        with sqlite3.connect(store) as con:
+            con.execute("CREATE TABLE transcript_events (session_id TEXT, event_json TEXT)")
+        con.close()
     else:
         store.write_text("not a database\n")
     before = tree(home)

@@ -157,6 +157,15 @@ def test_a_cold_window_with_a_finding_is_one_warning_per_run_and_no_skipped_line
     assert text.returncode == 0 and text.stdout.count("warning:") == 1
 
 
+def test_a_cold_archive_longer_than_its_row_records_is_a_finding_read_only_to_that_length(tmp_path):
+    state = copy_state("cold/state", tmp_path / "state")
+    grown = cold_file(state)
+    grown.write_bytes(grown.read_bytes() + b"\0" * 4096)
+    damaged(state, tmp_path / "t.sqlite", [f"cold archive {grown} (window {PLAIN_CHAT}): failed verification (more "
+                                          "than 2377 bytes, 2377 recorded); OpenClaw refuses it too: restore it "
+                                          "from a backup"], messages=113 - 8)
+
+
 def test_strict_makes_a_finding_exit_2_and_nothing_is_written_in_reconcile_and_audit(tmp_path):
     state = copy_state("archive-tier/state", tmp_path / "state")
     bad = state / TIER / TIER_FILE

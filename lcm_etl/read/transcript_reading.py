@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -242,7 +241,7 @@ def _open_store(reading: Reading, path: Path, opts: ReadOptions) -> OpenStore | 
         if path.resolve() in reading.named or opts.strict:
             raise BadInput(str(exc) if isinstance(exc, BadInput) else f"session store {where}: {problem}") from None
         if path in reading.registered:   # the registry's word, not the user's: said as the registry's
-            why = re.split(r" \(|; ", str(exc))[0] if isinstance(exc, BadInput) else problem   # not the hint
+            why = exc.problem if isinstance(exc, BadInput) else problem   # not the remedy
             reading.found.append(registry_finding("registered, not a session store", where,
                                                   f"{reading.registered[path]}; {why}"))
         else:

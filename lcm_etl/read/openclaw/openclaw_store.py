@@ -148,8 +148,9 @@ def _refuse_a_hot_journal(path: Path) -> None:
     except OSError:   # no journal (the usual case), or none readable: nothing says the store is mid-transaction
         return
     if hot:
-        raise BadInput(f"{WHAT} {path} is locked by a writer in the middle of a transaction (its rollback journal "
-                       f"{journal.name} is live); run again once OpenClaw is idle; nothing was written")
+        problem = (f"{WHAT} {path} is locked by a writer in the middle of a transaction (its rollback journal "
+                   f"{journal.name} is live)")
+        raise BadInput(f"{problem}; run again once OpenClaw is idle; nothing was written", problem)
 
 
 class OpenStore:
@@ -235,20 +236,22 @@ class OpenStore:
             rows = self.con.execute("SELECT table_name, column_name FROM information_schema.columns "
                                     "WHERE table_catalog = 'st'").fetchall()
         except duckdb.Error as exc:
-            raise BadInput(f"{WHAT} is not a readable SQLite database: {self.path} ({str(exc).splitlines()[0]})") from None
+            problem = f"{WHAT} is not a readable SQLite database: {self.path}"
+            raise BadInput(f"{problem} ({str(exc).splitlines()[0]})", problem) from None
         out: dict[str, set[str]] = {}
         for table, column in rows:
             out.setdefault(table, set()).add(column)
         if "transcript_events" not in out:
             what = "an OpenClaw agent database of another kind" if "schema_meta" in out else "not an OpenClaw session store"
-            raise BadInput(f"{WHAT} {self.path} holds no transcript_events table ({what}); pass --sessions with an "
-                           "agents/<id>/agent/openclaw-agent.sqlite, an agent folder, a state folder or a JSONL file")
+            problem = f"{WHAT} {self.path} holds no transcript_events table"
+            raise BadInput(f"{problem} ({what}); pass --sessions with an agents/<id>/agent/openclaw-agent.sqlite, an "
+                           "agent folder, a state folder or a JSONL file", problem)
         for table, needed in NEEDED.items():
             missing = [c for c in needed if c not in out.get(table, set())]
             if missing:
-                raise BadInput(f"{WHAT} {self.path} (user_version {self._user_version()}) lacks "
-                               f"{', '.join(f'{table}.{c}' for c in missing)}, which lcm-etl needs to read its "
-                               "transcripts; nothing was written")
+                problem = (f"{WHAT} {self.path} (user_version {self._user_version()}) lacks "
+                           f"{', '.join(f'{table}.{c}' for c in missing)}, which lcm-etl needs to read its transcripts")
+                raise BadInput(f"{problem}; nothing was written", problem)
         return out
 
     def _user_version(self) -> int | None:

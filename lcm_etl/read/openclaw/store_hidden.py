@@ -143,9 +143,10 @@ def cold_archives(con, columns: dict[str, set[str]], store: Path, user_version: 
         return {}
     missing = [c for c in _COLD_COLUMNS if c not in have]
     if missing:   # a newer layout: its cold windows cannot be read, and that is said, never passed over
-        raise BadInput(f"session store {store} (user_version {user_version}) lacks "
-                       f"{', '.join(f'session_transcript_cold_archives.{c}' for c in missing)}, which lcm-etl "
-                       "needs to read its cold windows; nothing was written")
+        problem = (f"session store {store} (user_version {user_version}) lacks "
+                   f"{', '.join(f'session_transcript_cold_archives.{c}' for c in missing)}, which lcm-etl needs to "
+                   "read its cold windows")
+        raise BadInput(f"{problem}; nothing was written", problem)
     raw = "raw_bytes" if "raw_bytes" in have else "NULL"
     rows = con.execute("SELECT session_id, archive_name, archive_sha256, archive_bytes, storage, event_count, "
                        f"last_seq, {raw} FROM st.session_transcript_cold_archives").fetchall()
@@ -225,7 +226,7 @@ def _verified(con, where: str, session_id: str, c: ColdArchive) -> bytes | str:
                               [session_id]).fetchone()
             data = bytes(row[0]) if row and row[0] is not None else b""
     except Unreadable as exc:
-        if exc.problem.startswith("larger"):
+        if exc.larger:
             return f"failed verification (more than {c.size} bytes, {c.size} recorded)"
         return f"missing or unreadable ({exc.reason})" if exc.reason else exc.problem
     digest = hashlib.sha256(data).hexdigest()
