@@ -43,10 +43,10 @@ class StoreInfo:
         return one_line_each(lines)
 
 
-def is_session_store(db: Path) -> bool:
+def is_session_store(db: Path, query: str = "mode=ro") -> bool:
     """A (snapshot of a) SQLite file holding OpenClaw's transcripts and no lossless-claw messages."""
     try:
-        with closing(sqlite_runtime.connect(db)) as con:
+        with closing(sqlite_runtime.connect(db, query)) as con:
             names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     except sqlite3.Error:
         return False
