@@ -311,3 +311,6 @@ def test_a_pending_input_whose_message_is_not_json_is_a_finding_and_the_rest_lan
     audited = run_cli("audit", "--sessions", state, "--dest", target, "--json")
     assert audited.returncode == 3
     assert [f["kind"] for f in json.loads(audited.stdout)["differences"]] == ["pending input"]
+    strict = run_cli("reconcile", "--sessions", state, "--dest", tmp_path / "strict.sqlite", "--strict")
+    assert (strict.returncode, strict.stderr) == (2, f"lcm-etl: error: --strict: {report['warnings'][0]}; nothing was "
+                                                     "written\n")

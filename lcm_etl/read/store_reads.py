@@ -17,7 +17,7 @@ from pathlib import Path
 
 import orjson
 
-from lcm_etl.read.findings import Unreadable, read_regular
+from lcm_etl.read.findings import Unreadable, finding, read_regular
 from lcm_etl.read.openclaw.openclaw_store import OpenStore, StoreArchive, StoreWindow
 from lcm_etl.read.openclaw.store_hidden import PendingInput, decompress
 from lcm_etl.read.openclaw.openclaw_state import archive_kind, archive_session_id
@@ -200,17 +200,22 @@ class PendingOrigin:
         return {k: v for k, v in out.items() if v is not None}
 
 
-def read_pending(store: OpenStore, p: PendingInput, strict: bool) -> Transcript:
+def read_pending(store: OpenStore, p: PendingInput, _strict: bool) -> Transcript | None:
     """The input as its window would have held it: a message entry after the window's header. It has no entry id
     (OpenClaw gives one when it writes the entry): the plan matches it by identity, so the entry OpenClaw may write
     later, with the same content, is the same message (r20_match.sql), never a second one. Its message_json goes
-    into the entry's line as it is (store_hidden.pending_inputs checked it is a message), parsed as lines are."""
+    into the entry's line as it is, fetched and parsed once, as lines are; one that is not a message is a finding
+    (None: nothing read)."""
     when = (datetime.fromtimestamp(p.accepted_at / 1000, timezone.utc).isoformat(timespec="milliseconds")
             .replace("+00:00", "Z") if p.accepted_at is not None else None)
     lines = [(1, orjson.dumps({"type": "session", "version": 3, "id": p.session_id})),
              (2, b'{"type":"message","timestamp":' + orjson.dumps(when) + b',"message":' +
               store.pending_message(p) + b"}")]
-    t = parse_transcript(Path(f"{p.store}#session_pending_inputs/{p.input_id}"), lines, strict)
+    where = Path(f"{p.store}#session_pending_inputs/{p.input_id}")
+    t = parse_transcript(where, lines, False)   # a bad line is this input's finding, --strict or not
+    if not t.messages:
+        store.findings.append(finding("pending input", where, "message_json is not a message", p.session_id))
+        return None
     t.header_id, t.origin, t.mark, t.why_whole = p.session_id, PendingOrigin(p), None, PENDING
     return t
 

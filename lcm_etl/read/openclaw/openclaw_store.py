@@ -281,7 +281,7 @@ class OpenStore:
         contents.findings += unknown_tables(self.columns, self.path, contents.user_version)
         self.cold, self.findings = contents.cold, contents.findings
         contents.archives = self._archives(agent)
-        contents.pending = pending_inputs(self.con, self._lite(), self.columns, self.path, agent, contents.findings)
+        contents.pending = pending_inputs(self.con, self.columns, self.path, agent)
         return contents
 
     def _windows(self, agent: str | None, cold_windows: bool) -> StoreWindows:

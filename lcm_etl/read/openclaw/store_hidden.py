@@ -24,7 +24,6 @@ import orjson
 
 from lcm_etl.errors import BadInput
 from lcm_etl.read.findings import Unreadable, finding, read_regular
-from lcm_etl.read.transcript.transcripts import parse_line
 
 # Every table of OpenClaw's agent database up to schema 23 (2026.9.6): the four that hold conversation history are
 # read (transcript_events, session_transcript_archives, session_transcript_cold_archives, session_pending_inputs),
@@ -243,19 +242,12 @@ def pending_message(lite, input_id: str) -> bytes:
     return bytes(row[0]) if row and row[0] is not None else b""
 
 
-def message_of(raw: bytes) -> dict | None:
-    """A pending input's message parsed as a transcript line is (lone-surrogate escapes, which JSON.stringify
-    writes, kept), or None when it is not a message."""
-    message, _why = parse_line(raw)
-    return message if isinstance(message, dict) and isinstance(message.get("role"), str) else None
-
-
-def pending_inputs(con, lite, columns: dict[str, set[str]], store: Path, agent: str | None,
-                   findings: list[dict]) -> list[PendingInput]:
+def pending_inputs(con, columns: dict[str, set[str]], store: Path, agent: str | None) -> list[PendingInput]:
     """The inputs no transcript entry holds: not consumed, and no event of their window carries their idempotency key
     (OpenClaw writes the input as the turn runs, then deletes the row: a read between the two sees both). Every state
     counts: 'queued', 'interrupted' (a restarted gateway's mark) and 'cancelled' rows are each the only copy of what
-    the user sent. A row whose message_json is not a message is a finding, and the others are read."""
+    the user sent. Their message_json is read when each is (store_reads.read_pending): one that is not a message is
+    a finding then."""
     have = columns.get("session_pending_inputs", set())
     if not {"input_id", "session_id", "message_json"} <= have:
         return []
@@ -268,11 +260,4 @@ def pending_inputs(con, lite, columns: dict[str, set[str]], store: Path, agent: 
     order = "p.seq" if "seq" in have else "p.accepted_at" if "accepted_at" in have else "p.input_id"
     rows = con.execute(f"SELECT {pick} FROM st.session_pending_inputs p "
                        f"{'WHERE ' + ' AND '.join(conds) if conds else ''} ORDER BY {order}").fetchall()
-    out = []
-    for r in rows:
-        if message_of(pending_message(lite, r[0])) is not None:
-            out.append(PendingInput(store, agent, *r))
-        else:
-            findings.append(finding("pending input", f"{store}#session_pending_inputs/{r[0]}",
-                                    "message_json is not a message", r[1]))
-    return out
+    return [PendingInput(store, agent, *r) for r in rows]
