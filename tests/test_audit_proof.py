@@ -312,3 +312,17 @@ def test_reconcile_full_reads_every_transcript_whole_and_repairs_what_no_record_
                                              "9 read whole: 9 --full: every transcript read whole")
     assert gone in entry_ids(target, session)
     assert run_cli("audit", "--sessions", copy, "--dest", target).returncode == 0
+
+
+def test_audit_reads_the_targets_transcript_metadata_in_one_scan_for_both_checks(tmp_path):
+    """The duplicate and the changed-content checks share one pass of json_extract over the target's rows."""
+    from lcm_etl.commands.audit import _STORED_AS_READ
+    from lcm_etl.read.run_file import SCHEMA
+
+    target = empty_target(tmp_path / "t.sqlite")
+    con = sqlite3.connect(":memory:")
+    for statement in SCHEMA:
+        con.execute(statement)
+    con.execute("ATTACH ? AS target", (str(target),))
+    plan = [row[3] for row in con.execute("EXPLAIN QUERY PLAN " + _STORED_AS_READ)]
+    assert [step for step in plan if "lcm_messages" in step and step.startswith("SCAN")] == ["SCAN target.lcm_messages"]
