@@ -134,14 +134,15 @@ def test_an_archive_tier_leftover_with_no_readable_line_is_a_finding_and_everyth
     landed_as_expected(target, "archive-tier/state", but=("archive-tier.tier.rewritten.json",))
 
 
-def test_a_legacy_transcript_of_nul_bytes_is_a_finding_and_the_store_lands(tmp_path):
+@pytest.mark.parametrize("damage", DAMAGE)
+def test_a_legacy_transcript_with_no_readable_line_is_a_finding_and_the_store_lands(tmp_path, damage):
     state = copy_state("pending/state", tmp_path / "state")
     (state / "agents/main/sessions").mkdir()
     bad = state / "agents/main/sessions/0199d0a1-dead-7a00-8b00-000000000001.jsonl"
-    bad.write_bytes(b"\0" * 8192)
+    data, why = DAMAGE[damage]
+    bad.write_bytes(data)
     target = tmp_path / "t.sqlite"
-    damaged(state, target, [f"transcript {bad}: not an OpenClaw transcript (holds no session header and no message "
-                            "entry); not read"], messages=15)
+    damaged(state, target, [f"transcript {bad}: not an OpenClaw transcript ({why}); not read"], messages=15)
     landed_as_expected(target, "pending/state")
 
 
@@ -249,6 +250,18 @@ def test_a_mode_000_leftover_is_a_finding_and_everything_else_lands(shared_tmp):
     target = shared_tmp / "out" / "t.sqlite"
     damaged(state, target, [f"archive {bad}: cannot be read (Permission denied); not read"], runner)
     landed_as_expected(target, "archive-tier/state", but=("archive-tier.tier.rewritten.json",))
+
+
+def test_a_mode_000_legacy_transcript_is_a_finding_and_the_store_lands(shared_tmp):
+    runner = as_another_user(shared_tmp)
+    state = copy_state("pending/state", shared_tmp / "state")
+    (state / "agents/main/sessions").mkdir()
+    bad = state / "agents/main/sessions/0199d0a1-dead-7a00-8b00-000000000001.jsonl"
+    shutil.copyfile(ROOT / "fixtures" / "sessions" / "plain-chat.jsonl", bad)
+    bad.chmod(0)
+    target = shared_tmp / "out" / "t.sqlite"
+    damaged(state, target, [f"transcript {bad}: cannot be read (Permission denied); not read"], runner, messages=15)
+    landed_as_expected(target, "pending/state")
 
 
 @pytest.mark.parametrize("folder", ["agents/main/sessions/cold", "agents/main/sessions"])
@@ -449,6 +462,24 @@ def _short_archive(path: Path, keep_to_seq: int) -> bytes:
         if record is not None and not (record["kind"] == "event" and record["row"]["seq"] > keep_to_seq):
             out.append(line)
     return zstandard.ZstdCompressor(level=1, write_checksum=True).compress(b"\n".join(out) + b"\n")
+
+
+def test_a_cold_archive_whose_header_names_another_window_is_a_finding_and_the_rest_lands(tmp_path):
+    state = copy_state("cold/state", tmp_path / "state")
+    good = cold_file(state)
+    data = zstandard.ZstdDecompressor().decompressobj().decompress(good.read_bytes())
+    other = data.replace(PLAIN_CHAT.encode(), b"0199c01d-0002-7a00-8b00-00000000c002", 1)   # the header's sessionId
+    swapped = zstandard.ZstdCompressor(level=1, write_checksum=True).compress(other)
+    sha = hashlib.sha256(swapped).hexdigest()
+    good.unlink()
+    (state / COLD / f"{sha}.jsonl.zst").write_bytes(swapped)
+    with sqlite3.connect(state / STORE) as con:   # the row verifies it: only the header says it is another window's
+        con.execute("UPDATE session_transcript_cold_archives SET archive_name = ?, archive_sha256 = ?, "
+                    "archive_bytes = ? WHERE session_id = ?", (f"{sha}.jsonl.zst", sha, len(swapped), PLAIN_CHAT))
+    con.close()
+    damaged(state, tmp_path / "t.sqlite", [
+        f"cold archive {state / COLD / f'{sha}.jsonl.zst'} (window {PLAIN_CHAT}): verified but its header names window "
+        "'0199c01d-0002-7a00-8b00-00000000c002'; OpenClaw refuses it too: restore it from a backup"], messages=113 - 8)
 
 
 def test_a_cold_archive_holding_fewer_events_than_its_row_is_a_finding_and_the_hole_closes_once_restored(tmp_path):
