@@ -40,8 +40,7 @@ WHAT = "session store"
 # what a reader cannot do without: transcript_events' key and its body (event_json, or event_zstd when a row is
 # compressed); the window table's columns are read where present (a missing one reads as NULL)
 NEEDED = {"transcript_events": ("session_id", "seq", "event_json")}
-_WINDOW_COLUMNS = ("session_key", "previous_session_id", "reason", "session_scope", "chat_type", "channel",
-                   "created_at", "display_name")
+_WINDOW_COLUMNS = ("session_key", "previous_session_id", "channel", "created_at", "display_name")
 _NODE_COLUMNS = ("current_session_id", "display_name", "label", "archived_at")
 _ARCHIVE_COLUMNS = ("session_id", "generation", "session_key", "reason", "encoding", "archive_blob", "archive_name",
                     "created_at", "archive_sha256")
@@ -58,9 +57,6 @@ class StoreWindow:
     session_id: str
     session_key: str | None
     previous_session_id: str | None   # the window this one continues (a rewind's, a fork's)
-    reason: str | None
-    session_scope: str | None
-    chat_type: str | None
     channel: str | None
     title: str | None
     current: bool                     # session_nodes.current_session_id names it
@@ -356,8 +352,7 @@ class OpenStore:
         watermark, projection = r[-2], r[-1]
         return StoreWindow(
             store=self.path, agent_id=agent, session_id=sid, session_key=w["session_key"],
-            previous_session_id=w["previous_session_id"], reason=w["reason"],
-            session_scope=w["session_scope"], chat_type=w["chat_type"], channel=w["channel"],
+            previous_session_id=w["previous_session_id"], channel=w["channel"],
             title=n["display_name"] or n["label"] or w["display_name"],
             current=n["current_session_id"] == sid, created_at=w["created_at"], watermark=watermark,
             max_seq=int(max_seq), events=int(events), projection="cold" if cold else projection, cold=cold,
