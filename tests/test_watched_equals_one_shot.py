@@ -1,4 +1,4 @@
-"""A watched target and a one-shot target of the same final state hold the same rows (SPEC §6.1; issue 36 item 8):
+"""A watched target and a one-shot target of the same final state hold the same rows:
 a message's metadata names its window, never the container it happened to be read from (a live window, a cold
 archive, a store's archive row), so it does not depend on when it was read (docs/mapping.md, "Metadata names the
 window").
