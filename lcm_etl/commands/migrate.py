@@ -60,8 +60,7 @@ def _not_transcripts(src: Path) -> None:
     a state folder without lcm.db) is reconcile's, and the error says so, with the command to run."""
     from lcm_etl.errors import BadInput
     from lcm_etl.read.openclaw.openclaw_home import is_state_dir
-    from lcm_etl.commands.inspect_store import is_session_store
-    from lcm_etl.read.openclaw.openclaw_state import STORE_NAME
+    from lcm_etl.read.openclaw.openclaw_state import STORE_NAME, is_session_store
 
     what, sessions = None, src
     # by its tables, whatever its name (immutable: a look that leaves nothing beside the source)
