@@ -42,8 +42,13 @@ class LcmEtlError(Exception):
 
 
 class BadInput(LcmEtlError):
-    """The user pointed us at something we cannot use; nothing was written."""
+    """The user pointed us at something we cannot use; nothing was written. `problem`: what is wrong, without the
+    remedy the message adds (a finding says it in its own words)."""
     exit_code = EXIT_BAD_INPUT
+
+    def __init__(self, message: str, problem: str | None = None):
+        super().__init__(message)
+        self.problem = problem or message
 
 
 class RunFailed(LcmEtlError):

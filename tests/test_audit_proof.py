@@ -174,7 +174,10 @@ PROFILE_MAIN = expected("layout.profile.main")
 @pytest.mark.parametrize("damage,problem,why", [
     ("gone", "registered, not found", ""),
     ("lcm.db", "registered, not a session store", "; session store {store} holds no transcript_events table"),
-    ("text", "registered, not a session store", "; not a SQLite database")])
+    ("text", "registered, not a session store", "; not a SQLite database"),
+    # the problem in its own words, parenthesis included, without the remedy the error adds
+    ("no seq", "registered, not a session store", "; session store {store} (user_version 0) lacks transcript_events.seq, "
+                                                  "which lcm-etl needs to read its transcripts")])
 def test_a_registered_database_not_read_is_a_finding_and_the_rest_lands(tmp_path, damage, problem, why):
     home = home_copy(tmp_path)
     store = home.joinpath(*RESEARCH)
@@ -182,6 +185,11 @@ def test_a_registered_database_not_read_is_a_finding_and_the_rest_lands(tmp_path
         store.unlink()
     elif damage == "lcm.db":
         shutil.copyfile(ROOT / "fixtures" / "lossless-claw" / "basic-0.9.4.db", store)
+    elif damage == "no seq":
+        store.unlink()
+        with sqlite3.connect(store) as con:
+            con.execute("CREATE TABLE transcript_events (session_id TEXT, event_json TEXT)")
+        con.close()
     else:
         store.write_text("not a database\n")
     before = tree(home)
@@ -304,3 +312,17 @@ def test_reconcile_full_reads_every_transcript_whole_and_repairs_what_no_record_
                                              "9 read whole: 9 --full: every transcript read whole")
     assert gone in entry_ids(target, session)
     assert run_cli("audit", "--sessions", copy, "--dest", target).returncode == 0
+
+
+def test_audit_reads_the_targets_transcript_metadata_in_one_scan_for_both_checks(tmp_path):
+    """The duplicate and the changed-content checks share one pass of json_extract over the target's rows."""
+    from lcm_etl.commands.audit import _STORED_AS_READ
+    from lcm_etl.read.run_file import SCHEMA
+
+    target = empty_target(tmp_path / "t.sqlite")
+    con = sqlite3.connect(":memory:")
+    for statement in SCHEMA:
+        con.execute(statement)
+    con.execute("ATTACH ? AS target", (str(target),))
+    plan = [row[3] for row in con.execute("EXPLAIN QUERY PLAN " + _STORED_AS_READ)]
+    assert [step for step in plan if "lcm_messages" in step and step.startswith("SCAN")] == ["SCAN target.lcm_messages"]

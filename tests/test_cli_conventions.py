@@ -8,6 +8,7 @@ import io
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -152,11 +153,17 @@ def test_migrate_pointed_at_transcripts_or_a_home_without_lcm_db_says_to_run_rec
              f"(import its transcripts with `lcm-etl reconcile --sessions {home}/.openclaw`)",
          {"HOME": str(home)}),
     ]
+    renamed = tmp_path / "src" / "backup.sqlite"   # a store is known by its tables, not its name
+    renamed.parent.mkdir()
+    shutil.copyfile(store, renamed)
+    cases.append((("--src", renamed), f"source is an OpenClaw session store, not lossless-claw's lcm.db: {renamed} "
+                                      f"(import its transcripts with `lcm-etl reconcile --sessions {renamed}`)", {}))
     for args, message, env in cases:
         clean = {k: v for k, v in os.environ.items() if not k.startswith("OPENCLAW_")} | env
         proc = run_cli("migrate", *args, "--dest", tmp_path / "t" / "lcm.sqlite", env=clean)
         assert (proc.returncode, proc.stdout, proc.stderr) == (2, "", f"lcm-etl: error: {message}\n")
     assert not (tmp_path / "t").exists()
+    assert [p.name for p in renamed.parent.iterdir()] == ["backup.sqlite"]   # nothing beside the source
 
 
 @pytest.mark.parametrize("option", ["--json", "--quiet", "--debug", "--key-by", "--memory-limit", "--session-filter",

@@ -134,15 +134,37 @@ def test_an_archive_tier_leftover_with_no_readable_line_is_a_finding_and_everyth
     landed_as_expected(target, "archive-tier/state", but=("archive-tier.tier.rewritten.json",))
 
 
-def test_a_legacy_transcript_of_nul_bytes_is_a_finding_and_the_store_lands(tmp_path):
+@pytest.mark.parametrize("damage", DAMAGE)
+def test_a_legacy_transcript_with_no_readable_line_is_a_finding_and_the_store_lands(tmp_path, damage):
     state = copy_state("pending/state", tmp_path / "state")
     (state / "agents/main/sessions").mkdir()
     bad = state / "agents/main/sessions/0199d0a1-dead-7a00-8b00-000000000001.jsonl"
-    bad.write_bytes(b"\0" * 8192)
+    data, why = DAMAGE[damage]
+    bad.write_bytes(data)
     target = tmp_path / "t.sqlite"
-    damaged(state, target, [f"transcript {bad}: not an OpenClaw transcript (holds no session header and no message "
-                            "entry); not read"], messages=15)
+    damaged(state, target, [f"transcript {bad}: not an OpenClaw transcript ({why}); not read"], messages=15)
     landed_as_expected(target, "pending/state")
+
+
+def test_a_cold_window_with_a_finding_is_one_warning_per_run_and_no_skipped_line(tmp_path):
+    state = copy_state("cold/state", tmp_path / "state")
+    cold_file(state).write_bytes(b"\0" * 2377)
+    target = tmp_path / "t.sqlite"
+    said = (f"cold archive {cold_file(state)} (window {PLAIN_CHAT}): failed verification (2377 bytes, 2377 recorded; "
+            "SHA-256 differs); OpenClaw refuses it too: restore it from a backup")
+    for _ in range(2):
+        assert reconcile(state, target)["warnings"] == [said]
+    text = run_cli("reconcile", "--sessions", state, "--dest", target)
+    assert text.returncode == 0 and text.stdout.count("warning:") == 1
+
+
+def test_a_cold_archive_longer_than_its_row_records_is_a_finding_read_only_to_that_length(tmp_path):
+    state = copy_state("cold/state", tmp_path / "state")
+    grown = cold_file(state)
+    grown.write_bytes(grown.read_bytes() + b"\0" * 4096)
+    damaged(state, tmp_path / "t.sqlite", [f"cold archive {grown} (window {PLAIN_CHAT}): failed verification (more "
+                                          "than 2377 bytes, 2377 recorded); OpenClaw refuses it too: restore it "
+                                          "from a backup"], messages=113 - 8)
 
 
 def test_strict_makes_a_finding_exit_2_and_nothing_is_written_in_reconcile_and_audit(tmp_path):
@@ -157,12 +179,12 @@ def test_strict_makes_a_finding_exit_2_and_nothing_is_written_in_reconcile_and_a
     assert not target.exists()
     cold = copy_state("cold/state", tmp_path / "cold")
     cold_file(cold).write_bytes(b"\0" * 2377)
-    proc = run_cli("reconcile", "--sessions", cold, "--dest", target, "--strict")
-    assert proc.returncode == 2 and not target.exists()
-    assert proc.stderr.startswith(f"lcm-etl: error: not a readable transcript: {cold_file(cold)}#{PLAIN_CHAT}: window "
-                                  f"{PLAIN_CHAT} seq -1: cold archive {cold_file(cold)} failed verification (2377 "
-                                  "bytes, 2377 recorded; SHA-256 differs)")
-    assert proc.stderr.endswith("; nothing was written\n") and proc.stderr.count("\n") == 1
+    for command in ("reconcile", "audit"):   # a cold window's finding in its finding's words, as any other's
+        proc = run_cli(command, "--sessions", cold, "--dest", target, "--strict")
+        assert proc.returncode == 2 and not target.exists()
+        assert proc.stderr == (f"lcm-etl: error: --strict: cold archive {cold_file(cold)} (window {PLAIN_CHAT}): "
+                               "failed verification (2377 bytes, 2377 recorded; SHA-256 differs); OpenClaw refuses it "
+                               "too: restore it from a backup; nothing was written\n")
     table = copy_state("pending/state", tmp_path / "table")   # a finding no line carries: refused after the read
     con = sqlite3.connect(table / STORE)
     con.execute("CREATE TABLE session_outbox (sessionId TEXT, msgId TEXT, payload TEXT)")
@@ -228,6 +250,18 @@ def test_a_mode_000_leftover_is_a_finding_and_everything_else_lands(shared_tmp):
     target = shared_tmp / "out" / "t.sqlite"
     damaged(state, target, [f"archive {bad}: cannot be read (Permission denied); not read"], runner)
     landed_as_expected(target, "archive-tier/state", but=("archive-tier.tier.rewritten.json",))
+
+
+def test_a_mode_000_legacy_transcript_is_a_finding_and_the_store_lands(shared_tmp):
+    runner = as_another_user(shared_tmp)
+    state = copy_state("pending/state", shared_tmp / "state")
+    (state / "agents/main/sessions").mkdir()
+    bad = state / "agents/main/sessions/0199d0a1-dead-7a00-8b00-000000000001.jsonl"
+    shutil.copyfile(ROOT / "fixtures" / "sessions" / "plain-chat.jsonl", bad)
+    bad.chmod(0)
+    target = shared_tmp / "out" / "t.sqlite"
+    damaged(state, target, [f"transcript {bad}: cannot be read (Permission denied); not read"], runner, messages=15)
+    landed_as_expected(target, "pending/state")
 
 
 @pytest.mark.parametrize("folder", ["agents/main/sessions/cold", "agents/main/sessions"])
@@ -428,6 +462,24 @@ def _short_archive(path: Path, keep_to_seq: int) -> bytes:
         if record is not None and not (record["kind"] == "event" and record["row"]["seq"] > keep_to_seq):
             out.append(line)
     return zstandard.ZstdCompressor(level=1, write_checksum=True).compress(b"\n".join(out) + b"\n")
+
+
+def test_a_cold_archive_whose_header_names_another_window_is_a_finding_and_the_rest_lands(tmp_path):
+    state = copy_state("cold/state", tmp_path / "state")
+    good = cold_file(state)
+    data = zstandard.ZstdDecompressor().decompressobj().decompress(good.read_bytes())
+    other = data.replace(PLAIN_CHAT.encode(), b"0199c01d-0002-7a00-8b00-00000000c002", 1)   # the header's sessionId
+    swapped = zstandard.ZstdCompressor(level=1, write_checksum=True).compress(other)
+    sha = hashlib.sha256(swapped).hexdigest()
+    good.unlink()
+    (state / COLD / f"{sha}.jsonl.zst").write_bytes(swapped)
+    with sqlite3.connect(state / STORE) as con:   # the row verifies it: only the header says it is another window's
+        con.execute("UPDATE session_transcript_cold_archives SET archive_name = ?, archive_sha256 = ?, "
+                    "archive_bytes = ? WHERE session_id = ?", (f"{sha}.jsonl.zst", sha, len(swapped), PLAIN_CHAT))
+    con.close()
+    damaged(state, tmp_path / "t.sqlite", [
+        f"cold archive {state / COLD / f'{sha}.jsonl.zst'} (window {PLAIN_CHAT}): verified but its header names window "
+        "'0199c01d-0002-7a00-8b00-00000000c002'; OpenClaw refuses it too: restore it from a backup"], messages=113 - 8)
 
 
 def test_a_cold_archive_holding_fewer_events_than_its_row_is_a_finding_and_the_hole_closes_once_restored(tmp_path):

@@ -94,19 +94,17 @@ def test_session_key_keeps_a_rewinds_windows_in_one_session_with_each_entry_once
     assert len(set(got)) == len(got)
     meta = [json.loads(r["metadata"]) for r in target_rows(target) if r["session_id"] == key]
     assert {m["session_window"] for m in meta} == {cases["rewind.previous"]["sessionId"], cases["rewind"]["sessionId"]}
-    assert meta[-1]["previous_session_id"] == cases["rewind.previous"]["sessionId"]
     assert {m["session_key"] for m in meta} == {key}
 
 
-def test_window_metadata_keeps_store_seq_key_title_and_channel(reconciled):
+def test_window_metadata_names_the_window_and_key_not_the_container_it_was_read_from(reconciled):
     _, target, _, _ = reconciled["native"]
     row = next(r for r in target_rows(target) if r["session_id"] == "0198a1b2-0008-7c3d-8e4f-a1b2c3d4e508")
     meta = json.loads(row["metadata"])
     assert meta["source"] == "openclaw-jsonl"
-    assert meta["agent_id"] == "main" and meta["session_scope"] == "group" and meta["chat_type"] == "group"
+    assert meta["agent_id"] == "main" and meta["session_window"] == meta["header_id"] == row["session_id"]
     assert meta["session_key"] == "agent:main:telegram:group:-1002233445566"
-    assert isinstance(meta["seq"], int) and "file" not in meta
-    assert meta["store"].endswith("agents/main/agent/openclaw-agent.sqlite")
+    assert not {"seq", "file", "line", "store", "cold_storage", "title", "channel", "chat_type"} & meta.keys()
 
 
 def test_a_default_run_imports_the_deleted_sessions_archive_once(tmp_path):

@@ -274,19 +274,17 @@ def _audit_transcripts(opts: AuditOptions, source: Snapshot | None, target_db: P
 # imported, r20_match.sql), was changed in the target. Compared in SQLite, on the run file: the content never goes
 # through Python or DuckDB.
 _STORED_AS_READ = """
-WITH held AS (SELECT id, session_id, json_extract(metadata, '$.transcript_entry_id') AS entry_id,
-                     json_extract(metadata, '$.identity_hash') AS identity_hash
-              FROM target.lcm_messages
-              WHERE session_id IN (SELECT session_id FROM main.jsonl_messages) AND json_valid(metadata)
-                AND json_extract(metadata, '$.source') = 'openclaw-jsonl'),   -- an lcm.db row's twin: a10's finding
+WITH held AS MATERIALIZED (   -- the target's transcript rows, their metadata read once for both checks
+  SELECT id, session_id, json_extract(metadata, '$.transcript_entry_id') AS entry_id,
+         json_extract(metadata, '$.identity_hash') AS identity_hash
+  FROM target.lcm_messages
+  WHERE json_valid(metadata) AND json_extract(metadata, '$.source') = 'openclaw-jsonl'),   -- an lcm.db row's twin: a10's finding
 first AS (SELECT min(message_id) AS message_id FROM main.jsonl_messages WHERE entry_id IS NOT NULL
           GROUP BY session_id, entry_id)
 SELECT 'transcript message', 'duplicated in target', session_id, entry_id,
        count(*) || ' rows: ' || group_concat(id, ', ')
-FROM (SELECT id, session_id, json_extract(metadata, '$.transcript_entry_id') AS entry_id FROM target.lcm_messages
-      WHERE json_valid(metadata) AND json_extract(metadata, '$.source') = 'openclaw-jsonl')   -- every session's: one
-WHERE entry_id IS NOT NULL GROUP BY session_id, entry_id HAVING count(*) > 1               -- whose source is unreadable too
-UNION ALL
+FROM held WHERE entry_id IS NOT NULL GROUP BY session_id, entry_id HAVING count(*) > 1   -- every session's: one
+UNION ALL                                                                               -- whose source is unreadable too
 SELECT 'transcript message', 'changed in target', m.session_id, tr.path || ':' || m.entry_id,
        'row ' || t.id || ': its content is not the transcript''s'
 FROM first JOIN main.jsonl_messages m USING (message_id) JOIN main.jsonl_content c USING (message_id)

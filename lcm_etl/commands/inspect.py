@@ -5,7 +5,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from lcm_etl import duck
-from lcm_etl.commands.inspect_store import StoreInfo, describe_store, is_session_store
+from lcm_etl.commands.inspect_store import StoreInfo, describe_store
+from lcm_etl.read.openclaw.openclaw_state import is_session_store
 from lcm_etl.planning import plan
 from lcm_etl.read.lcmdb.source_schema import detect_schema
 from lcm_etl.read.snapshot.sqlite_copy import take_snapshot

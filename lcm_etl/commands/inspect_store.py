@@ -2,12 +2,9 @@
 them) and archives, read through the same snapshot and reader as `reconcile` (lcm_etl/read/sessions/store_reads.py)."""
 from __future__ import annotations
 
-from lcm_etl.sqlite_runtime import sqlite3
-from contextlib import closing
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from lcm_etl import sqlite_runtime
 from lcm_etl.read.snapshot import runfolder
 from lcm_etl.read.openclaw.openclaw_store import OpenStore
 from lcm_etl.read.sessions.store_reads import read_window
@@ -41,16 +38,6 @@ class StoreInfo:
         lines.append(f"archives: {len(self.archives)}")
         lines += [f"  {a['reason']:<8} {a['session_id']}  {a['name']}" for a in self.archives]
         return one_line_each(lines)
-
-
-def is_session_store(db: Path) -> bool:
-    """A (snapshot of a) SQLite file holding OpenClaw's transcripts and no lossless-claw messages."""
-    try:
-        with closing(sqlite_runtime.connect(db)) as con:
-            names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    except sqlite3.Error:
-        return False
-    return "transcript_events" in names and "messages" not in names
 
 
 def describe_store(path: Path, memory_limit: str) -> StoreInfo:

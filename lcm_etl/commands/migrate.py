@@ -51,7 +51,7 @@ class MigrateOptions:
 def migrate(opts: MigrateOptions) -> RunReport:
     _not_transcripts(opts.src)
     check_sqlite_file(opts.src, "source")    # source problems are reported before target problems,
-    tgt.check_target(opts.target, open_it=not opts.dry_run)   # and both before waiting for another run
+    tgt.check_target(opts.target, open_it=not opts.dry_run, writes=True)   # and both before waiting for another run
     with target_lock(opts.target, opts.lock_timeout, opts.dry_run):   # one run per target (lcm_etl/store/runlock.py)
         return _migrate(opts)
 
@@ -61,10 +61,11 @@ def _not_transcripts(src: Path) -> None:
     a state folder without lcm.db) is reconcile's, and the error says so, with the command to run."""
     from lcm_etl.errors import BadInput
     from lcm_etl.read.openclaw.openclaw_home import is_state_dir
-    from lcm_etl.read.openclaw.openclaw_state import STORE_NAME
+    from lcm_etl.read.openclaw.openclaw_state import STORE_NAME, is_session_store
 
     what, sessions = None, src
-    if src.name == STORE_NAME or (src.is_dir() and (src / STORE_NAME).is_file()):
+    # by its tables, whatever its name (immutable: a look that leaves nothing beside the source)
+    if (src.is_file() and is_session_store(src, "immutable=1")) or (src.is_dir() and (src / STORE_NAME).is_file()):
         what = "is an OpenClaw session store, not lossless-claw's lcm.db"
     elif ".jsonl" in src.name:
         what = "is an OpenClaw JSONL transcript, not lossless-claw's lcm.db"
@@ -109,7 +110,7 @@ class _Run:
     def __init__(self, opts: MigrateOptions):
         self.opts, self.started, self.t0 = opts, now_iso(), time.monotonic()
         self.report = RunReport(command="migrate", dry_run=opts.dry_run, source=str(opts.src), target=str(opts.target))
-        self.existed = tgt.check_target(opts.target, open_it=not opts.dry_run)   # again: a run we waited for made it
+        self.existed = tgt.check_target(opts.target, open_it=not opts.dry_run, writes=True)   # again: a run we waited for made it
         self.sync = LcmDbSync(Asked(opts.src, opts.target, self.existed, opts.full, opts.session_filter, opts.dry_run,
                                     opts.key_by))
         self.bars = Progress(opts.progress)   # the phases before the writer's (planning has its own bar)

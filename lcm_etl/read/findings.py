@@ -43,9 +43,10 @@ def refuse_under_strict(findings: list[dict]) -> None:
 class Unreadable(Exception):
     """A source file that cannot be read: `problem` says why, in a finding's words."""
 
-    def __init__(self, problem: str, reason: str | None = None):
+    def __init__(self, problem: str, reason: str | None = None, larger: bool = False):
         super().__init__(problem)
         self.problem, self.reason = problem, reason   # reason: the system's word (Permission denied), if any
+        self.larger = larger   # longer than the limit it was read with (read_regular)
 
 
 _TYPES = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
@@ -88,5 +89,5 @@ def read_regular(path: Path, limit: int | None = None) -> bytes:
     finally:
         os.close(fd)
     if limit is not None and len(data) > limit:
-        raise Unreadable(f"larger than the {limit} bytes expected: not read")
+        raise Unreadable(f"larger than the {limit} bytes expected: not read", larger=True)
     return data

@@ -16,11 +16,14 @@ sessions deleted on purpose); a file named on the command line is always read.
 from __future__ import annotations
 
 import os
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
 
+from lcm_etl import sqlite_runtime
+from lcm_etl.sqlite_runtime import sqlite3
 from lcm_etl.read.findings import Unreadable, finding, open_regular, read_regular
 from lcm_etl.read.openclaw.openclaw_home import is_state_dir, registered_databases, state_dir
 from lcm_etl.read.snapshot.sqlite_copy import SQLITE_HEADER
@@ -48,6 +51,16 @@ def is_sqlite(path: Path) -> bool:
             return fh.read(len(SQLITE_HEADER)) == SQLITE_HEADER
     except (OSError, Unreadable):
         return False
+
+
+def is_session_store(db: Path, query: str = "mode=ro") -> bool:
+    """A (snapshot of a) SQLite file holding OpenClaw's transcripts and no lossless-claw messages."""
+    try:
+        with closing(sqlite_runtime.connect(db, query)) as con:
+            names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.Error:
+        return False
+    return "transcript_events" in names and "messages" not in names
 
 
 def find_inputs(paths: list[Path]) -> Inputs:

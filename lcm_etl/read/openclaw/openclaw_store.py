@@ -38,8 +38,7 @@ if TYPE_CHECKING:
 # what a reader cannot do without: transcript_events' key and its body (event_json, or event_zstd when a row is
 # compressed); the window table's columns are read where present (a missing one reads as NULL)
 NEEDED = {"transcript_events": ("session_id", "seq", "event_json")}
-_WINDOW_COLUMNS = ("session_key", "previous_session_id", "reason", "session_scope", "chat_type", "channel",
-                   "created_at", "display_name")
+_WINDOW_COLUMNS = ("session_key", "previous_session_id", "channel", "created_at", "display_name")
 _NODE_COLUMNS = ("current_session_id", "display_name", "label", "archived_at")
 _ARCHIVE_COLUMNS = ("session_id", "generation", "session_key", "reason", "encoding", "archive_blob", "archive_name",
                     "created_at", "archive_sha256")
@@ -54,9 +53,6 @@ class StoreWindow:
     session_id: str
     session_key: str | None
     previous_session_id: str | None   # the window this one continues (a rewind's, a fork's)
-    reason: str | None
-    session_scope: str | None
-    chat_type: str | None
     channel: str | None
     title: str | None
     current: bool                     # session_nodes.current_session_id names it
@@ -68,13 +64,12 @@ class StoreWindow:
     cold: str | None = None           # a cold window's storage ('file', 'sqlite'): its rows are in its archive
     record_key: str = ""              # real_path(store, session_id): where the last complete run's read is recorded
 
+    window_form = True   # its messages' metadata names the window, not the container (run_file.metadata)
+
     def metadata(self) -> dict:
-        """What a message of this window keeps of it (window lineage, title, channel)."""
-        out = {"store": str(self.store), "agent_id": self.agent_id, "session_window": self.session_id,
-               "previous_session_id": self.previous_session_id, "window_reason": self.reason,
-               "session_scope": self.session_scope, "chat_type": self.chat_type, "channel": self.channel,
-               "title": self.title, "cold_storage": self.cold}
-        return {k: v for k, v in out.items() if v is not None}
+        """What a message of this window keeps of it: the same in every form the window is read from (live, cold,
+        archived), so it never depends on when it was read (docs/mapping.md, "Metadata names the window")."""
+        return {k: v for k, v in (("agent_id", self.agent_id), ("session_window", self.session_id)) if v is not None}
 
 
 @dataclass(frozen=True)
@@ -183,20 +178,22 @@ class OpenStore:
             rows = self.con.execute("SELECT table_name, column_name FROM information_schema.columns "
                                     "WHERE table_catalog = 'st'").fetchall()
         except duckdb.Error as exc:
-            raise BadInput(f"{WHAT} is not a readable SQLite database: {self.path} ({str(exc).splitlines()[0]})") from None
+            problem = f"{WHAT} is not a readable SQLite database: {self.path}"
+            raise BadInput(f"{problem} ({str(exc).splitlines()[0]})", problem) from None
         out: dict[str, set[str]] = {}
         for table, column in rows:
             out.setdefault(table, set()).add(column)
         if "transcript_events" not in out:
             what = "an OpenClaw agent database of another kind" if "schema_meta" in out else "not an OpenClaw session store"
-            raise BadInput(f"{WHAT} {self.path} holds no transcript_events table ({what}); pass --sessions with an "
-                           "agents/<id>/agent/openclaw-agent.sqlite, an agent folder, a state folder or a JSONL file")
+            problem = f"{WHAT} {self.path} holds no transcript_events table"
+            raise BadInput(f"{problem} ({what}); pass --sessions with an agents/<id>/agent/openclaw-agent.sqlite, an "
+                           "agent folder, a state folder or a JSONL file", problem)
         for table, needed in NEEDED.items():
             missing = [c for c in needed if c not in out.get(table, set())]
             if missing:
-                raise BadInput(f"{WHAT} {self.path} (user_version {self._user_version()}) lacks "
-                               f"{', '.join(f'{table}.{c}' for c in missing)}, which lcm-etl needs to read its "
-                               "transcripts; nothing was written")
+                problem = (f"{WHAT} {self.path} (user_version {self._user_version()}) lacks "
+                           f"{', '.join(f'{table}.{c}' for c in missing)}, which lcm-etl needs to read its transcripts")
+                raise BadInput(f"{problem}; nothing was written", problem)
         return out
 
     def _user_version(self) -> int | None:
@@ -365,8 +362,7 @@ def _make_window(path: Path, key: str, agent: str | None, r: tuple) -> StoreWind
     watermark, projection = r[-2], r[-1]
     return StoreWindow(
         store=path, agent_id=agent, session_id=sid, session_key=w["session_key"],
-        previous_session_id=w["previous_session_id"], reason=w["reason"],
-        session_scope=w["session_scope"], chat_type=w["chat_type"], channel=w["channel"],
+        previous_session_id=w["previous_session_id"], channel=w["channel"],
         title=n["display_name"] or n["label"] or w["display_name"],
         current=n["current_session_id"] == sid, created_at=w["created_at"], watermark=watermark,
         max_seq=int(max_seq), events=int(events), projection="cold" if cold else projection, cold=cold,

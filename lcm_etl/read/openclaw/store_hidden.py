@@ -24,7 +24,6 @@ import orjson
 
 from lcm_etl.errors import BadInput
 from lcm_etl.read.findings import Unreadable, finding, read_regular
-from lcm_etl.read.transcript.transcripts import parse_line
 
 # Every table of OpenClaw's agent database up to schema 23 (2026.9.6): the four that hold conversation history are
 # read (transcript_events, session_transcript_archives, session_transcript_cold_archives, session_pending_inputs),
@@ -143,9 +142,10 @@ def cold_archives(con, columns: dict[str, set[str]], store: Path, user_version: 
         return {}
     missing = [c for c in _COLD_COLUMNS if c not in have]
     if missing:   # a newer layout: its cold windows cannot be read, and that is said, never passed over
-        raise BadInput(f"session store {store} (user_version {user_version}) lacks "
-                       f"{', '.join(f'session_transcript_cold_archives.{c}' for c in missing)}, which lcm-etl "
-                       "needs to read its cold windows; nothing was written")
+        problem = (f"session store {store} (user_version {user_version}) lacks "
+                   f"{', '.join(f'session_transcript_cold_archives.{c}' for c in missing)}, which lcm-etl needs to "
+                   "read its cold windows")
+        raise BadInput(f"{problem}; nothing was written", problem)
     raw = "raw_bytes" if "raw_bytes" in have else "NULL"
     rows = con.execute("SELECT session_id, archive_name, archive_sha256, archive_bytes, storage, event_count, "
                        f"last_seq, {raw} FROM st.session_transcript_cold_archives").fetchall()
@@ -225,7 +225,7 @@ def _verified(con, where: str, session_id: str, c: ColdArchive) -> bytes | str:
                               [session_id]).fetchone()
             data = bytes(row[0]) if row and row[0] is not None else b""
     except Unreadable as exc:
-        if exc.problem.startswith("larger"):
+        if exc.larger:
             return f"failed verification (more than {c.size} bytes, {c.size} recorded)"
         return f"missing or unreadable ({exc.reason})" if exc.reason else exc.problem
     digest = hashlib.sha256(data).hexdigest()
@@ -242,19 +242,12 @@ def pending_message(lite, input_id: str) -> bytes:
     return bytes(row[0]) if row and row[0] is not None else b""
 
 
-def message_of(raw: bytes) -> dict | None:
-    """A pending input's message parsed as a transcript line is (lone-surrogate escapes, which JSON.stringify
-    writes, kept), or None when it is not a message."""
-    message, _why = parse_line(raw)
-    return message if isinstance(message, dict) and isinstance(message.get("role"), str) else None
-
-
-def pending_inputs(con, lite, columns: dict[str, set[str]], store: Path, agent: str | None,
-                   findings: list[dict]) -> list[PendingInput]:
+def pending_inputs(con, columns: dict[str, set[str]], store: Path, agent: str | None) -> list[PendingInput]:
     """The inputs no transcript entry holds: not consumed, and no event of their window carries their idempotency key
     (OpenClaw writes the input as the turn runs, then deletes the row: a read between the two sees both). Every state
     counts: 'queued', 'interrupted' (a restarted gateway's mark) and 'cancelled' rows are each the only copy of what
-    the user sent. A row whose message_json is not a message is a finding, and the others are read."""
+    the user sent. Their message_json is read when each is (store_reads.read_pending): one that is not a message is
+    a finding then."""
     have = columns.get("session_pending_inputs", set())
     if not {"input_id", "session_id", "message_json"} <= have:
         return []
@@ -267,11 +260,4 @@ def pending_inputs(con, lite, columns: dict[str, set[str]], store: Path, agent: 
     order = "p.seq" if "seq" in have else "p.accepted_at" if "accepted_at" in have else "p.input_id"
     rows = con.execute(f"SELECT {pick} FROM st.session_pending_inputs p "
                        f"{'WHERE ' + ' AND '.join(conds) if conds else ''} ORDER BY {order}").fetchall()
-    out = []
-    for r in rows:
-        if message_of(pending_message(lite, r[0])) is not None:
-            out.append(PendingInput(store, agent, *r))
-        else:
-            findings.append(finding("pending input", f"{store}#session_pending_inputs/{r[0]}",
-                                    "message_json is not a message", r[1]))
-    return out
+    return [PendingInput(store, agent, *r) for r in rows]

@@ -32,8 +32,9 @@ def _refuse_a_hot_journal(path: Path) -> None:
     except OSError:   # no journal (the usual case), or none readable: nothing says the store is mid-transaction
         return
     if hot:
-        raise BadInput(f"{WHAT} {path} is locked by a writer in the middle of a transaction (its rollback journal "
-                       f"{journal.name} is live); run again once OpenClaw is idle; nothing was written")
+        problem = (f"{WHAT} {path} is locked by a writer in the middle of a transaction (its rollback journal "
+                   f"{journal.name} is live)")
+        raise BadInput(f"{problem}; run again once OpenClaw is idle; nothing was written", problem)
 
 
 class StoreSnapshot:

@@ -18,7 +18,7 @@ from pathlib import Path
 import orjson
 
 from lcm_etl.file_identity import real_path
-from lcm_etl.read.findings import Unreadable, read_regular
+from lcm_etl.read.findings import Unreadable, finding, read_regular
 from lcm_etl.read.openclaw.openclaw_store import OpenStore, StoreArchive, StoreWindow
 from lcm_etl.read.openclaw.store_hidden import PendingInput, decompress
 from lcm_etl.read.openclaw.openclaw_state import archive_kind, archive_session_id
@@ -41,9 +41,15 @@ class ArchiveOrigin:
     def record_key(self) -> str | None:   # a store's archive row: `<store's real path>#<archive name>`
         return real_path(self.store, self.name) if self.store is not None else None
 
+    @property
+    def window_form(self) -> bool:
+        """A store window's archive (its row, or the `.zst` file published from it): the window's own messages,
+        named by their window as a live read names them; else a legacy JSONL archive, named by its file."""
+        return self.store is not None or (self.kind in ("deleted", "reset") and self.name.endswith(".zst"))
+
     def metadata(self) -> dict:
-        out = {"archive": self.name, "archive_reason": self.kind,
-               "store": str(self.store) if self.store else None, "agent_id": self.agent_id}
+        out = ({"agent_id": self.agent_id, "session_window": self.session_id} if self.window_form
+               else {"archive": self.name, "archive_reason": self.kind})
         return {k: v for k, v in out.items() if v is not None}
 
 
@@ -59,10 +65,14 @@ def read_window(store: OpenStore, w: StoreWindow, start: FileRecord | str, stric
     else:
         cause = start
     bad: list[tuple[int, str]] = []
+    unread = False   # a cold window's archive not (wholly) read: its finding is in store.findings, said once
 
     def lines():
+        nonlocal unread
         for seq, raw, why in store.events(w.session_id):
-            if raw is None:
+            if raw is None and w.cold:
+                unread = True
+            elif raw is None:
                 if strict:
                     raise TranscriptError(store.where(w), f"window {w.session_id} seq {seq}: {why}")
                 bad.append((seq, why or "unreadable row"))
@@ -76,7 +86,7 @@ def read_window(store: OpenStore, w: StoreWindow, start: FileRecord | str, stric
     assert t.mark is not None
     report = replace(t.report, skipped_lines=sorted(t.report.skipped_lines + bad), projection=_projection(store, w, t))
     # a cold window whose archive is a finding is not recorded: once it is restored, a later run reads it whole
-    mark = None if w.cold and bad else replace(t.mark, lines=w.events, seq=w.max_seq, watermark=w.watermark)
+    mark = None if unread else replace(t.mark, lines=w.events, seq=w.max_seq, watermark=w.watermark)
     return replace(t, header_id=w.session_id, origin=w, mark=mark, report=report, lines_read=w.events, why_whole=cause)
 
 
@@ -151,7 +161,10 @@ def read_archive_file(path: Path, session_key: str | None, start: FileRecord | s
         raise TranscriptError(path, exc.problem) from None
     t = transcript_of_bytes(path, data, strict)
     sid = t.header_id if t.header is not None else archive_session_id(path)
-    return _archive_read(t, ArchiveOrigin(path.name, archive_kind(path), sid, session_key), sid, (size, proof), start)
+    # a published file sits in its agent's folder (agents/<id>/sessions/): its agent, as its store row would say
+    agent = path.parent.parent.name if path.parent.name == "sessions" and path.parent.parent.parent.name == "agents" else None
+    return _archive_read(t, ArchiveOrigin(path.name, archive_kind(path), sid, session_key, agent_id=agent), sid,
+                         (size, proof), start)
 
 
 def _archive_read(t: Transcript, origin: ArchiveOrigin, session_id: str, stored: tuple[int, str],
@@ -172,6 +185,7 @@ def _unchanged(path: Path, origin: ArchiveOrigin, rec: FileRecord) -> Transcript
 class PendingOrigin:
     """A pending input read as a transcript of one user message, landing at the end of its window's session."""
     input: PendingInput
+    window_form = True
 
     @property
     def session_key(self) -> str | None:
@@ -182,21 +196,26 @@ class PendingOrigin:
     def metadata(self) -> dict:
         p = self.input
         out = {"pending_input": p.input_id, "pending_state": p.state, "pending_accepted_at": p.accepted_at,
-               "store": str(p.store), "agent_id": p.agent_id, "session_window": p.session_id}
+               "agent_id": p.agent_id, "session_window": p.session_id}
         return {k: v for k, v in out.items() if v is not None}
 
 
-def read_pending(store: OpenStore, p: PendingInput, strict: bool) -> Transcript:
+def read_pending(store: OpenStore, p: PendingInput, _strict: bool) -> Transcript | None:
     """The input as its window would have held it: a message entry after the window's header. It has no entry id
     (OpenClaw gives one when it writes the entry): the plan matches it by identity, so the entry OpenClaw may write
     later, with the same content, is the same message (r20_match.sql), never a second one. Its message_json goes
-    into the entry's line as it is (store_hidden.pending_inputs checked it is a message), parsed as lines are."""
+    into the entry's line as it is, fetched and parsed once, as lines are; one that is not a message is a finding
+    (None: nothing read)."""
     when = (datetime.fromtimestamp(p.accepted_at / 1000, timezone.utc).isoformat(timespec="milliseconds")
             .replace("+00:00", "Z") if p.accepted_at is not None else None)
     lines = [(1, orjson.dumps({"type": "session", "version": 3, "id": p.session_id})),
              (2, b'{"type":"message","timestamp":' + orjson.dumps(when) + b',"message":' +
               store.pending_message(p) + b"}")]
-    t = parse_transcript(Path(f"{p.store}#session_pending_inputs/{p.input_id}"), lines, strict)
+    where = Path(f"{p.store}#session_pending_inputs/{p.input_id}")
+    t = parse_transcript(where, lines, False)   # a bad line is this input's finding, --strict or not
+    if not t.messages:
+        store.findings.append(finding("pending input", where, "message_json is not a message", p.session_id))
+        return None
     return replace(t, header_id=p.session_id, origin=PendingOrigin(p), mark=None, why_whole=PENDING)
 
 

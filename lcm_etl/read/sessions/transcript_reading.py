@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -61,7 +60,7 @@ class Reading:
     registered: dict[Path, str] = field(default_factory=dict)   # a store a registry names: where it is named
     bars: Progress = field(default_factory=lambda: Progress(False))   # the reading phase's ticker: one per transcript
 
-    def add(self, read: Callable[..., Transcript], start: FileRecord | str, again: tuple[str | None, str | None] =
+    def add(self, read: Callable[..., Transcript | None], start: FileRecord | str, again: tuple[str | None, str | None] =
             (None, None), order: int | None = None, what: str = "transcript") -> Transcript | None:
         """A transcript read (`read(start, strict)`) into the run file; `again`: the store and the window or
         archive name it is read again from (none: its path). One that cannot be read is a finding (None); bad
@@ -72,6 +71,8 @@ class Reading:
             if self.strict or exc.path.resolve() in self.named:
                 raise BadInput(f"not a readable transcript: {exc}; nothing was written") from None
             self.found.append(finding(what, exc.path, exc.message))
+            return None
+        if t is None:   # a finding its reader made (store_reads.read_pending)
             return None
         self.run.add(t, start, file_session(t, self.key_by, self.keys_by_folder, self.store_keys),
                      _kind(t), where_kind(t), again, _origin(t), self.fallback_time, order)
@@ -242,7 +243,7 @@ def _open_store(reading: Reading, path: Path, opts: ReadOptions) -> OpenStore | 
         if path.resolve() in reading.named or opts.strict:
             raise BadInput(str(exc) if isinstance(exc, BadInput) else f"session store {where}: {problem}") from None
         if path in reading.registered:   # the registry's word, not the user's: said as the registry's
-            why = re.split(r" \(|; ", str(exc))[0] if isinstance(exc, BadInput) else problem   # not the hint
+            why = exc.problem if isinstance(exc, BadInput) else problem   # not the remedy
             reading.found.append(registry_finding("registered, not a session store", where,
                                                   f"{reading.registered[path]}; {why}"))
         else:
