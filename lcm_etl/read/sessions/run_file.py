@@ -29,7 +29,6 @@ import orjson
 
 from lcm_etl import sqlite_runtime
 from lcm_etl.read.openclaw.openclaw_state import legacy_session_keys
-from lcm_etl.read.openclaw.openclaw_store import StoreWindow
 from lcm_etl.read.transcript.transcript_files import load_session_keys
 from lcm_etl.read.transcript.transcript_blocks import js_stringify
 from lcm_etl.read.sessions.transcript_decision import RECORD_COLUMNS, FileRecord, transcript_key
