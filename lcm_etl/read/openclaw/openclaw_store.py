@@ -222,7 +222,7 @@ class OpenStore:
         contents.findings += unknown_tables(self.columns, self.path, contents.user_version)
         self.cold, self.findings = contents.cold, contents.findings
         contents.archives = _store_archives(self.con, self.columns, self.path, agent)
-        contents.pending = pending_inputs(self.con, self._lite(), self.columns, self.path, agent, contents.findings)
+        contents.pending = pending_inputs(self.con, self.columns, self.path, agent)
         return contents
 
     def _counts(self, windows: set[str] | None) -> dict[str, tuple[int, int]]:

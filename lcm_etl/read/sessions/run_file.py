@@ -167,7 +167,7 @@ def file_session(t: Transcript, key_by: str, keys_by_folder: dict[Path, dict[str
 def metadata(t: Transcript, m: TranscriptMessage, session_key: str | None) -> dict:
     """A message's metadata: its source and where OpenClaw keeps it: a store's window, whichever form it was read
     from (live, cold, archived), else a JSONL file and line (docs/mapping.md, "Metadata names the window")."""
-    where = (t.origin.metadata() if getattr(t.origin, "window_form", False)
+    where = (t.origin.metadata() if t.origin is not None and t.origin.window_form
              else {"file": str(t.path), "line": m.line_no, **(t.origin.metadata() if t.origin is not None else {})})
     meta = {"source": "openclaw-jsonl", **where, "header_id": t.header_id,
             "transcript_entry_id": m.entry_id, "parent_entry_id": m.parent_id,

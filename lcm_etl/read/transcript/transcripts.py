@@ -110,6 +110,9 @@ class Origin(Protocol):
     @property
     def record_key(self) -> str | None: ...   # where its record is kept (transcript_decision.transcript_key)
 
+    @property
+    def window_form(self) -> bool: ...   # a store window's, in any form: its messages name the window, not the file
+
     def metadata(self) -> dict: ...
 
 
