@@ -317,7 +317,7 @@ def test_reconcile_full_reads_every_transcript_whole_and_repairs_what_no_record_
 def test_audit_reads_the_targets_transcript_metadata_in_one_scan_for_both_checks(tmp_path):
     """The duplicate and the changed-content checks share one pass of json_extract over the target's rows."""
     from lcm_etl.commands.audit import _STORED_AS_READ
-    from lcm_etl.read.run_file import SCHEMA
+    from lcm_etl.read.sessions.run_file import SCHEMA
 
     target = empty_target(tmp_path / "t.sqlite")
     con = sqlite3.connect(":memory:")
