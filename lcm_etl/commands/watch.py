@@ -8,7 +8,7 @@ Why polling, not a watcher library (watchfiles/inotify): lossless-claw writes th
 mode, so a commit touches `lcm.db-wal` (created, appended, truncated, deleted by checkpoints) and
 only sometimes `lcm.db`; inotify events on a file that is replaced or recreated, on network or
 container filesystems, and after the watched file disappears need care of their own. Two `stat()`
-calls per poll (`sources.file_signature`: inode, size, mtime, ctime of the file and its -wal; the no-op
+calls per poll (`sqlite_copy.file_signature`: inode, size, mtime, ctime of the file and its -wal; the no-op
 shortcut compares the file's header and the -wal's frames besides) see every one of those changes, cost nothing measurable at
 the default 0.5 s, and need no thread and no extra dependency.
 

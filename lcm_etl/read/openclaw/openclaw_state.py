@@ -58,7 +58,7 @@ def is_session_store(db: Path, query: str = "mode=ro") -> bool:
     try:
         with closing(sqlite_runtime.connect(db, query)) as con:
             names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    except sqlite3.Error:
+    except (sqlite3.Error, UnicodeDecodeError):   # not SQLite, or a damaged schema: the reader says what is wrong
         return False
     return "transcript_events" in names and "messages" not in names
 

@@ -4,7 +4,7 @@ the last run stopped").
 
 - `transcripts`: one row per transcript, by read order (`file_order`): its record key, kind, where it was read
   from and how to read it again, the read (whole or appended, and why), the record it was read from (`rec_*`, a
-  hint checked under the lock: transcript_decision.settle), what was read (`size` ... `lines_read`, the record the
+  hint checked under the lock: transcript_decision.settle), what was read (the mark's `lines` ... `lines_read`, the record the
   next run continues from), what its read found (`report`), and the session it lands in.
 - `jsonl_messages`: one row per message read, message_id = file_order << 32 | path_index, its identity columns
   (what the plan reads); `jsonl_content`: its content and metadata, by message id (what r72 writes). Apart: a

@@ -22,8 +22,8 @@ when each of these holds, checked in this order; the first that does not is the 
 
 Then, under the run lock, per session (`settle`): the plan matches a session's appended messages by entry id alone,
 so a session is read from records only when every transcript of it is, each from the record the target still
-holds (RECORD_CHANGED) and into the session it was recorded under (OTHER_SESSION, sessions.json moved it); the
-others of a session with one read whole are read again whole (SESSION_WHOLE), and so is a session with new messages
+holds (RECORD_CHANGED), whose rows the target still holds as the last run left them (TARGET_LOST), and into the
+session it was recorded under (OTHER_SESSION, sessions.json moved it); the others of a session with one read whole are read again whole (SESSION_WHOLE), and so is a session with new messages
 whose held rows (the target's, or --src's) lack entry ids, which only a whole path can count (BY_IDENTITY).
 An archive (a store's archive row, a published or the doctor's archive file) never grows: it is read from its record,
 which is to say not read, while its bytes hash to the recorded SHA-256 (`archive_start`: a store row's own

@@ -3,7 +3,7 @@
 ``read_transcript`` returns the messages on a transcript's *active path* as OpenClaw itself computes
 it, plus a report of everything it skipped; each message carries lossless-claw's content, token count
 (transcript/transcript_tokens.py) and identity hash (transcript/transcript_identity.py), and its Remnic parts
-(transcript/transcript_blocks.py). openclaw/transcript_files.py finds the files and their session keys. Pure Python, no I/O
+(transcript/transcript_blocks.py). transcript/transcript_files.py finds the files and their session keys. Pure Python, no I/O
 besides reading the named file.
 
 Reading rules: bytes split on ``b"\\n"`` only (raw U+2028/U+2029/U+0085 stay inside their line), a
