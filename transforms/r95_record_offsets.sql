@@ -21,8 +21,7 @@ ORDER BY file_order;
 -- A record says what the target held when it was made; the next run checks the target still holds it (its
 --      session's row count and id sum, one query: transcript_decision.settle) before it reads only what is new. A
 --      row deleted (Remnic's cleanup, a hand fix, a partial restore) makes its session read whole, and it lands again.
-CREATE TABLE IF NOT EXISTS lcm_etl_session_rows (session_id TEXT PRIMARY KEY, row_count INTEGER NOT NULL,
-                                                 id_sum INTEGER NOT NULL, run_id TEXT NOT NULL);
+--      (The table is the ledger's: lcm_etl/store/ledger.py.)
 INSERT OR REPLACE INTO lcm_etl_session_rows (session_id, row_count, id_sum, run_id)
 SELECT s.session_id, count(m.id), coalesce(sum(m.id), 0), :run_id
 FROM plan.plan_selected s LEFT JOIN lcm_messages m ON m.session_id = s.session_id
