@@ -56,9 +56,15 @@ def swallowed() -> None:
         raise Interrupted(_Received.signum)
 
 
-def _raise(signum: int, frame) -> None:
+def interrupt(signum: int) -> Interrupted:
+    """What a handler raises for a signal that stops the run, the signal recorded first (_Received: a SQLite
+    callback swallows what is raised in it)."""
     _Received.signum = signum
-    raise Interrupted(signum)
+    return Interrupted(signum)
+
+
+def _raise(signum: int, frame) -> None:
+    raise interrupt(signum)
 
 
 @contextmanager

@@ -236,3 +236,27 @@ def test_a_pair_queued_to_a_worker_that_sigterm_stopped_is_not_started_and_says_
             pass
     assert (result.ok, result.exit_code, result.error) == (False, 143, "not started: the fleet was stopped by a signal")
     assert not (tmp_path / "t.db").exists()
+
+
+def test_a_watchs_second_signal_that_a_sqlite_callback_swallowed_still_abandons_the_sync_as_a_signal():
+    """A second Ctrl-C that lands inside a SQLite user-defined function is swallowed by SQLite ("user-defined
+    function raised exception"): the sync fails as a write would. The signal it recorded ends the watch as a
+    signal all the same (exit 130), not as a failed sync the watch goes on after (found by the fault suite's
+    test_a_second_sigint_mid_sync_abandons_it_as_an_interrupted_run, about 1 run in 4)."""
+    from lcm_etl.commands.watch import StopFlag, _sync
+    from lcm_etl.errors import RunFailed
+    from lcm_etl.interrupts import Interrupted, raised_as_interrupted
+
+    stop = StopFlag(quiet=True)
+
+    def run_once():
+        stop._handle(signal.SIGINT, None)   # the first signal: stop after this sync
+        try:
+            stop._handle(signal.SIGINT, None)   # the second: raised where the sync is...
+        except Interrupted:
+            pass   # ...inside a SQLite callback, which swallows it
+        raise RunFailed("writing failed: user-defined function raised exception")
+
+    with raised_as_interrupted(), pytest.raises(Interrupted) as raised:
+        _sync(1, run_once, stop)
+    assert raised.value.exit_code == 130

@@ -36,7 +36,7 @@ from types import FrameType
 from typing import Any
 
 from lcm_etl.errors import EXIT_BAD_INPUT, LcmEtlError, error_line
-from lcm_etl.interrupts import Interrupted
+from lcm_etl.interrupts import interrupt, swallowed
 from lcm_etl.report import SCHEMA_VERSION, RunReport, emit, now_iso, one_line, say
 from lcm_etl.read.snapshot.sqlite_copy import file_signature
 
@@ -114,7 +114,7 @@ class StopFlag:
         self.event.set()   # first: another signal may run its handler between any two lines of this one
         if self.in_sync:
             if again:
-                raise Interrupted(signum)   # the second signal of one sync: abandon it like any interrupted run
+                raise interrupt(signum)   # the second signal of one sync: abandon it like any interrupted run
             if not self.quiet:   # os.write: a signal handler must not re-enter a buffered stream mid-write
                 os.write(2, b"lcm-etl: stopping after this sync (signal again to abandon it)\n")
 
@@ -202,6 +202,7 @@ def _sync(number: int, run_once: Callable[[], RunReport], stop: StopFlag) -> Syn
     try:
         report, error = run_once(), None
     except LcmEtlError as exc:
+        swallowed()   # the second signal, raised in a SQLite callback and failed as a write: abandoned as a signal
         report, error = None, exc
     finally:
         stop.in_sync = False
