@@ -21,7 +21,7 @@ from lcm_etl.steps.engine import run_step, step
 from lcm_etl.read.sessions import transcript_decision as decide
 from storelib import StoreWriter, session_entries, state_copy, store_of
 from test_reconcile import build_pair
-from test_reconcile_offsets import lines_of, v1_lines, write
+from test_reconcile_offsets import lines_of, the_file, v1_lines, write
 
 SCHEMAS = ROOT / "docs" / "schemas"
 PLAIN, GROUP = "0198a1b2-0001-7c3d-8e4f-a1b2c3d4e501", "0198a1b2-0008-7c3d-8e4f-a1b2c3d4e508"   # native store windows
@@ -110,13 +110,18 @@ def test_a_branch_appended_is_read_whole_as_not_a_plain_append(tmp_path):
     assert line(report).endswith("; 1 read whole: 1 not a plain append")
 
 
-def test_a_v1_file_has_nothing_to_continue_from(tmp_path):
-    jsonl = write(tmp_path / "old.jsonl", v1_lines())
-    target = tmp_path / "t.sqlite"
-    reconcile("--sessions", jsonl, "--dest", target)
-    report = decided("--sessions", jsonl, "--dest", target)
-    assert whys(report) == {"old.jsonl": decide.NO_TIP}
-    assert line(report).endswith(f"; 1 read whole: 1 {decide.NO_TIP}")
+def test_a_v1_file_unchanged_is_read_from_its_record_and_grown_has_nothing_to_continue_from(tmp_path):
+    lines = v1_lines()
+    jsonl, target = recorded(tmp_path, lines[:-1])
+    unchanged = decided("--sessions", jsonl, "--dest", target)
+    f = the_file(unchanged)
+    assert (f["why"], f["read"], f["lines_read"], unchanged["messages"]["inserted"]) == (None, "appended", 0, 0)
+    write(jsonl, lines)
+    grown = decided("--sessions", jsonl, "--dest", target)
+    f = the_file(grown)
+    assert (f["why"], f["read"], f["lines_read"], f["already_present"]) == (decide.NO_TIP, "whole", 4, 2)
+    assert grown["messages"]["inserted"] == 1
+    assert line(grown).endswith(f"; 1 read whole: 1 {decide.NO_TIP}")
 
 
 def test_a_run_under_another_key_by_reads_whole_what_was_recorded_under_the_first(tmp_path):

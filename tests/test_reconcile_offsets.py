@@ -131,14 +131,6 @@ def test_a_dry_run_reads_from_the_offset_but_records_nothing(tmp_path):
     assert the_file(reconcile("--sessions", jsonl, "--dest", target))["lines_read"] == 8
 
 
-def test_a_v1_file_without_entry_ids_is_always_read_whole(tmp_path):
-    jsonl = write(tmp_path / "old.jsonl", v1_lines())
-    target = tmp_path / "t.sqlite"
-    reconcile("--sessions", jsonl, "--dest", target)
-    f = the_file(reconcile("--sessions", jsonl, "--dest", target))
-    assert (f["read"], f["lines_read"], f["already_present"]) == ("whole", 4, 3)
-
-
 def test_after_an_undo_of_the_recording_run_the_file_is_read_whole_again(tmp_path):
     jsonl = write(tmp_path / "s.jsonl", lines_of("tool-heavy"))
     target = tmp_path / "t.sqlite"

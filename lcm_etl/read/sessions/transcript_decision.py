@@ -11,11 +11,12 @@ when each of these holds, checked in this order; the first that does not is the 
 - the target holds a record of it (`recorded`, `Records.start`) ............................ NEW / RECORDS_UNREAD
 - the run that made it completed and no undo ran after it (it may have removed what it imported) ........ UNDONE
 - it was made under this run's --key-by and --src (what counted as held then counts now) ......... OTHER_OPTIONS
-- it names a tip: the last entry, with an id, on the active path (a v1 file has none; not asked of an archive) NO_TIP
 - what was read then is unchanged: a file's first `size` bytes hash to the recorded SHA-256, the whole prefix,
   never assumed (OpenClaw rewrites files in place, at the same size too: `prefix_proved`) ......... PREFIX_CHANGED
   a window's rewrite watermark is the recorded one (OpenClaw moves it when it rewrites rows in place) . REWRITTEN
   and the window still reaches the recorded seq (one made again, shorter: `window_start`) ......... STARTED_OVER
+- with a line or row past it, it names a tip: the last entry, with an id, on the active path (a v1 file has none;
+  unchanged, nothing is read; not asked of an archive) .................................................. NO_TIP
 - every later line or row extends the active branch from the tip: a canonical entry with a new id whose parent is
   the one before (`continue_path`); a branch, a `leaf` control, a reset, a side entry, an id-less, unknown or
   unreadable entry, a second header is not .................................................... NOT_APPEND
@@ -71,7 +72,7 @@ BY_IDENTITY = "re-read: its session holds rows without entry ids"
 TARGET_LOST = "re-read: the target no longer holds its session's rows as recorded"
 ARCHIVE_CHANGED = "the archive changed"
 PENDING = "a pending input"
-CAUSES = (NEW, FULL, RECORDS_UNREAD, UNDONE, OTHER_OPTIONS, NO_TIP, PREFIX_CHANGED, REWRITTEN, STARTED_OVER, NOT_APPEND,
+CAUSES = (NEW, FULL, RECORDS_UNREAD, UNDONE, OTHER_OPTIONS, PREFIX_CHANGED, REWRITTEN, STARTED_OVER, NO_TIP, NOT_APPEND,
           RECORD_CHANGED, OTHER_SESSION, TARGET_LOST, SESSION_WHOLE, BY_IDENTITY, ARCHIVE_CHANGED, PENDING)
 
 
@@ -134,14 +135,8 @@ class Records:
                                                    *row[len(MARK_COLUMNS) + 1:])
 
     def start(self, key: str, key_by: str, held_by: str) -> FileRecord | str:
-        """The record a transcript is read from, or why it is read whole."""
-        rec = self.trusted(key, key_by, held_by)
-        if isinstance(rec, FileRecord) and rec.mark.tip is None:
-            return NO_TIP
-        return rec
-
-    def trusted(self, key: str, key_by: str, held_by: str) -> FileRecord | str:
-        """The record, when its run completed and was made under these options; else why it is not used."""
+        """The record a transcript is read from, when its run completed and was made under these options; else why
+        it is read whole. Without a tip it is still the start: unchanged, nothing is read (continue_path: NO_TIP)."""
         rec = self.get(key)
         if rec is None:
             return self.absent
@@ -153,7 +148,7 @@ class Records:
 
 
 def archive_start(start: FileRecord | str, sha256: str) -> FileRecord | str:
-    """An archive's record (Records.trusted) when the archive's bytes are still the recorded ones: it holds nothing
+    """An archive's record (Records.start) when the archive's bytes are still the recorded ones: it holds nothing
     the last run did not read, and nothing of it is read again (a folder of 1,000 archives re-parsed cost a sync
     2.5 s). No tip is needed: nothing continues an archive."""
     if isinstance(start, FileRecord) and start.mark.sha256 != sha256:
@@ -212,7 +207,8 @@ def window_start(rec: Mark, w: StoreWindow) -> str | None:
 
 def continue_path(lines, tip: str | None, report: TranscriptReport) -> tuple[list, str | None] | str:
     """The messages of numbered lines (a file's tail, a window's new rows) that extend the active branch from
-    `tip`, each line by one entry, and the new tip; NOT_APPEND when any line does not."""
+    `tip`, each line by one entry, and the new tip; NOT_APPEND when any line does not, NO_TIP when there is a line
+    and no tip."""
     messages = []
     seen = {tip}
     for no, raw in lines:
@@ -223,6 +219,8 @@ def continue_path(lines, tip: str | None, report: TranscriptReport) -> tuple[lis
         raw = raw[3:] if raw.startswith(b"\xef\xbb\xbf") else raw
         if _BLANK.match(raw):
             continue
+        if tip is None:   # a v1 file, or a leaf not last: something new, and nothing it could extend
+            return NO_TIP
         e, reason = parse_line(raw)
         if reason is not None or not isinstance(e, dict) or not _continues(e, tip, seen):
             return NOT_APPEND

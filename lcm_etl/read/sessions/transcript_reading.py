@@ -148,9 +148,6 @@ def read_all(opts: ReadOptions, records: Records | None = None, held_by: str = "
     def start(key: str) -> FileRecord | str:
         return known.start(key, opts.key_by, held_by)
 
-    def archived(key: str) -> FileRecord | str:   # an archive needs no tip: nothing continues it
-        return known.trusted(key, opts.key_by, held_by)
-
     work = runfolder.Held()
     reading = Reading(RunFile(Path(work.name) / "stage.sqlite", not opts.dry_run or opts.content,
                               frozenset(opts.session_filter)),
@@ -160,7 +157,7 @@ def read_all(opts: ReadOptions, records: Records | None = None, held_by: str = "
         reading.bars = bars
         bars.phase("reading transcripts", None, unit="transcripts")
     try:
-        _read_into(reading, inputs, opts, start, archived)
+        _read_into(reading, inputs, opts, start)
         reading.run.read_back()
         if opts.strict:
             refuse_under_strict(reading.findings())
@@ -170,7 +167,7 @@ def read_all(opts: ReadOptions, records: Records | None = None, held_by: str = "
     return reading
 
 
-def _read_into(reading: Reading, inputs: Inputs, opts: ReadOptions, start, archived) -> None:
+def _read_into(reading: Reading, inputs: Inputs, opts: ReadOptions, start) -> None:
     assert reading.work is not None
     for path in inputs.stores:
         store = _open_store(reading, path, opts)
@@ -193,7 +190,7 @@ def _read_into(reading: Reading, inputs: Inputs, opts: ReadOptions, start, archi
         for a in c.archives:
             wanted = not (opts.exclude_deleted and deleted_on_purpose(a.reason, a.session_alive))
             read = wanted and reading.add(functools.partial(read_store_archive, store, a),
-                                          archived(real_path(path, a.name)), (str(path), a.name),
+                                          start(real_path(path, a.name)), (str(path), a.name),
                                           what="archive") is not None
             if not wanted:
                 reading.left_out.add(a.session_id)
@@ -218,7 +215,7 @@ def _read_into(reading: Reading, inputs: Inputs, opts: ReadOptions, start, archi
             deleted_on_purpose(archive_kind(f), sid in live)
         wanted = f.resolve() in inputs.named or not (sid in reading.left_out or by_name)
         t = reading.add(functools.partial(read_archive_file, f, None, declared=reading.declared.get(f.name)),
-                        archived(real_path(f)), what="archive") if wanted else None
+                        start(real_path(f)), what="archive") if wanted else None
         origin = t.origin if t is not None and isinstance(t.origin, ArchiveOrigin) else \
             ArchiveOrigin(f.name, archive_kind(f), sid, None)
         reading.archives.append(archive_listing(origin, str(f.parent), t is not None, origin.session_id in live))
