@@ -79,6 +79,19 @@ def test_a_new_file_beside_an_appended_one_is_read_whole_as_new(tmp_path):
     assert line(report) == "offsets: 1 of 2 transcripts read from where the last run stopped; 1 read whole: 1 new"
 
 
+def test_a_header_only_transcript_unchanged_is_read_from_its_record_on_the_next_run(tmp_path):
+    """A session with no message yet is recorded too: its transcript is not read whole as new on every run."""
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    write(folder / "a.jsonl", lines_of("plain-chat"))
+    write(folder / "hdr.jsonl", [b'{"type":"session","version":3,"id":"hdr-only","timestamp":"2026-01-01T00:00:00Z"}\n'])
+    target = tmp_path / "t.sqlite"
+    assert line(reconcile("--sessions", folder, "--dest", target)).endswith("; 2 read whole: 2 new")
+    report = decided("--sessions", folder, "--dest", target)
+    assert whys(report) == {"a.jsonl": None, "hdr.jsonl": None}
+    assert line(report) == "offsets: 2 of 2 transcripts read from where the last run stopped"
+
+
 def test_an_appended_file_is_read_from_its_record_and_the_line_names_no_cause(tmp_path):
     lines = lines_of("tool-heavy")
     jsonl, target = recorded(tmp_path, lines[:20])

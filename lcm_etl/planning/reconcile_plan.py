@@ -114,7 +114,8 @@ def _target_rows(con, reading: Reading, target_db: Path | None, workdir: Path) -
 def _select(con, session_filter: list[str]) -> None:
     con.execute("CREATE OR REPLACE TABLE selected (session_id VARCHAR)")
     if not session_filter:
-        con.execute("INSERT INTO selected SELECT session_id FROM jsonl_sessions")
+        # a session read without a message (a header-only transcript) too: r95 records it, else it is new every run
+        con.execute("INSERT INTO selected SELECT session_id FROM jsonl_sessions UNION SELECT session_id FROM run_sessions")
         return
     con.executemany("INSERT INTO selected VALUES (?)", [[s] for s in sorted(set(session_filter))])
     # any transcript's session, read from its record with nothing new (no message in jsonl_sessions) or not
