@@ -152,18 +152,16 @@ def migrate(src, dest, memory_dir, dry_run, session_filter, key_by, as_json, qui
     from lcm_etl.store.target import resolve_target
 
     watching = _watching(watch, interval, dry_run, manifest or discover)
+    template = functools.partial(MigrateOptions, dry_run=dry_run, session_filter=list(session_filter), key_by=key_by,
+                                 lock_timeout=lock_timeout, batch_rows=batch_rows, memory_limit=memory_limit, full=full)
     if manifest or discover or dest_root or scheduler or retries is not None or jobs:
         if profile:
             raise BadInput("--manifest or --discover lists the pairs: do not also pass --profile")
         return _fleet(manifest, discover, dest_root, scheduler, retries, src, dest, memory_dir, jobs, as_json, quiet,
-                      functools.partial(MigrateOptions, dry_run=dry_run, session_filter=list(session_filter),
-                                        key_by=key_by, lock_timeout=lock_timeout, batch_rows=batch_rows,
-                                        memory_limit=memory_limit, full=full))
+                      template)
     target = resolve_target(dest, memory_dir)
-    opts = MigrateOptions(src=resolve_src(src, profile), target=target.path, dry_run=dry_run,
-                          session_filter=list(session_filter), key_by=key_by, lock_timeout=lock_timeout,
-                          batch_rows=batch_rows, progress=progress_wanted(as_json, quiet) and not watching,
-                          memory_limit=memory_limit, full=full)
+    opts = template(src=resolve_src(src, profile), target=target.path,
+                    progress=progress_wanted(as_json, quiet) and not watching)
     if watching:
         from lcm_etl.commands.watch import path_signature
 
@@ -175,23 +173,12 @@ def migrate(src, dest, memory_dir, dry_run, session_filter, key_by, as_json, qui
 
 def _fleet(manifest, discover, dest_root, scheduler, retries, src, dest, memory_dir, jobs, as_json, quiet,
            template) -> int:
-    import time
-    from lcm_etl.commands.fleet import FleetProgress, FleetReport, fleet_exit_code, fleet_pairs, run_fleet
-    from lcm_etl.read.openclaw.discover import Discovered
+    from lcm_etl.commands.fleet import fleet, fleet_pairs, run_fleet
 
     pairs, root = fleet_pairs(manifest, discover, dest_root, scheduler, retries, jobs, bool(src or dest or memory_dir))
     dask_opts = {"address": scheduler} | ({} if retries is None else {"retries": retries})
     run = functools.partial(_dask_runner(), **dask_opts) if scheduler else functools.partial(run_fleet, jobs=jobs)
-    dry_run, found = template.keywords["dry_run"], None
-    if root is not None and dry_run:   # the operator checks the discovered pairs before a real run: in text, first
-        found = Discovered(root, pairs)
-        if not as_json:
-            emit(found, as_json, quiet)
-    t0 = time.monotonic()
-    with FleetProgress(len(pairs), lines=not as_json and not quiet, bar=progress_wanted(as_json, quiet)) as progress:
-        results = run(pairs, template, progress)
-    emit(FleetReport(results, time.monotonic() - t0, dry_run, found), as_json, quiet)
-    return fleet_exit_code(results)
+    return fleet(pairs, root, run, template, as_json, quiet, progress_wanted(as_json, quiet))
 
 
 def _dask_runner():

@@ -10,13 +10,14 @@ pair per line `SRC DEST` (whitespace-separated; `#` starts a comment; paths may 
 """
 from __future__ import annotations
 
+import functools
 import multiprocessing
 import os
 import shlex
 import sys
+import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
-from typing import Callable
 from pathlib import Path
 
 import orjson
@@ -27,7 +28,7 @@ from lcm_etl.interrupts import in_a_worker, interruption, pair_in_worker, worker
 from lcm_etl.commands.migrate import MigrateOptions, migrate
 from lcm_etl.read.openclaw.discover import Discovered, discover as find
 from lcm_etl.read.snapshot.sqlite_copy import expand
-from lcm_etl.report import SCHEMA_VERSION, one_line, one_line_each
+from lcm_etl.report import SCHEMA_VERSION, emit, one_line, one_line_each
 from lcm_etl.sqlite_runtime import disable_memstatus
 from lcm_etl.store.target import resolve_target
 
@@ -93,7 +94,7 @@ def read_manifest(path: Path) -> list[tuple[Path, Path]]:
     return pairs
 
 
-PairOptions = Callable[..., MigrateOptions]   # the run's options but a pair's source and target (a partial)
+PairOptions = functools.partial[MigrateOptions]   # the run's options but a pair's source and target (a partial)
 
 
 def fleet_pairs(manifest: str | None, discover: str | None, dest_root: str | None, scheduler: str | None,
@@ -280,5 +281,17 @@ class FleetReport:
         return summary_table(self.results, self.elapsed_s, self.dry_run)
 
 
-def fleet_exit_code(results: list[PairResult]) -> int:
+def fleet(pairs: list[tuple[Path, Path]], root: Path | None, run, template: PairOptions, as_json: bool, quiet: bool,
+          bar: bool) -> int:
+    """The pairs run (`run`: run_fleet, or fleet_dask's on a cluster), one line each as it ends, then the table or the
+    JSON; the exit code is the worst pair's."""
+    dry_run, found = template.keywords["dry_run"], None
+    if root is not None and dry_run:   # the operator checks the discovered pairs before a real run: in text, first
+        found = Discovered(root, pairs)
+        if not as_json:
+            emit(found, as_json, quiet)
+    t0 = time.monotonic()
+    with FleetProgress(len(pairs), lines=not as_json and not quiet, bar=bar) as progress:
+        results = run(pairs, template, progress)
+    emit(FleetReport(results, time.monotonic() - t0, dry_run, found), as_json, quiet)
     return max((r.exit_code for r in results), default=0)

@@ -2,7 +2,8 @@
 
 ``read_transcript`` returns the messages on a transcript's *active path* as OpenClaw itself computes
 it, plus a report of everything it skipped; each message carries lossless-claw's content, token count
-(transcript/transcript_tokens.py) and identity hash (transcript/transcript_identity.py), and its Remnic parts
+(transcript/transcript_tokens.py), identity hash (transcript/transcript_identity.py), creation time
+(transcript/transcript_time.py) and its Remnic parts
 (transcript/transcript_blocks.py). transcript/transcript_files.py finds the files and their session keys. Pure Python, no I/O
 besides reading the named file.
 
@@ -23,7 +24,6 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field, fields, replace
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Iterable, Protocol
 
@@ -33,13 +33,13 @@ from lcm_etl.read.findings import Unreadable, read_regular
 from lcm_etl.read.transcript.transcript_blocks import build_parts, extract_content, reject_constant, without_surrogates
 from lcm_etl.read.transcript.transcript_files import file_stem
 from lcm_etl.read.transcript.transcript_identity import identity_hash
+from lcm_etl.read.transcript.transcript_time import created_at
 from lcm_etl.read.transcript.transcript_tokens import lc_token_count
 
 PERSISTABLE_ROLES = {"user": "user", "assistant": "assistant", "system": "system", "tool": "tool",
                      "toolResult": "tool"}
 CANONICAL_TYPES = frozenset({"message", "thinking_level_change", "model_change", "compaction", "branch_summary",
                              "custom", "custom_message", "label", "session_info"})
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _BLANK = re.compile(rb"[ \t\r]*\Z")
 
 
@@ -340,31 +340,6 @@ def _active_path(body: list[tuple[int, dict]], report: TranscriptReport,
     return path, nodes
 
 
-def _iso(ts: Any) -> datetime | None:
-    if isinstance(ts, bool):
-        return None
-    if isinstance(ts, (int, float)):
-        try:
-            return _EPOCH + timedelta(milliseconds=int(ts))
-        except (OverflowError, ValueError):
-            return None
-    if isinstance(ts, str) and ts.strip():
-        s = ts.strip().replace(" ", "T", 1)
-        if s.endswith(("Z", "z")):
-            s = s[:-1] + "+00:00"
-        try:
-            dt = datetime.fromisoformat(s)
-        except ValueError:
-            return None
-        return dt.replace(tzinfo=timezone.utc) if dt.tzinfo is None else dt.astimezone(timezone.utc)
-    return None
-
-
-def _created_at(msg: dict, envelope: dict) -> datetime | None:
-    values = (msg.get("timestamp"), msg.get("createdAt"), msg.get("created_at"), envelope.get("timestamp"))
-    return next((dt for dt in map(_iso, values) if dt is not None), None)
-
-
 def message_of(node: _Node, report: TranscriptReport) -> TranscriptMessage | None:
     """The entry's message if it is one lossless-claw persists; a message of another role is counted in the
     report. RecursionError: JSON nested deeper than Python can walk (the caller decides what that costs)."""
@@ -379,8 +354,7 @@ def message_of(node: _Node, report: TranscriptReport) -> TranscriptMessage | Non
         report.non_persistable[label] = report.non_persistable.get(label, 0) + 1
         return None
     lc = extract_content(msg.get("content")) if "content" in msg else ""
-    dt = _created_at(msg, e)
-    created = dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z" if dt else None
+    created, created_lc = created_at(msg, e)
     metadata = {k: v for k, v in msg.items() if k not in ("role", "content", "timestamp")}
     for k, v in e.items():
         if k in ("type", "id", "parentId", "message"):
@@ -397,6 +371,6 @@ def message_of(node: _Node, report: TranscriptReport) -> TranscriptMessage | Non
         entry_id=node.key if node.has_id else None, parent_id=parent, line_no=node.line_no, role=role,
         content=without_surrogates(extract_content(msg.get("content"), strip_binary=True)) if "content" in msg else "",
         lc_content=lc, token_count=lc_token_count(msg, lc), identity_hash=identity_hash(role, lc),
-        created_at=created, created_at_lc=dt.strftime("%Y-%m-%d %H:%M:%S") if dt else None,
+        created_at=created, created_at_lc=created_lc,
         inner_timestamp=msg.get("timestamp"), metadata=metadata, parts=build_parts(msg, created),
         sender_metadata=sender)
