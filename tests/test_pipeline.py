@@ -57,6 +57,14 @@ def test_every_name_a_step_reads_is_written_earlier_in_its_pipeline_or_is_a_decl
     assert unresolved_reads(p) == []
 
 
+def test_every_name_a_steps_reads_header_lists_is_read_by_its_sql():
+    """A header naming a table its statements do not read (the scope a step once filtered on) misleads its reader."""
+    unread = [f"{name} reads {read}" for name, step in engine.all_steps().items() for read in step.reads
+              if not read.endswith(".*") and not re.search(rf"\b{read.split('.')[-1]}\b",
+                                                           "\n".join(st.sql for st in step.statements))]
+    assert unread == []
+
+
 def test_a_step_reading_what_only_a_later_step_writes_is_caught():
     backwards = pipeline.Pipeline("migrate", "backwards", (pipeline.HANDOFF, pipeline.PLAN), pipeline.SOURCE_VIEWS)
     assert "migrate, backwards: 65_stage reads write_messages, which nothing before it writes" in \

@@ -1,7 +1,6 @@
 -- step: target_state
 -- engine: duckdb (plan; the target attached read-only as `tgt` — an empty Remnic schema when there is none)
--- reads: tgt.lcm_messages, tgt.lcm_message_parts, tgt.lcm_summary_nodes, tgt.lcm_compaction_events,
---        scope_sessions, superseded_rows
+-- reads: tgt.lcm_messages, tgt.lcm_message_parts, tgt.lcm_summary_nodes, tgt.lcm_compaction_events, superseded_rows
 -- produces: tgt_lc       one row per target message imported from lossless-claw, with the source facts its
 --                        metadata carries (identity and the attributes lossless-claw may change in place)
 --           tgt_ids      the same, one row per message identity (source message id, created_at), of the rows

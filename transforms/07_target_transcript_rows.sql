@@ -1,6 +1,6 @@
 -- step: target_transcript_rows
 -- engine: duckdb (plan; the target attached read-only as `tgt`, right after 05_target_state)
--- reads: tgt.lcm_messages, tgt.lcm_message_parts, scope_sessions, tgt_parts
+-- reads: tgt.lcm_messages, tgt.lcm_message_parts, tgt_parts
 -- produces: tgt_transcript_rows(id, session_id, turn_index, entry_id, identity_hash, occurrence, ts) — every row
 --           `reconcile` brought in from a transcript, with lossless-claw's identity, which occurrence of it on
 --           the session's path the message is (recorded for rows without an entry id) and the transcript's time;

@@ -1,7 +1,7 @@
 -- step: in_place_changes
 -- engine: duckdb (plan)
 -- reads: msg_plan, src_messages, src_conversations, tgt_ids, sum_plan, src_summaries, sum_parent, sum_level,
---        tgt_summaries, tgt_conversations, sessions, selected
+--        tgt_summaries, tgt_conversations, sessions
 -- produces: message_refresh(message_id, tid, session_id, changed) — imported messages whose source attributes
 --                        kept in metadata have changed since (the rollover-split repair's move, entry ids and
 --                        sender metadata filled in later, identity_hash backfills, a session key or title set)

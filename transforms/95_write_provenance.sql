@@ -1,8 +1,7 @@
 -- step: write_provenance
 -- engine: sqlite (write, once, in the run's last transaction)
 -- reads: src_conversations, src_large_files, plan.plan_conversations, plan.plan_skipped, plan.plan_source_marks,
---        plan.plan_source_global, target_marks (94),
---        lcm_messages, lcm_summary_nodes, lcm_compaction_events
+--        plan.plan_source_global, target_marks (94)
 -- produces: lcm_etl_conversations, lcm_etl_large_files, lcm_etl_skipped, lcm_etl_conversation_marks,
 --           lcm_etl_source_marks, lcm_etl_session_marks
 -- key: (source_path, conversation_id) / (source_path, file_id) / (source_path, kind, source_id) /

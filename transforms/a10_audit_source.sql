@@ -1,6 +1,6 @@
 -- step: audit (lossless-claw source against the target)
 -- engine: duckdb (audit; runs after the plan steps 10-60, on read-only copies of source and target)
--- reads: msg_plan, src_msgs, src_messages, tgt_ids, tgt_legacy, tgt_lc, tgt_transcript_rows, tgt_detail,
+-- reads: msg_plan, src_messages, tgt_ids, tgt_legacy, tgt_lc, tgt_transcript_rows, tgt_detail,
 --        message_refresh, part_plan,
 --        src_parts, tgt_part_keys, sum_plan, sum_parent, tgt_summary_detail, tgt_provenance_summaries,
 --        tgt_skipped, session_work, tgt_boundaries, selected, src_message_hashes, src_summary_hashes (hashes
