@@ -182,8 +182,9 @@ def test_the_other_transcript_of_a_session_with_one_read_whole_is_read_again_who
                             "1 the recorded prefix changed, 1 re-read: another transcript of its session read whole")
 
 
-def test_a_session_whose_held_rows_lack_entry_ids_is_read_again_whole(tmp_path):
-    """lcm.db rows an older lossless-claw wrote (no transcript_entry_id) count as held only by identity."""
+def without_entry_ids(tmp_path: Path) -> tuple[Path, Path, list[bytes]]:
+    """tool-heavy's transcript, cut 3 lines short, an lcm.db of the whole one whose rows, as an older lossless-claw
+    wrote them, have no transcript_entry_id, and the transcript's lines."""
     pair = build_pair("tool-heavy", tmp_path / "state")
     lcm_db = tmp_path / "state" / "lcm.db"
     con = sqlite3.connect(lcm_db)
@@ -193,6 +194,12 @@ def test_a_session_whose_held_rows_lack_entry_ids_is_read_again_whole(tmp_path):
     transcript = Path(pair["transcript"])
     lines = transcript.read_bytes().splitlines(keepends=True)
     write(transcript, lines[:-3])
+    return transcript, lcm_db, lines
+
+
+def test_a_session_whose_held_rows_lack_entry_ids_is_read_again_whole(tmp_path):
+    """lcm.db rows an older lossless-claw wrote (no transcript_entry_id) count as held only by identity."""
+    transcript, lcm_db, lines = without_entry_ids(tmp_path)
     target = tmp_path / "t.sqlite"
     reconcile("--sessions", transcript, "--src", lcm_db, "--dest", target)
     write(transcript, lines)   # appended: its new messages are matched against the session's held rows
@@ -201,21 +208,12 @@ def test_a_session_whose_held_rows_lack_entry_ids_is_read_again_whole(tmp_path):
     assert line(report).endswith("; 1 read whole: 1 re-read: its session holds rows without entry ids")
 
 
-
 def test_a_session_whose_target_rows_lack_entry_ids_is_read_again_whole(tmp_path):
     """The target's rows migrated from an lcm.db without transcript_entry_id count as held only by identity too:
     the re-run without --src reads the session whole."""
-    pair = build_pair("tool-heavy", tmp_path / "state")
-    lcm_db = tmp_path / "state" / "lcm.db"
-    con = sqlite3.connect(lcm_db)
-    with con:
-        con.execute("UPDATE messages SET transcript_entry_id = NULL")
-    con.close()
+    transcript, lcm_db, lines = without_entry_ids(tmp_path)
     target = tmp_path / "t.sqlite"
     assert run_cli("migrate", "--src", lcm_db, "--dest", target).returncode == 0
-    transcript = Path(pair["transcript"])
-    lines = transcript.read_bytes().splitlines(keepends=True)
-    write(transcript, lines[:-3])
     reconcile("--sessions", transcript, "--dest", target)
     write(transcript, lines)
     report = decided("--sessions", transcript, "--dest", target)

@@ -32,6 +32,16 @@ def test_a_rerun_of_an_unchanged_source_takes_the_shortcut_and_reports_the_same_
     assert again["boundary_events"] == 0
 
 
+def test_a_run_of_another_command_since_the_last_migrate_ends_the_shortcut_though_it_changed_no_row(tmp_path):
+    """The shortcut vouches for the ledger's latest run only (docs/design.md's `no-op` row)."""
+    src = copy_fixture("multiparent-newest.db", tmp_path / "src")
+    dest = tmp_path / "t.sqlite"
+    migrate(src, dest)
+    (tmp_path / "empty").mkdir()
+    assert run_cli("reconcile", "--sessions", tmp_path / "empty", "--dest", dest, "-q").returncode == 0
+    assert migrate(src, dest)["sync_decision"]["line"].startswith("pages compared: 0 pages changed")
+
+
 def test_a_changed_source_is_re_planned_by_its_changed_pages(tmp_path):
     src = copy_fixture("multiparent-newest.db", tmp_path / "src")
     dest = tmp_path / "t.sqlite"
