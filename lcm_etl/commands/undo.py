@@ -195,9 +195,15 @@ SELECT DISTINCT l.run_id FROM lcm_etl_run_rows l JOIN lcm_etl_run_ranges r ON r.
 WHERE l.tbl IN ('lcm_messages', 'lcm_compaction_events') AND l.run_id IN (SELECT run_id FROM _u_later)
 """
 
-_KINDS = {"message": ("message appended after its imported turns", "messages appended after its imported turns"),
-          "covering": ("summary covering its turns", "summaries covering its turns"),
-          "child": ("summary whose parent is one of its summaries", "summaries whose parent is one of its summaries")}
+# each kind: its name, one and many, and why --force may leave it (its `left` line)
+_KINDS = {"message": ("message appended after its imported turns", "messages appended after its imported turns",
+                      " ({where}): they keep their turn numbers; Remnic appends after a session's highest turn, so "
+                      "nothing collides"),
+          "covering": ("summary covering its turns", "summaries covering its turns",
+                       ": their range now names turns without messages; expanding them finds only the messages that "
+                       "remain"),
+          "child": ("summary whose parent is one of its summaries", "summaries whose parent is one of its summaries",
+                    ", made roots (parent_id NULL): a summary no other summary covers, as Remnic makes them")}
 
 
 def _check_dependents(con: sqlite3.Connection, run: dict, force: bool) -> list[str]:
@@ -220,19 +226,10 @@ def _check_dependents(con: sqlite3.Connection, run: dict, force: bool) -> list[s
     if not force:
         raise BadInput(f"run {rid} cannot be undone: Remnic wrote rows after it that depend on it ({what}; {where}); "
                        "--force removes the run's rows and leaves those")
-    left = []
-    if counts["message"]:
-        left.append(f"{counts['message']} Remnic {_KINDS['message'][counts['message'] != 1]} ({where}): they keep "
-                    "their turn numbers; Remnic appends after a session's highest turn, so nothing collides")
-    if counts["covering"]:
-        left.append(f"{counts['covering']} Remnic {_KINDS['covering'][counts['covering'] != 1]}: their range now "
-                    "names turns without messages; expanding them finds only the messages that remain")
     if counts["child"]:
         con.execute("UPDATE lcm_summary_nodes SET parent_id = NULL WHERE parent_id IN "
                     "(SELECT id FROM _u_sums WHERE inserted) AND id NOT IN (SELECT id FROM _u_sums)")
-        left.append(f"{counts['child']} Remnic {_KINDS['child'][counts['child'] != 1]}, made roots (parent_id NULL): "
-                    "a summary no other summary covers, as Remnic makes them")
-    return left
+    return [f"{n} Remnic {_KINDS[k][n != 1]}{_KINDS[k][2].format(where=where)}" for k, n in counts.items() if n]
 
 
 def _restore(con: sqlite3.Connection, rid: str) -> dict[str, int]:
