@@ -47,7 +47,6 @@ from typing import Any, BinaryIO
 
 from lcm_etl import sqlite_runtime
 from lcm_etl.file_identity import real_path
-from lcm_etl.read.lcmdb.source_schema import WHITESPACE
 from lcm_etl.read.openclaw.openclaw_store import StoreWindow
 from lcm_etl.read.transcript.transcripts import (_BLANK, CANONICAL_TYPES, MARK_COLUMNS, Mark, Transcript, TranscriptReport,
                                                 _Node, message_of, parse_line)
@@ -247,13 +246,14 @@ def _continues(e: dict, tip: str | None, seen: set) -> bool:
             and isinstance(parent, str) and parent.strip() == tip)
 
 
-def settle(run: sqlite3.Connection, target: Path | None, source: tuple[Path, dict[str, str]] | None = None,
-           key_by: str = "session-id", every: bool = True) -> dict[int, str]:
+def settle(run: sqlite3.Connection, target: Path | None, source: tuple[Path, dict[str, str], list] | None = None,
+           every: bool = True) -> dict[int, str]:
     """The transcripts read from a record (a hint, read before the lock: the run file's `rec_*` columns) that must
     be read again whole, by read order, with the cause: a record the target no longer holds as it was (`target`:
     under the lock, or the dry run's private copy), a transcript that lands in another session than it was
     recorded under, the others of a session with one read whole, and a session with new messages whose held rows
-    (the target's, or --src's: `source`, its snapshot and normalised views) lack entry ids. A query over the run
+    (the target's, or --src's: `source`, its snapshot, normalised views and each conversation's session as the plan
+    keys it: reconcile_plan.source_sessions) lack entry ids. A query over the run
     file, the target and the source attached (lcm_etl/read/sessions/run_file.py). `every`: the target's rows of
     every session read from a record are compared with the record (_LOST); else only of those read past it, with
     something new (a watch's later syncs: the comparison reads the target's whole session index, which grows with
@@ -276,13 +276,14 @@ def settle(run: sqlite3.Connection, target: Path | None, source: tuple[Path, dic
         if any(r[1] == "target" for r in run.execute("PRAGMA database_list")):
             run.execute("DETACH target")
     if source is not None:
+        run.execute("CREATE TEMP TABLE src_sessions (conversation_id, session_id)")
+        run.executemany("INSERT INTO src_sessions VALUES (?, ?)", source[2])
         run.execute("ATTACH ? AS src", (sqlite_runtime.uri(source[0]),))
         try:
-            views = ", ".join(f"{name} AS ({sql})" for name, sql in source[1].items()
-                              if name in ("src_conversations", "src_messages"))
-            run.execute(f"WITH {views} {_BARE_SOURCE}", {"key_by": key_by, "ws": WHITESPACE})
+            run.execute(f"WITH src_messages AS ({source[1]['src_messages']}) {_BARE_SOURCE}")
         finally:
             run.execute("DETACH src")
+            run.execute("DROP TABLE src_sessions")
     rows = run.execute(f"""
         WITH changed AS (
             SELECT t.file_order, t.session_id,
@@ -320,13 +321,9 @@ _CANDIDATES = ("(SELECT session_id FROM main.transcripts GROUP BY session_id "
 _BARE_TARGET = f"""
 INSERT INTO bare SELECT DISTINCT session_id FROM target.lcm_messages
 WHERE session_id IN {_CANDIDATES} AND json_valid(metadata) AND json_extract(metadata, '$.transcript_entry_id') IS NULL"""
-# an lcm.db conversation's session, as 10_sessions.sql keys it in DuckDB (tests/test_reconcile_decision.py ties them)
-SESSION_RULE = """CASE
-        WHEN :key_by = 'session-key' AND trim(coalesce(session_key, ''), :ws) <> '' THEN trim(session_key, :ws)
-        WHEN trim(coalesce(session_id, ''), :ws) <> '' THEN trim(session_id, :ws)
-        ELSE CAST(conversation_id AS TEXT) END"""
+# --src's conversations keyed as the plan keys them (10_sessions.sql, in DuckDB: src_sessions)
 _BARE_SOURCE = f"""
-INSERT INTO bare SELECT s.session_id FROM (SELECT conversation_id, {SESSION_RULE} AS session_id FROM src_conversations) s
+INSERT INTO bare SELECT s.session_id FROM src_sessions s
 WHERE s.session_id IN {_CANDIDATES} AND EXISTS (SELECT 1 FROM src_messages m WHERE m.conversation_id = s.conversation_id
                                                 AND nullif(trim(m.transcript_entry_id), '') IS NULL)"""
 
