@@ -60,7 +60,7 @@ def reconcile(opts: ReconcileOptions) -> RunReport:
         held_by = source_identity.of_snapshot(source.original, source.path).key if source else ""
         # where the last complete run stopped in each transcript
         with closing(decide.Records(absent=decide.FULL) if opts.full else
-                     decide.recorded(opts.target, hint=True, dry_run=opts.dry_run)) as records:
+                     decide.recorded(opts.target, opts.dry_run)) as records:
             read = read_all(opts, records, held_by, bars)   # transcript problems first, then target problems, then a wait
         check_target(opts.target, open_it=not opts.dry_run, writes=True)
         with target_lock(opts.target, opts.lock_timeout, opts.dry_run):   # one run per target (lcm_etl/store/runlock.py)

@@ -99,7 +99,7 @@ FROM lcm_etl_transcript_files f LEFT JOIN lcm_etl_runs r ON r.run_id = f.run_id"
 class Records:
     """A target's records, looked up one transcript key at a time (the table's primary key): a 10,000-window
     store's records are never all held (docs/benchmarks.md, 2026-11-26 22:21). `absent`: the cause for a transcript
-    without one. A record that cannot be read now (the target changed under a hint's immutable read) is absent,
+    without one. A record that cannot be read now (the target changed under a dry run's immutable read) is absent,
     with RECORDS_UNREAD: the transcript is read whole, which is always correct. Close it when done."""
 
     def __init__(self, target: Path | None = None, how: str = "mode=ro", absent: str = NEW):
@@ -160,22 +160,15 @@ def archive_start(start: FileRecord | str, sha256: str) -> FileRecord | str:
     return start
 
 
-def recorded(target: Path | None, hint: bool = False, dry_run: bool = False) -> Records:
-    """A target's records (none when there is no target or no such table).
-
-    `hint`: read before the run lock. A hint only says which transcripts to try from a record; `settle` checks each
-    one used against the records read under the lock. Without a -wal beside the target: the main file alone, as
-    immutable (touching no file). With one (Remnic holds its store open, in WAL mode): as any reader of it, through
-    its -wal and -shm, so that a run beside a live Remnic still reads only what was appended; but not in a dry run,
-    which touches none of the target's files (a reader's -shm read marks), nor without the -shm (a reader would
-    make one): then there is no hint, and every transcript is read whole."""
+def recorded(target: Path | None, dry_run: bool = False) -> Records:
+    """A target's records (none when there is no target or no such table), read before the run lock as migrate's
+    shortcut reads its ledger (sqlite_runtime.before_lock): a hint, which `settle` checks against the records
+    under the lock. Unreadable now (a dry run beside a -wal), every transcript is read whole."""
     if target is None or not target.exists():
         return Records()
-    wal = Path(f"{target}-wal").exists()
-    if hint and wal and (dry_run or not Path(f"{target}-shm").exists()):
-        return Records(absent=RECORDS_UNREAD)
+    how = sqlite_runtime.before_lock(target, dry_run)
     try:
-        return Records(target, "immutable=1" if hint and not wal else "mode=ro")
+        return Records(target, how) if how else Records(absent=RECORDS_UNREAD)
     except sqlite3.Error:   # not readable now: the run reads every transcript whole, and check_target says why
         return Records(absent=RECORDS_UNREAD)
 
