@@ -260,7 +260,7 @@ def settle(run: sqlite3.Connection, target: Path | None, source: tuple[Path, dic
         run.execute("ATTACH ? AS target", (sqlite_runtime.uri(target),))
         run.execute(f"INSERT INTO records {_RECORDED} WHERE f.path IN "
                     "(SELECT record_key FROM main.transcripts WHERE read = 'appended')")
-        for table, sql in (("lcm_etl_session_rows", _LOST), ("lcm_messages", _BARE_TARGET)):
+        for table, sql in (("lcm_etl_session_marks", _LOST), ("lcm_messages", _BARE_TARGET)):
             if sqlite_runtime.has_table(run, table, "target"):
                 run.execute(sql, {"every": every} if sql is _LOST else ())
     except sqlite3.Error:   # no record can be read (or the target lacks the rows' table): none of the hints holds
@@ -296,16 +296,16 @@ def settle(run: sqlite3.Connection, target: Path | None, source: tuple[Path, dic
     return dict(rows)
 
 
-# the sessions read from records whose rows in the target are no longer what the last run left (r95_record_offsets.sql:
-# count and id sum): one query per run, over the session index; a row deleted or added since is read whole again.
-# :every false: only the sessions with something new read past a record
+# the sessions read from records whose messages in the target are no longer what the last run left (its session mark,
+# r95_record_offsets.sql: count and highest id): one query per run, over the session index; a row deleted or added
+# since is read whole again. :every false: only the sessions with something new read past a record
 _LOST = """
 INSERT INTO lost WITH appended AS (SELECT DISTINCT session_id FROM main.transcripts WHERE read = 'appended' AND (:every OR lines_read > 0)),
-     now AS (SELECT session_id, count(*) AS n, sum(id) AS s FROM target.lcm_messages
+     now AS (SELECT session_id, count(*) AS n, max(id) AS hi FROM target.lcm_messages
              WHERE session_id IN (SELECT session_id FROM appended) GROUP BY session_id)
-SELECT r.session_id FROM target.lcm_etl_session_rows r LEFT JOIN now USING (session_id)
-WHERE r.session_id IN (SELECT session_id FROM appended)
-  AND (coalesce(now.n, 0) <> r.row_count OR coalesce(now.s, 0) <> r.id_sum)"""
+SELECT r.session_id FROM target.lcm_etl_session_marks r LEFT JOIN now USING (session_id)
+WHERE r.source_path = '' AND r.session_id IN (SELECT session_id FROM appended)
+  AND (coalesce(now.n, 0) <> r.messages OR coalesce(now.hi, 0) <> r.max_message_id)"""
 # BY_IDENTITY: the sessions every transcript of which was read from its record, with new messages, whose held rows
 # (r05_target_state.sql's held_tgt, reconcile_plan.py's held_lcm) lack an entry id. The plan matches such a session's
 # new messages by entry id alone (r20_match.sql): its id-less rows only the whole path can count
