@@ -55,12 +55,8 @@ def open_plan(opts: ReconcileOptions, source: Snapshot | None, workdir: Path):
 
 
 def source_sessions(con) -> list[tuple]:
-    """Each --src conversation and the session 10_sessions.sql keys it into (none without --src)."""
-    return con.execute("SELECT conversation_id, session_id FROM sessions").fetchall() if _keyed(con) else []
-
-
-def _keyed(con) -> bool:
-    return con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'sessions'").fetchone()[0] > 0
+    """Each --src conversation and the session 10_sessions.sql keyed it into (open_plan, with --src)."""
+    return con.execute("SELECT conversation_id, session_id FROM sessions").fetchall()
 
 
 def plan_transcripts(con, opts: ReconcileOptions, reading: Reading, target_db: Path | None, workdir: Path,
@@ -90,7 +86,7 @@ def plan_transcripts(con, opts: ReconcileOptions, reading: Reading, target_db: P
         for table, ids in (("run_sessions", run_sessions), ("jsonl_appended", sorted(appended))):
             con.execute(f"INSERT INTO {table} SELECT unnest(from_json($ids, '[\"VARCHAR\"]'))", {"ids": plan.duck.strings(ids)})
         _select(con, opts.session_filter)
-        if _keyed(con):
+        if opts.src:   # open_plan keyed its sessions
             con.execute("""CREATE TABLE held_lcm AS
                 SELECT s.session_id, s.conv_key, m.seq, nullif(trim(m.transcript_entry_id), '') AS entry_id, m.identity_hash
                 FROM src_messages m JOIN sessions s USING (conversation_id)
