@@ -35,9 +35,8 @@ ORDER BY w.batch, w.session_id, w.new_rank;
 
 -- every session the run planned, written or not (batch NULL): r95 records their transcripts, and 94 their marks
 CREATE TABLE stage.plan_sessions AS
-SELECT s.session_id, w.batch, coalesce(CAST(w.gains_data AS INTEGER), 0) AS gains_data,
-       CAST(w.session_id IS NOT NULL AS INTEGER) AS needs_boundary
-FROM selected s LEFT JOIN session_work w USING (session_id);
+SELECT session_id, batch, CAST(gains_data AS INTEGER) AS gains_data, 1 AS needs_boundary FROM session_work
+UNION ALL SELECT session_id, NULL, 0, 0 FROM selected WHERE session_id NOT IN (SELECT session_id FROM session_work);
 
 -- no marks carried: 94 reads every planned session's again
 CREATE TABLE stage.plan_target_marks AS
