@@ -156,6 +156,14 @@ def connect(path: Path | str, query: str = "mode=ro", **kwargs) -> sqlite3.Conne
     return sqlite3.connect(uri(path, query), uri=True, **kwargs)
 
 
+def before_lock(target: Path, dry_run: bool) -> str | None:
+    """How a run reads lcm-etl's tables of its target before the run lock (migrate's no-op shortcut, reconcile's
+    records): as any reader, through its -wal and -shm (the run writes the target next); a dry run, which leaves
+    nothing beside it, the main file alone, immutable, and not at all (None) when its -wal holds commits."""
+    wal = Path(f"{target}-wal")
+    return "mode=ro" if not dry_run else None if wal.exists() and wal.stat().st_size else "mode=ro&immutable=1"
+
+
 def has_table(con: sqlite3.Connection, name: str, schema: str = "main") -> bool:
     """Whether the database attached as `schema` holds the table `name`."""
     return con.execute(f"SELECT 1 FROM {schema}.sqlite_master WHERE type = 'table' AND name = ?", (name,)).fetchone() \

@@ -300,10 +300,10 @@ def test_reconcile_full_reads_every_transcript_whole_and_repairs_what_no_record_
     cli_json("reconcile", "--sessions", copy, "--dest", target)
     session = expected("cold.plain-chat")["sessionId"]
     gone = entry_ids(target, session)[-1]
-    # a row deleted and the session's recorded count and id sum made to match: the cheap check cannot see it
+    # a row deleted and the session's marked count and highest id made to match: the cheap check cannot see it
     sql(target, "DELETE FROM lcm_messages WHERE json_extract(metadata, '$.transcript_entry_id') = ?", gone)
-    sql(target, "UPDATE lcm_etl_session_rows SET (row_count, id_sum) = (SELECT count(*), sum(id) FROM lcm_messages "
-                "WHERE session_id = ?) WHERE session_id = ?", session, session)
+    sql(target, "UPDATE lcm_etl_session_marks SET (messages, max_message_id) = (SELECT count(*), max(id) FROM "
+                "lcm_messages WHERE session_id = ?) WHERE source_path = '' AND session_id = ?", session, session)
     assert cli_json("reconcile", "--sessions", copy, "--dest", target)["messages"]["inserted"] == 0
     assert run_cli("audit", "--sessions", copy, "--dest", target).returncode == 3
     full = cli_json("reconcile", "--sessions", copy, "--dest", target, "--full")

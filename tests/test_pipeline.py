@@ -147,8 +147,8 @@ def test_lcm_etl_steps_prints_a_commands_steps_in_the_declared_order():
     assert numbered_steps(proc.stdout) == ["10_sessions", "r05_target_state", "r20_match", "r25_off_path",
                                            "r55_batch_weights", "57_assign_batches", "r60_batches", "r65_stage",
                                            "70_assign_turns", "r72_write_messages", "75_index_messages",
-                                           "r80_write_parts", "88_movable_boundaries", "89_move_boundary", "90_write_boundary", "r90_mark_off_path",
-                                           "r95_record_offsets"]
+                                           "r80_write_parts", "88_movable_boundaries", "89_move_boundary", "90_write_boundary",
+                                           "r90_mark_off_path", "94_target_marks_after", "r95_record_offsets"]
     assert "  sessions — duckdb — " in proc.stdout and "[with --src" in proc.stdout
 
 

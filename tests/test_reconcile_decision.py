@@ -12,12 +12,8 @@ import subprocess
 import time
 from pathlib import Path
 
-import duckdb
-import pytest
 
 from conftest import LCM_ETL, ROOT, run_cli
-from lcm_etl.read.lcmdb.source_schema import WHITESPACE
-from lcm_etl.steps.engine import run_step, step
 from lcm_etl.read.sessions import transcript_decision as decide
 from storelib import StoreWriter, session_entries, state_copy, store_of
 from test_reconcile import build_pair
@@ -219,25 +215,6 @@ def test_a_session_whose_target_rows_lack_entry_ids_is_read_again_whole(tmp_path
     report = decided("--sessions", transcript, "--dest", target)
     assert list(whys(report).values()) == ["re-read: its session holds rows without entry ids"]
 
-
-@pytest.mark.parametrize("key_by", ["session-id", "session-key"])
-def test_settle_keys_an_lcm_db_conversation_into_the_session_the_plan_does(key_by):
-    """settle finds --src's rows without entry ids by session in SQLite (SESSION_RULE); the plan keys them in DuckDB
-    (10_sessions.sql): the two agree on blank, padded and missing ids and keys."""
-    rows = [(1, " a ", "k1"), (2, "", " k2\u00a0"), (3, None, None), (4, "\ufeffb\t", ""), (5, "c", "\u00a0")]
-    lite = sqlite3.connect(":memory:")
-    lite.execute("CREATE TABLE src_conversations (conversation_id INTEGER, session_id TEXT, session_key TEXT)")
-    lite.executemany("INSERT INTO src_conversations VALUES (?, ?, ?)", rows)
-    params = {"key_by": key_by, "ws": WHITESPACE}
-    in_sqlite = lite.execute(f"SELECT conversation_id, {decide.SESSION_RULE} FROM src_conversations ORDER BY 1",
-                             params).fetchall()
-    duck = duckdb.connect()
-    duck.execute("CREATE TABLE src_conversations (conversation_id BIGINT, session_id VARCHAR, session_key VARCHAR)")
-    duck.executemany("INSERT INTO src_conversations VALUES (?, ?, ?)", rows)
-    run_step(step("10_sessions"), duck, params)
-    assert in_sqlite == duck.execute("SELECT conversation_id, session_id FROM sessions ORDER BY 1").fetchall()
-    assert [s for _, s in in_sqlite] == (["k1", "k2", "3", "b", "c"] if key_by == "session-key" else
-                                         ["a", "2", "3", "b", "c"])
 
 def holds_open(pid: int, suffix: str) -> bool:
     """Whether the process has a file ending in `suffix` open; an fd closed between the listing and its readlink is

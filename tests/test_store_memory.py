@@ -36,7 +36,7 @@ def _held_after_reading(store: Path, target: Path | None = None) -> tuple[int, l
     from lcm_etl.read.transcript.transcripts import Transcript, TranscriptMessage
     from lcm_etl.read.sessions.transcript_reading import ReadOptions, read_all
 
-    records = decide.recorded(target, hint=True) if target is not None else None
+    records = decide.recorded(target) if target is not None else None
     tracemalloc.start()
     try:
         gc.collect()   # a full collection empties Python's free lists: what is left is what is held

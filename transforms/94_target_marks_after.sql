@@ -1,11 +1,11 @@
 -- step: target_marks_after
--- engine: sqlite (the target, in the run's last transaction, before 95)
+-- engine: sqlite (the target, in the run's last transaction, before 95 or r95)
 -- reads: plan.plan_target_marks (the marks planning read: 04, or those recorded when the target is proved
 --        untouched), plan.plan_sessions, lcm_messages, lcm_summary_nodes, lcm_compaction_events
 -- produces: TEMP TABLE target_marks(session_id, messages, max_message_id, summaries, boundary_events) — per target
 --           session, the figures of 04_target_marks.sql
 -- key: session_id
--- why: 95 stores the target's marks as this run leaves it. Only the sessions this run writes to can have
+-- why: 95 (r95: reconcile's, every session it planned, none carried) stores the target's marks as this run leaves it. Only the sessions this run writes to can have
 --      other figures than planning read (plan_sessions holds every session that gains messages, summaries
 --      or a boundary event): those are read again through their session indexes, the others are carried.
 --      04 over every session scans the whole message index (0.06 s on 200k messages), most of what a sync

@@ -1,9 +1,9 @@
 -- step: reconcile_stage
 -- engine: duckdb (stage: plan tables → the stage file)
 -- reads: write_messages, jsonl_messages, session_work, off_path, selected
--- produces: stage.plan_messages (with each id-less message's occurrence), stage.plan_sessions, stage.plan_present
---           (empty: nothing to resolve), stage.plan_off_path (the marks that change: r90_mark_off_path.sql),
---           stage.plan_selected (the sessions whose transcripts r95 records); write_occurrence (the occurrences
+-- produces: stage.plan_messages (with each id-less message's occurrence), stage.plan_sessions (every session
+--           planned), stage.plan_present (empty: nothing to resolve), stage.plan_off_path (the marks that change:
+--           r90_mark_off_path.sql), stage.plan_target_marks (empty); write_occurrence (the occurrences
 --           counted, a temp table);
 --           the stage is the run file: it holds the messages' content and parts already (lcm_etl/read/sessions/run_file.py)
 -- key: batch
@@ -33,10 +33,15 @@ SELECT w.message_id, w.session_id, w.new_rank, w.batch,
 FROM write_messages w JOIN jsonl_messages m USING (message_id) LEFT JOIN write_occurrence o USING (message_id)
 ORDER BY w.batch, w.session_id, w.new_rank;
 
-CREATE TABLE stage.plan_selected AS SELECT session_id FROM selected;
-
+-- every session the run planned, written or not (batch NULL): r95 records their transcripts, and 94 their marks
 CREATE TABLE stage.plan_sessions AS
-SELECT session_id, batch, CAST(gains_data AS INTEGER) AS gains_data, 1 AS needs_boundary FROM session_work;
+SELECT session_id, batch, CAST(gains_data AS INTEGER) AS gains_data, 1 AS needs_boundary FROM session_work
+UNION ALL SELECT session_id, NULL, 0, 0 FROM selected WHERE session_id NOT IN (SELECT session_id FROM session_work);
+
+-- no marks carried: 94 reads every planned session's again
+CREATE TABLE stage.plan_target_marks AS
+SELECT CAST(NULL AS VARCHAR) AS session_id, CAST(NULL AS BIGINT) AS messages, CAST(NULL AS BIGINT) AS max_message_id,
+       CAST(NULL AS BIGINT) AS summaries, CAST(NULL AS BIGINT) AS boundary_events WHERE false;
 
 CREATE TABLE stage.plan_present AS
 SELECT CAST(NULL AS BIGINT) AS message_id, CAST(NULL AS BIGINT) AS tid_present, CAST(NULL AS BIGINT) AS turn_present

@@ -24,7 +24,7 @@ from lcm_etl.planning import plan
 from lcm_etl.run_options import ReconcileOptions
 from lcm_etl.read.findings import FINDING_KEYS
 from lcm_etl.progress import Progress
-from lcm_etl.planning.reconcile_plan import plan_transcripts, read_all
+from lcm_etl.planning.reconcile_plan import open_plan, plan_transcripts, read_all
 from lcm_etl.report import RunReport, one_line_each, plural, unknown_lines
 from lcm_etl.read.lcmdb.source_schema import detect_schema, normalized_views
 from lcm_etl.read.snapshot.sqlite_copy import Snapshot, take_snapshot
@@ -236,7 +236,7 @@ def _audit_transcripts(opts: AuditOptions, source: Snapshot | None, target_db: P
     work = runfolder.Held()
     con = None
     try:
-        con = plan_transcripts(ropts, reading, target_db, source, Path(work.name))
+        con = plan_transcripts(open_plan(ropts, source, Path(work.name)), ropts, reading, target_db, Path(work.name))
         bars.close()
         report.extra["transcripts_read"] = reading.run.count
         report.extra["stores"] = reading.stores

@@ -25,7 +25,7 @@ from lcm_etl.read.snapshot import runfolder
 from lcm_etl.store import ledger
 from lcm_etl.planning import plan
 from lcm_etl.run_options import ReconcileOptions
-from lcm_etl.planning.reconcile_plan import plan_transcripts, read_all
+from lcm_etl.planning.reconcile_plan import open_plan, plan_transcripts, read_all, source_sessions
 from lcm_etl.read.sessions import transcript_decision as decide
 from lcm_etl.read.findings import as_warning
 from lcm_etl.read.sessions.run_file import loads
@@ -60,7 +60,7 @@ def reconcile(opts: ReconcileOptions) -> RunReport:
         held_by = source_identity.of_snapshot(source.original, source.path).key if source else ""
         # where the last complete run stopped in each transcript
         with closing(decide.Records(absent=decide.FULL) if opts.full else
-                     decide.recorded(opts.target, hint=True, dry_run=opts.dry_run)) as records:
+                     decide.recorded(opts.target, opts.dry_run)) as records:
             read = read_all(opts, records, held_by, bars)   # transcript problems first, then target problems, then a wait
         check_target(opts.target, open_it=not opts.dry_run, writes=True)
         with target_lock(opts.target, opts.lock_timeout, opts.dry_run):   # one run per target (lcm_etl/store/runlock.py)
@@ -90,10 +90,12 @@ def _reconcile(opts: ReconcileOptions, read: Reading, source: Snapshot | None, h
         target_db = view.path if view else opts.target if existed else None
         # each transcript read from a record the target no longer holds as it was, or into another session, the
         # others of its session, and a session whose held rows lack entry ids are read again whole (settle)
-        held = (source.path, normalized_views(detect_schema(source.path, source.original), "sqlite")) if source else None
-        read.read_whole(decide.settle(run.con, target_db, held, opts.key_by, opts.every_session))
-        con = plan_transcripts(opts, read, target_db, source, Path(work.name), decide.sessions_from_records(run.con))
+        con = open_plan(opts, source, Path(work.name))   # --src's sessions keyed once, by 10_sessions.sql
         try:
+            held = (source.path, normalized_views(detect_schema(source.path, source.original), "sqlite"),
+                    source_sessions(con)) if source else None
+            read.read_whole(decide.settle(run.con, target_db, held, opts.every_session))
+            plan_transcripts(con, opts, read, target_db, Path(work.name), decide.sessions_from_records(run.con))
             _plan_counts(con, report)
             report.boundaries_moved = plan.boundaries_moving(target_db, report.sessions_touched,
                                                              ledger.placed_by("reconcile", held_by or None))

@@ -35,19 +35,39 @@ _HELD_LCM_EMPTY = ("SELECT NULL::VARCHAR AS session_id, NULL::VARCHAR AS conv_ke
                    "NULL::VARCHAR AS entry_id, NULL::VARCHAR AS identity_hash WHERE false")
 
 
-def plan_transcripts(opts: ReconcileOptions, reading: Reading, target_db: Path | None, source: Snapshot | None,
-                     workdir: Path, appended: frozenset[str] | set[str] = frozenset()):
-    """The held rows loaded into a fresh DuckDB connection beside the run file (attached as `stage`, its identity
-    columns viewed as jsonl_messages, jsonl_parts, jsonl_abandoned), and the plan steps r20/r60 run on them.
-
-    target_db is the target to read (callers pass a private snapshot when nothing may be written, e.g.
-    dry-run and audit); source is the snapshot of --src, if any. Returns the connection, holding
-    jsonl_plan, write_messages and session_work.
-    """
-    reading.run.flush()
-    # the plan's tables in a compressed in-memory database, compressed at each checkpoint below: uncompressed, a
+def open_plan(opts: ReconcileOptions, source: Snapshot | None, workdir: Path):
+    """The plan database, with --src's views and its conversations keyed into sessions by 10_sessions.sql
+    (`sessions`): settle reads that key (`source_sessions`) before plan_transcripts plans."""
+    # the plan's tables in a compressed in-memory database, compressed at each checkpoint: uncompressed, a
     # re-run's tables grew with the new rows (1 % appended to a 5,000,000-event store: 41 MB against 10 at 500,000)
     con = plan.duck.connect(workdir, opts.memory_limit, keeps_records=not opts.dry_run, compressed=True)
+    try:
+        if source is not None:
+            schema = detect_schema(source.path, source.original)
+            plan.duck.attach_sqlite(con, str(source.path), "src")
+            for name, sql in plan.normalized_views(schema, "duckdb").items():
+                con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS {sql}")
+            run_stage(pipeline.HELD_SESSIONS, con, {"key_by": opts.key_by, "ws": plan.WHITESPACE})
+        return con
+    except BaseException:
+        con.close()
+        raise
+
+
+def source_sessions(con) -> list[tuple]:
+    """Each --src conversation and the session 10_sessions.sql keyed it into (open_plan, with --src)."""
+    return con.execute("SELECT conversation_id, session_id FROM sessions").fetchall()
+
+
+def plan_transcripts(con, opts: ReconcileOptions, reading: Reading, target_db: Path | None, workdir: Path,
+                     appended: frozenset[str] | set[str] = frozenset()):
+    """The held rows loaded into the plan database (open_plan) beside the run file (attached as `stage`, its
+    identity columns viewed as jsonl_messages, jsonl_parts, jsonl_abandoned), and the plan steps r20/r60 run on them.
+
+    target_db is the target to read (callers pass a private snapshot when nothing may be written, e.g.
+    dry-run and audit). Returns the connection, holding jsonl_plan, write_messages and session_work.
+    """
+    reading.run.flush()
     checkpoint = functools.partial(plan.duck.checkpoint, con)
     try:
         # views, not tables: the steps read the run file's rows where they are (never its content)
@@ -66,12 +86,7 @@ def plan_transcripts(opts: ReconcileOptions, reading: Reading, target_db: Path |
         for table, ids in (("run_sessions", run_sessions), ("jsonl_appended", sorted(appended))):
             con.execute(f"INSERT INTO {table} SELECT unnest(from_json($ids, '[\"VARCHAR\"]'))", {"ids": plan.duck.strings(ids)})
         _select(con, opts.session_filter)
-        if source is not None:
-            schema = detect_schema(source.path, source.original)
-            plan.duck.attach_sqlite(con, str(source.path), "src")
-            for name, sql in plan.normalized_views(schema, "duckdb").items():
-                con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS {sql}")
-            run_stage(pipeline.HELD_SESSIONS, con, {"key_by": opts.key_by, "ws": plan.WHITESPACE})
+        if opts.src:   # open_plan keyed its sessions
             con.execute("""CREATE TABLE held_lcm AS
                 SELECT s.session_id, s.conv_key, m.seq, nullif(trim(m.transcript_entry_id), '') AS entry_id, m.identity_hash
                 FROM src_messages m JOIN sessions s USING (conversation_id)

@@ -99,8 +99,9 @@ RECONCILE_WRITE = Stage("per batch", "sqlite", "the target, the stage attached a
                         "(a new target: its private building file, one transaction)",
                         ("70_assign_turns", "r72_write_messages", "75_index_messages", "r80_write_parts",
                          "88_movable_boundaries", "89_move_boundary", "90_write_boundary"))
-RECONCILE_RECORD = Stage("off-path marks, offsets", "sqlite", "the target, the stage attached as plan, in the run's last "
-                         "transaction (with the ledger row)", ("r90_mark_off_path", "r95_record_offsets"))
+RECONCILE_RECORD = Stage("off-path marks, session marks, offsets", "sqlite", "the target, the stage attached as plan, in the run's last "
+                         "transaction (with the ledger row)", ("r90_mark_off_path", "94_target_marks_after",
+                                                                         "r95_record_offsets"))
 HELD_SESSIONS = replace(SESSIONS, when="with --src (what lcm.db holds counts as held)")
 
 AUDIT_SOURCE = Stage("audit", "duckdb", "the plan database, on private copies of source and target, with "

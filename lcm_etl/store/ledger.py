@@ -61,8 +61,6 @@ CREATE TABLE IF NOT EXISTS lcm_etl_transcript_files (path TEXT PRIMARY KEY, line
   messages INTEGER NOT NULL, parts INTEGER NOT NULL, tip TEXT, size INTEGER, sha256 TEXT, seq INTEGER, watermark TEXT,
   header_id TEXT NOT NULL, version INTEGER, session_id TEXT NOT NULL, key_by TEXT NOT NULL, held_by TEXT NOT NULL,
   run_id TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS lcm_etl_session_rows (session_id TEXT PRIMARY KEY, row_count INTEGER NOT NULL,
-  id_sum INTEGER NOT NULL, run_id TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS lcm_etl_sync_state (run_id TEXT PRIMARY KEY, source_fingerprint TEXT NOT NULL,
   target_fingerprint TEXT NOT NULL, key_by TEXT NOT NULL, session_filter TEXT NOT NULL, marks_run TEXT,
   shortcut_of TEXT, noop_runs INTEGER NOT NULL DEFAULT 1, totals TEXT NOT NULL);

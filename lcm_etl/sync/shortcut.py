@@ -49,11 +49,9 @@ class Previous:
 def previous_run(target: Path, path: str, state: sync_state.SyncState, dry_run: bool) -> Previous | None:
     """The last migrate of this source's path, when `state` (this run's, before it reads anything) finds what it
     left: the same source files and options, and the target as that run left it."""
-    # a dry run must not create -wal/-shm beside the target: immutable skips the WAL, so a ledger row
-    # still in the WAL is simply not seen and the full plan runs
-    if dry_run and Path(str(target) + "-wal").exists() and Path(str(target) + "-wal").stat().st_size:
-        return None   # the immutable view below would not see what the WAL holds
-    query = "mode=ro&immutable=1" if dry_run else "mode=ro"
+    query = sqlite_runtime.before_lock(target, dry_run)
+    if query is None:   # a dry run beside a -wal: the full plan runs
+        return None
     try:
         con = sqlite_runtime.connect(target, query)
     except sqlite3.Error:

@@ -48,7 +48,6 @@ from typing import Any, BinaryIO
 
 from lcm_etl import sqlite_runtime
 from lcm_etl.file_identity import real_path
-from lcm_etl.read.lcmdb.source_schema import WHITESPACE
 from lcm_etl.read.openclaw.openclaw_store import StoreWindow
 from lcm_etl.read.transcript.transcripts import (_BLANK, CANONICAL_TYPES, MARK_COLUMNS, Mark, Transcript, TranscriptReport,
                                                 _Node, message_of, parse_line)
@@ -101,7 +100,7 @@ FROM lcm_etl_transcript_files f LEFT JOIN lcm_etl_runs r ON r.run_id = f.run_id"
 class Records:
     """A target's records, looked up one transcript key at a time (the table's primary key): a 10,000-window
     store's records are never all held (docs/benchmarks.md, 2026-11-26 22:21). `absent`: the cause for a transcript
-    without one. A record that cannot be read now (the target changed under a hint's immutable read) is absent,
+    without one. A record that cannot be read now (the target changed under a dry run's immutable read) is absent,
     with RECORDS_UNREAD: the transcript is read whole, which is always correct. Close it when done."""
 
     def __init__(self, target: Path | None = None, how: str = "mode=ro", absent: str = NEW):
@@ -156,22 +155,15 @@ def archive_start(start: FileRecord | str, sha256: str) -> FileRecord | str:
     return start
 
 
-def recorded(target: Path | None, hint: bool = False, dry_run: bool = False) -> Records:
-    """A target's records (none when there is no target or no such table).
-
-    `hint`: read before the run lock. A hint only says which transcripts to try from a record; `settle` checks each
-    one used against the records read under the lock. Without a -wal beside the target: the main file alone, as
-    immutable (touching no file). With one (Remnic holds its store open, in WAL mode): as any reader of it, through
-    its -wal and -shm, so that a run beside a live Remnic still reads only what was appended; but not in a dry run,
-    which touches none of the target's files (a reader's -shm read marks), nor without the -shm (a reader would
-    make one): then there is no hint, and every transcript is read whole."""
+def recorded(target: Path | None, dry_run: bool = False) -> Records:
+    """A target's records (none when there is no target or no such table), read before the run lock as migrate's
+    shortcut reads its ledger (sqlite_runtime.before_lock): a hint, which `settle` checks against the records
+    under the lock. Unreadable now (a dry run beside a -wal), every transcript is read whole."""
     if target is None or not target.exists():
         return Records()
-    wal = Path(f"{target}-wal").exists()
-    if hint and wal and (dry_run or not Path(f"{target}-shm").exists()):
-        return Records(absent=RECORDS_UNREAD)
+    how = sqlite_runtime.before_lock(target, dry_run)
     try:
-        return Records(target, "immutable=1" if hint and not wal else "mode=ro")
+        return Records(target, how) if how else Records(absent=RECORDS_UNREAD)
     except sqlite3.Error:   # not readable now: the run reads every transcript whole, and check_target says why
         return Records(absent=RECORDS_UNREAD)
 
@@ -245,13 +237,14 @@ def _continues(e: dict, tip: str | None, seen: set) -> bool:
             and isinstance(parent, str) and parent.strip() == tip)
 
 
-def settle(run: sqlite3.Connection, target: Path | None, source: tuple[Path, dict[str, str]] | None = None,
-           key_by: str = "session-id", every: bool = True) -> dict[int, str]:
+def settle(run: sqlite3.Connection, target: Path | None, source: tuple[Path, dict[str, str], list] | None = None,
+           every: bool = True) -> dict[int, str]:
     """The transcripts read from a record (a hint, read before the lock: the run file's `rec_*` columns) that must
     be read again whole, by read order, with the cause: a record the target no longer holds as it was (`target`:
     under the lock, or the dry run's private copy), a transcript that lands in another session than it was
     recorded under, the others of a session with one read whole, and a session with new messages whose held rows
-    (the target's, or --src's: `source`, its snapshot and normalised views) lack entry ids. A query over the run
+    (the target's, or --src's: `source`, its snapshot, normalised views and each conversation's session as the plan
+    keys it: reconcile_plan.source_sessions) lack entry ids. A query over the run
     file, the target and the source attached (lcm_etl/read/sessions/run_file.py). `every`: the target's rows of
     every session read from a record are compared with the record (_LOST); else only of those read past it, with
     something new (a watch's later syncs: the comparison reads the target's whole session index, which grows with
@@ -265,7 +258,7 @@ def settle(run: sqlite3.Connection, target: Path | None, source: tuple[Path, dic
         run.execute("ATTACH ? AS target", (sqlite_runtime.uri(target),))
         run.execute(f"INSERT INTO records {_RECORDED} WHERE f.path IN "
                     "(SELECT record_key FROM main.transcripts WHERE read = 'appended')")
-        for table, sql in (("lcm_etl_session_rows", _LOST), ("lcm_messages", _BARE_TARGET)):
+        for table, sql in (("lcm_etl_session_marks", _LOST), ("lcm_messages", _BARE_TARGET)):
             if sqlite_runtime.has_table(run, table, "target"):
                 run.execute(sql, {"every": every} if sql is _LOST else ())
     except sqlite3.Error:   # no record can be read (or the target lacks the rows' table): none of the hints holds
@@ -274,13 +267,14 @@ def settle(run: sqlite3.Connection, target: Path | None, source: tuple[Path, dic
         if any(r[1] == "target" for r in run.execute("PRAGMA database_list")):
             run.execute("DETACH target")
     if source is not None:
+        run.execute("CREATE TEMP TABLE src_sessions (conversation_id, session_id)")
+        run.executemany("INSERT INTO src_sessions VALUES (?, ?)", source[2])
         run.execute("ATTACH ? AS src", (sqlite_runtime.uri(source[0]),))
         try:
-            views = ", ".join(f"{name} AS ({sql})" for name, sql in source[1].items()
-                              if name in ("src_conversations", "src_messages"))
-            run.execute(f"WITH {views} {_BARE_SOURCE}", {"key_by": key_by, "ws": WHITESPACE})
+            run.execute(f"WITH src_messages AS ({source[1]['src_messages']}) {_BARE_SOURCE}")
         finally:
             run.execute("DETACH src")
+            run.execute("DROP TABLE src_sessions")
     rows = run.execute(f"""
         WITH changed AS (
             SELECT t.file_order, t.session_id,
@@ -300,16 +294,16 @@ def settle(run: sqlite3.Connection, target: Path | None, source: tuple[Path, dic
     return dict(rows)
 
 
-# the sessions read from records whose rows in the target are no longer what the last run left (r95_record_offsets.sql:
-# count and id sum): one query per run, over the session index; a row deleted or added since is read whole again.
-# :every false: only the sessions with something new read past a record
+# the sessions read from records whose messages in the target are no longer what the last run left (its session mark,
+# r95_record_offsets.sql: count and highest id): one query per run, over the session index; a row deleted or added
+# since is read whole again. :every false: only the sessions with something new read past a record
 _LOST = """
 INSERT INTO lost WITH appended AS (SELECT DISTINCT session_id FROM main.transcripts WHERE read = 'appended' AND (:every OR lines_read > 0)),
-     now AS (SELECT session_id, count(*) AS n, sum(id) AS s FROM target.lcm_messages
+     now AS (SELECT session_id, count(*) AS n, max(id) AS hi FROM target.lcm_messages
              WHERE session_id IN (SELECT session_id FROM appended) GROUP BY session_id)
-SELECT r.session_id FROM target.lcm_etl_session_rows r LEFT JOIN now USING (session_id)
-WHERE r.session_id IN (SELECT session_id FROM appended)
-  AND (coalesce(now.n, 0) <> r.row_count OR coalesce(now.s, 0) <> r.id_sum)"""
+SELECT r.session_id FROM target.lcm_etl_session_marks r LEFT JOIN now USING (session_id)
+WHERE r.source_path = '' AND r.session_id IN (SELECT session_id FROM appended)
+  AND (coalesce(now.n, 0) <> r.messages OR coalesce(now.hi, 0) <> r.max_message_id)"""
 # BY_IDENTITY: the sessions every transcript of which was read from its record, with new messages, whose held rows
 # (r05_target_state.sql's held_tgt, reconcile_plan.py's held_lcm) lack an entry id. The plan matches such a session's
 # new messages by entry id alone (r20_match.sql): its id-less rows only the whole path can count
@@ -318,13 +312,9 @@ _CANDIDATES = ("(SELECT session_id FROM main.transcripts GROUP BY session_id "
 _BARE_TARGET = f"""
 INSERT INTO bare SELECT DISTINCT session_id FROM target.lcm_messages
 WHERE session_id IN {_CANDIDATES} AND json_valid(metadata) AND json_extract(metadata, '$.transcript_entry_id') IS NULL"""
-# an lcm.db conversation's session, as 10_sessions.sql keys it in DuckDB (tests/test_reconcile_decision.py ties them)
-SESSION_RULE = """CASE
-        WHEN :key_by = 'session-key' AND trim(coalesce(session_key, ''), :ws) <> '' THEN trim(session_key, :ws)
-        WHEN trim(coalesce(session_id, ''), :ws) <> '' THEN trim(session_id, :ws)
-        ELSE CAST(conversation_id AS TEXT) END"""
+# --src's conversations keyed as the plan keys them (10_sessions.sql, in DuckDB: src_sessions)
 _BARE_SOURCE = f"""
-INSERT INTO bare SELECT s.session_id FROM (SELECT conversation_id, {SESSION_RULE} AS session_id FROM src_conversations) s
+INSERT INTO bare SELECT s.session_id FROM src_sessions s
 WHERE s.session_id IN {_CANDIDATES} AND EXISTS (SELECT 1 FROM src_messages m WHERE m.conversation_id = s.conversation_id
                                                 AND nullif(trim(m.transcript_entry_id), '') IS NULL)"""
 
