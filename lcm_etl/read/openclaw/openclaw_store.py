@@ -157,8 +157,9 @@ class OpenStore:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def close(self, committed: str | None = None) -> None:
-        """`committed`: the run that read the store and committed (its kept snapshot is sealed for the next run)."""
+    def close(self, committed: str | None = None, settled: dict[str, tuple] | None = None) -> None:
+        """`committed`: the run that read the store and committed (its kept snapshot is sealed for the next run,
+        with the windows whose records it left `settled`: StoreSnapshot.close)."""
         if self._rows is not None:
             self._rows.close()
             self._rows = None
@@ -166,7 +167,7 @@ class OpenStore:
         if con is not None:
             con.close()
             self.con = None   # type: ignore[assignment]
-        self.kept.close(committed)
+        self.kept.close(committed, settled)
 
     # ------------------------------------------------------------------------------------------
     # what the store holds

@@ -49,6 +49,7 @@ from lcm_etl import sqlite_runtime
 from lcm_etl.file_identity import real_path
 from lcm_etl.read.lcmdb.source_schema import WHITESPACE
 from lcm_etl.read.openclaw.openclaw_store import StoreWindow
+from lcm_etl.store import ledger
 from lcm_etl.read.transcript.transcripts import (_BLANK, CANONICAL_TYPES, MARK_COLUMNS, Mark, Transcript, TranscriptReport,
                                                 _Node, message_of, parse_line)
 
@@ -132,6 +133,13 @@ class Records:
             return None
         return None if row is None else FileRecord(row[0], Mark(*row[1:len(MARK_COLUMNS) + 1]),
                                                    *row[len(MARK_COLUMNS) + 1:])
+
+    def last_run(self) -> str | None:
+        """The run whose records are the newest (ledger.last_records_run); None when unknown."""
+        try:
+            return ledger.last_records_run(self._con) if self._con is not None else None
+        except sqlite3.Error:
+            return None
 
     def start(self, key: str, key_by: str, held_by: str) -> FileRecord | str:
         """The record a transcript is read from, or why it is read whole."""
