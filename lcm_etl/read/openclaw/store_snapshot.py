@@ -74,7 +74,8 @@ class StoreSnapshot:
             live = {sid: kept[:2] for sid, kept in sealed.items() if sid not in c.owners}
             self.unchanged = {sid: kept[2:] for sid, kept in sealed.items() if sid not in c.owners and len(kept) == 5}
             live.update(count(c.owners))
-        self.live = live
+        if self.cache is not None:   # sealed with the copy, for the next run
+            self.live = live
         return live
 
     def close(self, committed: str | None = None, settled: dict[str, tuple] | None = None) -> None:
