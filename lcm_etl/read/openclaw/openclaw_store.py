@@ -102,14 +102,19 @@ class StoreWindows:
         return 0 if self._con is None else self._con.execute("SELECT count(*) FROM store_windows").fetchone()[0]
 
     def __iter__(self) -> Iterator[StoreWindow]:
+        return self.but(())
+
+    def but(self, skip) -> Iterator[StoreWindow]:
+        """The windows but those in `skip` (window ids), none of them made."""
         if self._con is None or self._make is None:
             return
-        at = 0
-        while rows := self._con.execute("SELECT * EXCLUDE (ord) FROM store_windows WHERE ord > ? ORDER BY ord LIMIT ?",
-                                        [at, self.BATCH]).fetchall():
-            at += len(rows)
+        at, skipped = 0, json.dumps(sorted(skip))
+        while rows := self._con.execute(
+                "SELECT * FROM store_windows WHERE ord > ? AND session_id NOT IN (SELECT unnest(from_json(?, "
+                "'[\"VARCHAR\"]'))) ORDER BY ord LIMIT ?", [at, skipped, self.BATCH]).fetchall():
+            at = rows[-1][0]
             for row in rows:
-                yield self._make(row)
+                yield self._make(row[1:])
 
 
 @dataclass

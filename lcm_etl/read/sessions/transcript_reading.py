@@ -239,10 +239,9 @@ def _read_into(reading: Reading, inputs: Inputs, opts: ReadOptions, start, archi
                                "windows": len(c.windows), "windows_unchanged": len(skip), "archives": len(c.archives),
                                "cold_windows": len(c.cold), "pending_inputs": len(c.pending),
                                "compressed_rows": c.compressed, "kept_snapshot": store.kept.kept_note()})
-        for w in c.windows:   # each window made as it is read, and read into the run file: none held here
-            if w.session_id not in skip:
-                reading.add(functools.partial(read_window, store, w), start(w.record_key),
-                            (str(path), w.session_id), what="window")
+        for w in c.windows.but(skip):   # each window made as it is read, and read into the run file: none held here
+            reading.add(functools.partial(read_window, store, w), start(w.record_key), (str(path), w.session_id),
+                        what="window")
         held = {w.session_id for w in c.windows} if c.archives else set()
         for a in c.archives:
             wanted = not (opts.exclude_deleted and deleted_on_purpose(a.reason, a.session_alive))
