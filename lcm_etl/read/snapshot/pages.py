@@ -13,6 +13,7 @@ never assumed. Format: https://www.sqlite.org/fileformat2.html (sections 1.3, 1.
 """
 from __future__ import annotations
 
+import functools
 import os
 import struct
 from collections.abc import Generator
@@ -137,44 +138,53 @@ def is_ptrmap(pf: PageFile, n: int) -> bool:
 def _by_pointer_map(pf: PageFile, roots: dict[int, bool], wanted: set[int]) -> Layout:
     """The wanted pages placed through the pointer map (file format, 1.6): a b-tree page's tree found up its
     chain of parents, each link checked against the parent's own child pointers (a map that disagrees is not
-    trusted); a table leaf's rowids are its own first to last. The rest of the file is not read: the interior
-    pages of a 5,000,000-event store, parsed and kept beside its copy, were 11 MB read and written each sync."""
+    trusted); a table leaf's rowids are its own first to last. Only those pages and the pointer-map pages are
+    read, each once: the interior pages of a 5,000,000-event store, parsed and kept beside its copy, were 11 MB
+    read and written each sync."""
     out = Layout(pf.page_size, pf.usable, pf.pages)
+    read: dict[int, bytes] = {}
+    page = functools.partial(_once, pf, read)
     for n in sorted(wanted):
         if n > pf.pages or is_ptrmap(pf, n) or n == LOCK_BYTE_OFFSET // pf.page_size + 1:
             continue
-        kind, parent = _pointer(pf, n)
+        kind, parent = _pointer(page, pf, n)
         if kind == _FREE:
             out.free.add(n)
         elif kind in (_ROOT, _BTREE):
-            root, child, depth = n, n, 0
-            while kind == _BTREE:
-                up = pf.page(parent)
-                at = 100 if parent == 1 else 0
-                if up[at] not in (_TABLE_INTERIOR, _INDEX_INTERIOR) or child not in _children(up, at) or depth > 40:
-                    raise NotComparable(f"the pointer map's parent of page {child} does not point to it")
-                root, child, depth = parent, parent, depth + 1
-                kind, parent = _pointer(pf, root)
-            if kind != _ROOT or root not in roots:
+            chain = [n]   # n and its parents up to its root, or to a page placed already
+            while kind == _BTREE and chain[-1] not in out.btree:
+                up, at = page(parent), 100 if parent == 1 else 0
+                if up[at] not in (_TABLE_INTERIOR, _INDEX_INTERIOR) or chain[-1] not in _children(up, at) \
+                        or len(chain) > 40:
+                    raise NotComparable(f"the pointer map's parent of page {chain[-1]} does not point to it")
+                chain.append(parent)
+                kind, parent = _pointer(page, pf, parent)
+            root = out.btree.get(chain[-1], chain[-1])
+            if kind not in (_ROOT, _BTREE) or root not in roots:
                 raise NotComparable(f"page {n} is in no b-tree of the schema")
-            out.btree[n] = root
-            page = pf.page(n)
-            if page[100 if n == 1 else 0] == _TABLE_LEAF:
-                out.leaves[n] = Leaf(root, *_rowids(page, 100 if n == 1 else 0))
+            out.btree.update(dict.fromkeys(chain, root))
+            if page(n)[100 if n == 1 else 0] == _TABLE_LEAF:
+                out.leaves[n] = Leaf(root, *_rowids(page(n), 100 if n == 1 else 0))
     return out
+
+
+def _once(pf: PageFile, read: dict[int, bytes], n: int) -> bytes:
+    if n not in read:
+        read[n] = pf.page(n)
+    return read[n]
 
 
 _ROOT, _FREE, _BTREE = 1, 2, 5   # pointer-map entry kinds (3, 4: overflow pages, placed by their cells)
 
 
-def _pointer(pf: PageFile, n: int) -> tuple[int, int]:
+def _pointer(page, pf: PageFile, n: int) -> tuple[int, int]:
     """Page n's pointer-map entry: its kind and its parent (page 1, sqlite_schema's root, has none)."""
     if n == 1:
         return _ROOT, 0
     per = pf.usable // 5 + 1
     first = 2 + (n - 2) // per * per
     first += first == LOCK_BYTE_OFFSET // pf.page_size + 1
-    entry = pf.page(first)[5 * (n - first - 1): 5 * (n - first)]
+    entry = page(first)[5 * (n - first - 1): 5 * (n - first)]
     return entry[0], int.from_bytes(entry[1:], "big")
 
 
