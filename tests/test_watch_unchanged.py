@@ -69,3 +69,32 @@ def test_after_an_undo_between_two_syncs_the_next_sync_reads_every_window_and_la
     # the undo is the target's last run to touch records, not the run that sealed the snapshot: every window read
     assert third["extra"]["stores"][0]["windows_unchanged"] == 0
     assert third["messages"]["inserted"] == 4 and counts(target)["lcm_messages"] == held + 2
+
+
+def test_windows_left_unread_are_read_whole_when_a_run_wrote_records_since_the_snapshot_was_sealed(tmp_path):
+    """Under the lock (Reading.confirm_unchanged): when the target's last run to write records is no longer the one
+    that sealed the store's snapshot (a run between the hint and the lock), every window left unread is read
+    whole, as a record that changed under the lock is."""
+    from lcm_etl.read.sessions import transcript_decision as decide
+    from lcm_etl.read.sessions.transcript_reading import read_all
+    from lcm_etl.run_options import ReconcileOptions
+
+    store = store_of(state_copy("native", tmp_path / "state"), "main")
+    target = tmp_path / "lcm.sqlite"
+    for _ in range(2):   # the second run seals the snapshot with each window's record settled
+        assert run_cli("reconcile", "--sessions", store, "--dest", target, "-q").returncode == 0
+    opts = ReconcileOptions(sessions=[str(store)], target=target, every_session=False)
+    records = decide.recorded(target)
+    try:
+        reading = read_all(opts, records)
+    finally:
+        records.close()
+    try:
+        [unread] = reading.unchanged.values()
+        assert len(unread) == reading.stores[0]["windows"] > 0
+        assert reading.run.query("SELECT count(*) FROM transcripts WHERE kind = 'window'").fetchone()[0] == 0
+        reading.confirm_unchanged("a run since")
+        assert reading.run.query("SELECT why, count(*) FROM transcripts WHERE kind = 'window' GROUP BY 1").fetchall() \
+            == [(decide.RECORD_CHANGED, reading.stores[0]["windows"])]
+    finally:
+        reading.close()

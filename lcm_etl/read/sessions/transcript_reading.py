@@ -143,7 +143,6 @@ class Reading:
             self.work = None
         return kept
 
-
     def _settled(self, path: Path) -> dict[str, tuple]:
         """The store's windows whose records this run leaves as they are (read from the record with nothing new) or
         as r95 writes them (every line read, its session planned), by window id: the --src key they are made
@@ -162,13 +161,12 @@ class Reading:
 def unchanged_windows(store: OpenStore, opts: ReadOptions, inputs: Inputs, last_run: str | None,
                       held_by: str) -> dict[str, tuple]:
     """The windows a watch's later sync leaves unread (by window id: their record's --src key, messages and
-    parts): no page of
-    their rows changed since the run that sealed the store's kept snapshot (StoreSnapshot.unchanged), that run
-    left their records settled and is still the last to write records (`last_run`: checked again under the
-    lock, Reading.confirm_unchanged), under these options. Each would be read from its record with nothing
-    new; the report counts them (`windows_unchanged`). A sync that checks every session's target rows, one by
-    session key, with --session-filter or --full, and one beside JSONL files (a file may share a window's
-    session) reads every window."""
+    parts): no page of their rows changed since the run that sealed the store's kept snapshot
+    (StoreSnapshot.unchanged), that run left their records settled and is still the last to write records
+    (`last_run`; checked again under the lock: Reading.confirm_unchanged), under these options. Each would be
+    read from its record with nothing new; the report counts them (`windows_unchanged`). A sync that checks every
+    session's target rows, one by session key, with --session-filter or --full, and one beside JSONL files (a
+    file may share a window's session) reads every window."""
     c = store.kept.changes
     if (getattr(opts, "every_session", True) or getattr(opts, "full", False) or opts.key_by != "session-id"
             or opts.session_filter or inputs.files or inputs.archive_files or c is None or c.since != last_run):
