@@ -13,7 +13,6 @@ never assumed. Format: https://www.sqlite.org/fileformat2.html (sections 1.3, 1.
 """
 from __future__ import annotations
 
-import functools
 import os
 import struct
 from collections.abc import Generator
@@ -143,7 +142,9 @@ def _by_pointer_map(pf: PageFile, roots: dict[int, bool], wanted: set[int]) -> L
     read and written each sync."""
     out = Layout(pf.page_size, pf.usable, pf.pages)
     read: dict[int, bytes] = {}
-    page = functools.partial(_once, pf, read)
+
+    def page(n: int) -> bytes:
+        return read[n] if n in read else read.setdefault(n, pf.page(n))
     for n in sorted(wanted):
         if n > pf.pages or is_ptrmap(pf, n) or n == LOCK_BYTE_OFFSET // pf.page_size + 1:
             continue
@@ -166,12 +167,6 @@ def _by_pointer_map(pf: PageFile, roots: dict[int, bool], wanted: set[int]) -> L
             if page(n)[100 if n == 1 else 0] == _TABLE_LEAF:
                 out.leaves[n] = Leaf(root, *_rowids(page(n), 100 if n == 1 else 0))
     return out
-
-
-def _once(pf: PageFile, read: dict[int, bytes], n: int) -> bytes:
-    if n not in read:
-        read[n] = pf.page(n)
-    return read[n]
 
 
 _ROOT, _FREE, _BTREE = 1, 2, 5   # pointer-map entry kinds (3, 4: overflow pages, placed by their cells)
