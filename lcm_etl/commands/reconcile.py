@@ -94,7 +94,7 @@ def _reconcile(opts: ReconcileOptions, read: Reading, source: Snapshot | None, h
         held = (source.path, normalized_views(detect_schema(source.path, source.original), "sqlite")) if source else None
         if target_db is not None and any(read.unchanged.values()):   # the records the unread windows stand on
             with closing(sqlite_runtime.connect(target_db)) as lite:
-                read.confirm_unchanged(ledger.last_records_run(lite))
+                read.confirm_unchanged(decide.last_records_run(lite))
         read.read_whole(decide.settle(run.con, target_db, held, opts.key_by, opts.every_session))
         con = plan_transcripts(opts, read, target_db, source, Path(work.name), decide.sessions_from_records(run.con))
         try:

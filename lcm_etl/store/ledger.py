@@ -140,15 +140,6 @@ def start(con: sqlite3.Connection, record: RunRecord) -> None:
     _put(con, record._row("running", None))
 
 
-def last_records_run(con: sqlite3.Connection) -> str | None:
-    """The newest run that wrote transcript records (a complete reconcile) or could have voided them (an undo):
-    while it is the run that sealed a store's kept snapshot, the records of that store's windows are the ones it
-    left (tests/test_watch_unchanged.py)."""
-    row = con.execute("SELECT run_id FROM lcm_etl_runs WHERE command = 'undo' OR (command = 'reconcile' AND "
-                      "status = 'complete') ORDER BY rowid DESC LIMIT 1").fetchone()
-    return row[0] if row else None
-
-
 def mark_dead_runs(con: sqlite3.Connection) -> None:
     con.execute("UPDATE lcm_etl_runs SET status = 'killed' WHERE status = 'running'")
 

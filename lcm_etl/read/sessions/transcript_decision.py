@@ -49,7 +49,6 @@ from lcm_etl import sqlite_runtime
 from lcm_etl.file_identity import real_path
 from lcm_etl.read.lcmdb.source_schema import WHITESPACE
 from lcm_etl.read.openclaw.openclaw_store import StoreWindow
-from lcm_etl.store import ledger
 from lcm_etl.read.transcript.transcripts import (_BLANK, CANONICAL_TYPES, MARK_COLUMNS, Mark, Transcript, TranscriptReport,
                                                 _Node, message_of, parse_line)
 
@@ -135,9 +134,9 @@ class Records:
                                                    *row[len(MARK_COLUMNS) + 1:])
 
     def last_run(self) -> str | None:
-        """The run whose records are the newest (ledger.last_records_run); None when unknown."""
+        """The run whose records are the newest (last_records_run); None when unknown."""
         try:
-            return ledger.last_records_run(self._con) if self._con is not None else None
+            return last_records_run(self._con) if self._con is not None else None
         except sqlite3.Error:
             return None
 
@@ -158,6 +157,15 @@ class Records:
         if (rec.key_by, rec.held_by) != (key_by, held_by):
             return OTHER_OPTIONS
         return rec
+
+
+def last_records_run(con: sqlite3.Connection) -> str | None:
+    """The newest run that wrote records (a complete reconcile) or could have voided them (an undo): while it is the
+    run that sealed a store's kept snapshot, the records of that store's windows are the ones it left
+    (tests/test_watch_unchanged.py)."""
+    row = con.execute("SELECT run_id FROM lcm_etl_runs WHERE command = 'undo' OR (command = 'reconcile' AND "
+                      "status = 'complete') ORDER BY rowid DESC LIMIT 1").fetchone()
+    return row[0] if row else None
 
 
 def archive_start(start: FileRecord | str, sha256: str) -> FileRecord | str:

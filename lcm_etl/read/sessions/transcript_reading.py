@@ -111,8 +111,8 @@ class Reading:
 
     def confirm_unchanged(self, last_run: str | None) -> None:
         """Under the run lock: the windows left unread stay so while the target's records are still the ones the
-        run that sealed their store's snapshot left (ledger.last_records_run, `last_run`); else they are read
-        whole, as a record that changed under the lock is."""
+        run that sealed their store's snapshot left (`last_run`: transcript_decision.last_records_run); else they
+        are read whole, as a record that changed under the lock is."""
         for path, windows in self.unchanged.items():
             store = self.open_stores[path]
             if windows and store.kept.changes is not None and store.kept.changes.since != last_run:
