@@ -182,3 +182,32 @@ def test_a_store_in_the_state_the_sealing_run_found_it_in_is_not_compared_page_b
     assert compared == [] and third.messages.inserted == 1
     assert "WAL frames read" in kept_note({"extra": third.extra})
     assert kept_note({"extra": third.extra}).endswith(": 1 windows' rows changed")
+
+
+def test_the_pointer_map_places_every_page_of_a_store_where_the_walk_of_its_trees_does(tmp_path):
+    """pages._by_pointer_map (an auto-vacuum file: OpenClaw's stores) against pages.layout's walk of every b-tree
+    from its root, for every page of the native store: the same tree for each b-tree page, the same table leaves
+    (each one's rowids within the range its parents give it) and the same free pages."""
+    from lcm_etl.read.snapshot import page_owners, pages
+
+    store = store_of(state_copy("native", tmp_path / "state"), "main")
+    with sqlite3.connect(store) as con:
+        con.execute("PRAGMA wal_checkpoint(TRUNCATE)")   # every page in the main file
+        con.execute("DELETE FROM transcript_events WHERE session_id = ?", (GROUP,))   # free pages
+    con.close()
+    with sqlite3.connect(f"{store.as_uri()}?mode=ro", uri=True) as con:
+        roots = page_owners._trees(con, {})[0]
+    con.close()
+    with pages.PageFile(store) as pf:
+        assert pf.auto_vacuum
+        every = set(range(1, pf.pages + 1))
+        mapped = pages._by_pointer_map(pf, roots, every)
+        pf.auto_vacuum = False   # the walk
+        walked = pages.layout(pf, roots, every, {})
+    assert mapped.btree == walked.btree and mapped.free == walked.free and mapped.free
+    assert mapped.leaves.keys() == walked.leaves.keys()
+    for n, leaf in mapped.leaves.items():
+        bound = walked.leaves[n]
+        assert leaf.tree == bound.tree
+        assert bound.lo is None or (leaf.lo is not None and bound.lo <= leaf.lo)
+        assert bound.hi is None or (leaf.hi is not None and leaf.hi <= bound.hi)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import duckdb
 
+from lcm_etl import sqlite_runtime
 from lcm_etl.sync import identity as source_identity
 from lcm_etl.sync.decision import of_transcripts
 from lcm_etl.read.snapshot import runfolder
@@ -90,6 +91,9 @@ def _reconcile(opts: ReconcileOptions, read: Reading, source: Snapshot | None, h
         target_db = view.path if view else opts.target if existed else None
         # each transcript read from a record the target no longer holds as it was, or into another session, the
         # others of its session, and a session whose held rows lack entry ids are read again whole (settle)
+        if target_db is not None and any(read.unchanged.values()):   # the records the unread windows stand on
+            with closing(sqlite_runtime.connect(target_db)) as lite:
+                read.confirm_unchanged(decide.last_records_run(lite))
         con = open_plan(opts, source, Path(work.name))   # --src's sessions keyed once, by 10_sessions.sql
         try:
             held = (source.path, normalized_views(detect_schema(source.path, source.original), "sqlite"),
@@ -111,7 +115,8 @@ def _reconcile(opts: ReconcileOptions, read: Reading, source: Snapshot | None, h
             _fill_files(report, read)
             report.elapsed_s = time.monotonic() - t0
             return report
-        paths = [r[0] for r in run.query("SELECT DISTINCT path FROM transcripts ORDER BY 1")]   # a store's once
+        paths = sorted({r[0] for r in run.query("SELECT DISTINCT path FROM transcripts")} |   # a store's once,
+                       {s["store"] for s in read.stores})   # its windows read or not
         record = ledger.RunRecord.new(
             "reconcile", started, {"sessions": paths, "session_filter": opts.session_filter, "key_by": opts.key_by},
             source_path=held_by or None, source_size=source.size if source else None)
@@ -209,6 +214,9 @@ def _fill_files(report: RunReport, read: Reading) -> None:
         for gap in r.get("gaps", ()):
             report.warnings.append(f"{path}: entry {gap} points at a missing parent; the path continues with the "
                                    "entry before it")
+    unread = [rec for windows in read.unchanged.values() for rec in windows.values()]
+    m.already_present += sum(rec[1] for rec in unread)   # nothing past their records: held by the runs that made them
+    report.parts.already_present += sum(rec[2] for rec in unread)
     report.warnings += [as_warning(f) for f in read.findings()]
     report.extra["files"] = files
     report.extra["files_skipped"] = [{"file": str(p), "reason": why} for p, why in read.skipped]
@@ -218,4 +226,4 @@ def _fill_files(report: RunReport, read: Reading) -> None:
     report.extra["transcripts_by_where"] = by_where
     report.extra["lines_read"] = sum(f["lines_read"] for f in files)
     report.extra["files_read_from_offset"] = sum(f["read"] == "appended" for f in files)
-    report.sync_decision = of_transcripts(files).as_dict()
+    report.sync_decision = of_transcripts(files, len(unread)).as_dict()

@@ -121,7 +121,8 @@ def _target_rows(con, reading: Reading, target_db: Path | None, workdir: Path) -
             return plan.empty_target(workdir)
     read = [r[0] for r in con.execute("SELECT session_id FROM run_sessions UNION SELECT session_id FROM jsonl_sessions")
             .fetchall()]
-    if 2 * len(read) >= reading.run.query("SELECT count(DISTINCT session_id) FROM transcripts").fetchone()[0]:
+    every = reading.run.query("SELECT count(DISTINCT session_id) FROM transcripts").fetchone()[0]
+    if 2 * len(read) >= every + sum(map(len, reading.unchanged.values())):   # an unread window: a session of its own
         return target_db
     return subset.target_subset(target_db, workdir / "target-sessions.sqlite", read, TARGET_ROWS)
 

@@ -51,13 +51,15 @@ class Decision:
         return {**asdict(self), "line": self.line()}
 
 
-def of_transcripts(files: list[dict]) -> Decision:
-    """reconcile's decision: how many of the transcripts (the report's `files`) were read from where the last
-    complete run stopped, and how many were read whole for each cause (lcm_etl/read/sessions/transcript_decision.py)."""
-    appended = sum(f["read"] == "appended" for f in files)
+def of_transcripts(files: list[dict], unchanged: int = 0) -> Decision:
+    """reconcile's decision: how many of the transcripts (the report's `files`, and the `unchanged` windows a
+    watch's sync left unread: nothing past their record) were read from where the last complete run stopped, and
+    how many were read whole for each cause (lcm_etl/read/sessions/transcript_decision.py)."""
+    appended = unchanged + sum(f["read"] == "appended" for f in files)
     causes = Counter(f["why"] for f in files if f["read"] != "appended")
     whole = {cause: causes[cause] for cause in CAUSES if causes[cause]}
-    why = f"{appended} of {len(files)} transcripts read from where the last run stopped"
+    total = len(files) + unchanged
+    why = f"{appended} of {total} transcripts read from where the last run stopped"
     if whole:
-        why += f"; {len(files) - appended} read whole: " + ", ".join(f"{n} {cause}" for cause, n in whole.items())
+        why += f"; {total - appended} read whole: " + ", ".join(f"{n} {cause}" for cause, n in whole.items())
     return Decision(OFFSETS, why, read_whole=whole)

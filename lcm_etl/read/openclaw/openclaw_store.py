@@ -89,27 +89,38 @@ class StoreArchive:
 
 
 class StoreWindows:
-    """A store's windows, kept as rows of the store connection's table `store_windows` (numbered `ord` in order);
-    each StoreWindow made as it is iterated, 1,024 rows a query (nothing indexes them; a query between two pages
-    cannot cut one short)."""
+    """A store's windows, each made as it is iterated: one SQLite query over the snapshot joins each window's counts
+    (`live`, and the cold windows) with its rows of the store's other tables, looked up by their keys (a DuckDB
+    join scanned those tables whole: 2.2 MB of a 2,000,000-event store's sync, whatever it read), 1,024 rows
+    fetched at a time."""
 
     BATCH = 1024
 
-    def __init__(self, con=None, make: Callable | None = None):
-        self._con, self._make = con, make
+    def __init__(self, con=None, sql: str = "", live: dict | None = None, cold=(), make: Callable | None = None):
+        self._con, self._sql, self._make = con, sql, make
+        live = live or {}
+        self._count = len(live) + len(set(cold) - live.keys())
+        if con is not None:   # the counts in the connection's temp table, not held here
+            con.execute("CREATE TEMP TABLE live_windows (session_id TEXT PRIMARY KEY, max_seq INTEGER, events INTEGER)")
+            con.executemany("INSERT INTO live_windows VALUES (?, ?, ?)", ((sid, *n) for sid, n in live.items()))
 
     def __len__(self) -> int:
-        return 0 if self._con is None else self._con.execute("SELECT count(*) FROM store_windows").fetchone()[0]
+        return self._count
 
     def __iter__(self) -> Iterator[StoreWindow]:
+        return self.but(())
+
+    def but(self, skip) -> Iterator[StoreWindow]:
+        """The windows but those in `skip` (window ids): none of them looked up or made."""
         if self._con is None or self._make is None:
             return
-        at = 0
-        while rows := self._con.execute("SELECT * EXCLUDE (ord) FROM store_windows WHERE ord > ? ORDER BY ord LIMIT ?",
-                                        [at, self.BATCH]).fetchall():
-            at += len(rows)
-            for row in rows:
-                yield self._make(row)
+        cur = self._con.execute(self._sql, (json.dumps(sorted(skip)),))
+        try:
+            while rows := cur.fetchmany(self.BATCH):
+                for row in rows:
+                    yield self._make(row)
+        finally:
+            cur.close()
 
 
 @dataclass
@@ -135,6 +146,7 @@ class OpenStore:
 
         self.path, self.key = path, real_path(path)   # the store's part of its windows' record keys, resolved once
         self._rows: sqlite3.Connection | None = None
+        self._windows: sqlite3.Connection | None = None
         self.kept = StoreSnapshot(path, workdir, target)
         import duckdb
 
@@ -157,16 +169,18 @@ class OpenStore:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def close(self, committed: str | None = None) -> None:
-        """`committed`: the run that read the store and committed (its kept snapshot is sealed for the next run)."""
-        if self._rows is not None:
-            self._rows.close()
-            self._rows = None
+    def close(self, committed: str | None = None, settled: dict[str, tuple] | None = None) -> None:
+        """`committed`: the run that read the store and committed (its kept snapshot is sealed for the next run,
+        with the windows whose records it left `settled`: StoreSnapshot.close)."""
+        for lite in (self._rows, self._windows):
+            if lite is not None:
+                lite.close()
+        self._rows = self._windows = None
         con = getattr(self, "con", None)
         if con is not None:
             con.close()
             self.con = None   # type: ignore[assignment]
-        self.kept.close(committed)
+        self.kept.close(committed, settled)
 
     # ------------------------------------------------------------------------------------------
     # what the store holds
@@ -215,10 +229,12 @@ class OpenStore:
         contents = StoreContents(self.path, self._user_version(), agent,
                                  compressed="event_zstd" in self.columns["transcript_events"])
         contents.cold = cold_archives(self.con, self.columns, self.path, contents.user_version)
-        _window_table(self.con, self.columns, bool(contents.cold), self.kept.counts(self._counts))
-        # rows in DuckDB, a window made as it is asked for (StoreWindows): 10,000 windows made at once held 8 MB
-        # while they were read, and left that much fragmented behind (docs/benchmarks.md, 2026-11-26 22:21)
-        contents.windows = StoreWindows(self.con, functools.partial(_make_window, self.path, self.key, agent))
+        # a window made as it is asked for (StoreWindows): 10,000 windows made at once held 8 MB while they were read,
+        # and left that much fragmented behind (docs/benchmarks.md, 2026-11-26 22:21)
+        self._windows = sqlite_runtime.connect(self.kept.copy.path, check_same_thread=False)
+        contents.windows = StoreWindows(self._windows, _windows_query(self.columns, bool(contents.cold)),
+                                        self.kept.counts(self._counts), contents.cold,
+                                        functools.partial(_make_window, self.path, self.key, agent))
         contents.findings += unknown_tables(self.columns, self.path, contents.user_version)
         self.cold, self.findings = contents.cold, contents.findings
         contents.archives = _store_archives(self.con, self.columns, self.path, agent)
@@ -322,25 +338,20 @@ def _picked(have: set[str], alias: str, columns: tuple[str, ...]) -> str:
     return ", ".join(f"{alias}.{c} AS {alias}_{c}" if c in have else f"NULL AS {alias}_{c}" for c in columns)
 
 
-def _window_table(con, columns: dict[str, set[str]], cold_windows: bool, live: dict[str, tuple[int, int]]) -> None:
-    """The store's windows as the connection's table `store_windows` (numbered `ord` in order): each window with
-    rows (`live`: its last seq and rows) or a cold one, with what the store's other tables say of it."""
+def _windows_query(columns: dict[str, set[str]], cold_windows: bool) -> str:
+    """The store's windows in read order but those named (StoreWindows: SQLite, over the snapshot): each window with
+    rows (`live_windows`: its last seq and rows) or a cold one, with what the store's other tables say of it."""
     has = columns.get
     windows = "session_windows" in columns and "session_id" in has("session_windows", set())
     nodes = "session_nodes" in columns and "session_key" in has("session_nodes", set())
     marks = {"session_id", "generation"} <= has("transcript_rewrite_watermarks", set())
     index = {"session_id", "indexed_seq", "needs_rebuild"} <= has("session_transcript_index_state", set())
     # a cold window has no rows left in transcript_events: its archive row says how many it had, and to what seq
-    cold = ("UNION ALL SELECT session_id, last_seq, event_count, storage FROM st.session_transcript_cold_archives "
-            "WHERE session_id NOT IN (SELECT session_id FROM live)") if cold_windows else ""
-    from lcm_etl import duck
-
-    duck.table_of_strings(con, "live_windows", {"session_id": "VARCHAR", "max_seq": "BIGINT", "events": "BIGINT"},
-                          [(sid, *counts) for sid, counts in live.items()])
-    con.execute(f"""CREATE OR REPLACE TEMP TABLE store_windows AS
-        WITH live AS (SELECT session_id, max_seq, events, NULL::VARCHAR AS cold FROM live_windows),
-             ev AS (SELECT * FROM live {cold})
-        SELECT row_number() OVER (ORDER BY w_created_at NULLS LAST, session_id) AS ord, * FROM (
+    cold = ("UNION ALL SELECT session_id, last_seq, event_count, storage FROM session_transcript_cold_archives "
+            "WHERE session_id NOT IN (SELECT session_id FROM live_windows)") if cold_windows else ""
+    return f"""
+        WITH ev AS (SELECT session_id, max_seq, events, NULL AS cold FROM live_windows
+                    WHERE session_id NOT IN (SELECT value FROM json_each(?)) {cold})
         SELECT ev.session_id, ev.max_seq, ev.events, ev.cold,
                {_picked(has("session_windows", set()) if windows else set(), "w", _WINDOW_COLUMNS)},
                {_picked(has("session_nodes", set()) if windows and nodes else set(), "n", _NODE_COLUMNS)},
@@ -348,10 +359,11 @@ def _window_table(con, columns: dict[str, set[str]], cold_windows: bool, live: d
                {"CASE WHEN x.session_id IS NULL THEN 'absent' WHEN x.needs_rebuild = 0 AND x.indexed_seq >= ev.max_seq "
                 "THEN 'fresh' ELSE 'stale' END" if index else "'absent'"} AS projection
         FROM ev
-        {"LEFT JOIN st.session_windows w ON w.session_id = ev.session_id" if windows else ""}
-        {"LEFT JOIN st.session_nodes n ON n.session_key = w.session_key" if windows and nodes else ""}
-        {"LEFT JOIN st.transcript_rewrite_watermarks m ON m.session_id = ev.session_id" if marks else ""}
-        {"LEFT JOIN st.session_transcript_index_state x ON x.session_id = ev.session_id" if index else ""})""")
+        {"LEFT JOIN session_windows w ON w.session_id = ev.session_id" if windows else ""}
+        {"LEFT JOIN session_nodes n ON n.session_key = w.session_key" if windows and nodes else ""}
+        {"LEFT JOIN transcript_rewrite_watermarks m ON m.session_id = ev.session_id" if marks else ""}
+        {"LEFT JOIN session_transcript_index_state x ON x.session_id = ev.session_id" if index else ""}
+        ORDER BY w_created_at NULLS LAST, ev.session_id"""
 
 
 def _make_window(path: Path, key: str, agent: str | None, r: tuple) -> StoreWindow:

@@ -48,6 +48,10 @@ class StoreSnapshot:
         self.cache = None if target is None else SnapshotCache.for_pair(path, target, _OWNED, WHAT)
         self.kept_bytes: int | None = None   # the copy this run made and kept for the next (SnapshotCache.kept_bytes)
         self.changes: Changes | None = None
+        # the windows whose rows no page changed since the sealing run and whose record that run left settled
+        # (close()), by window id: the --src key (held_by) the record was made under, its messages and parts
+        self.unchanged: dict[str, tuple] = {}
+        self.live: Counts = {}   # each window's counts as this run found them (counts()), sealed with the copy
         try:
             if self.cache is None:
                 self.copy: Snapshot = take_snapshot(path, WHAT, tmp_root=str(workdir))
@@ -57,31 +61,37 @@ class StoreSnapshot:
             self.close()
             raise
 
-    def close(self, committed: str | None = None) -> None:
-        """`committed`: the run that read the store and committed (its kept snapshot is sealed for the next run)."""
+    def counts(self, count: Callable[[set[str] | None], Counts]) -> Counts:
+        """Each window with rows in transcript_events: its last seq and its rows. With the kept snapshot's changed
+        rows placed, only the windows owning one are counted (`count(those)`); every other window's rows are on
+        pages of the same bytes as in the snapshot the last run sealed, so its counts are the ones that run kept
+        (and so is whether it left the window's record settled: `unchanged`). Otherwise every window's rows are
+        counted (`count(None)`), in proportion to the store."""
+        sealed, c = self.cache.sealed if self.cache is not None else None, self.changes
+        if c is None or c.owners is None or sealed is None:
+            live = count(None)
+        else:
+            live = {sid: kept[:2] for sid, kept in sealed.items() if sid not in c.owners}
+            self.unchanged = {sid: kept[2:] for sid, kept in sealed.items() if sid not in c.owners and len(kept) == 5}
+            live.update(count(c.owners))
+        if self.cache is not None:   # sealed with the copy, for the next run
+            self.live = live
+        return live
+
+    def close(self, committed: str | None = None, settled: dict[str, tuple] | None = None) -> None:
+        """`committed`: the run that read the store and committed (its kept snapshot is sealed for the next run,
+        with each window's counts and, for the windows whose record it leaves settled, what `settled` says of it:
+        the --src key it was made under, its messages and parts)."""
         try:
             if self.cache is not None:
+                settled = settled or {}
+                self.cache.keep = {sid: (*n, *settled.get(sid, ())) for sid, n in self.live.items()}
                 self.cache.finish(committed)
                 self.kept_bytes = self.cache.kept_bytes
                 self.cache = None
         finally:
             if hasattr(self, "copy"):
                 self.copy.close()
-
-    def counts(self, count: Callable[[set[str] | None], Counts]) -> Counts:
-        """Each window with rows in transcript_events: its last seq and its rows. With the kept snapshot's changed
-        rows placed, only the windows owning one are counted (`count(those)`); every other window's rows are on
-        pages of the same bytes as in the snapshot the last run sealed, so its counts are the ones that run kept.
-        Otherwise every window's rows are counted (`count(None)`), in proportion to the store."""
-        sealed, c = self.cache.sealed if self.cache is not None else None, self.changes
-        if c is None or c.owners is None or sealed is None:
-            live = count(None)
-        else:
-            live = {sid: counts for sid, counts in sealed.items() if sid not in c.owners}
-            live.update(count(c.owners))
-        if self.cache is not None:
-            self.cache.keep = live   # sealed with the copy, for the next run
-        return live
 
     def kept_note(self) -> str:
         """What the report says of the store's kept snapshot: how much of the store this run compared and counted."""

@@ -133,6 +133,13 @@ class Records:
         return None if row is None else FileRecord(row[0], Mark(*row[1:len(MARK_COLUMNS) + 1]),
                                                    *row[len(MARK_COLUMNS) + 1:])
 
+    def last_run(self) -> str | None:
+        """The run whose records are the newest (last_records_run); None when unknown."""
+        try:
+            return last_records_run(self._con) if self._con is not None else None
+        except sqlite3.Error:
+            return None
+
     def start(self, key: str, key_by: str, held_by: str) -> FileRecord | str:
         """The record a transcript is read from, when its run completed and was made under these options; else why
         it is read whole. Without a tip it is still the start: unchanged, nothing is read (continue_path: NO_TIP)."""
@@ -144,6 +151,15 @@ class Records:
         if (rec.key_by, rec.held_by) != (key_by, held_by):
             return OTHER_OPTIONS
         return rec
+
+
+def last_records_run(con: sqlite3.Connection) -> str | None:
+    """The newest run that wrote records (a complete reconcile) or could have voided them (an undo): while it is the
+    run that sealed a store's kept snapshot, the records of that store's windows are the ones it left
+    (tests/test_watch_unchanged.py)."""
+    row = con.execute("SELECT run_id FROM lcm_etl_runs WHERE command = 'undo' OR (command = 'reconcile' AND "
+                      "status = 'complete') ORDER BY rowid DESC LIMIT 1").fetchone()
+    return row[0] if row else None
 
 
 def archive_start(start: FileRecord | str, sha256: str) -> FileRecord | str:

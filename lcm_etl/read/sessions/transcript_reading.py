@@ -22,7 +22,7 @@ from lcm_etl.errors import BadInput
 from lcm_etl.read.sessions import transcript_offsets as offsets
 from lcm_etl.file_identity import real_path
 from lcm_etl.read.sessions.run_file import RunFile, file_session
-from lcm_etl.read.sessions.transcript_decision import FileRecord, Records
+from lcm_etl.read.sessions.transcript_decision import RECORD_CHANGED, FileRecord, Records
 from lcm_etl.read.findings import Unreadable, finding, open_regular, refuse_under_strict
 from lcm_etl.read.openclaw.openclaw_home import is_state_dir, registry_finding, state_dir
 from lcm_etl.read.openclaw.openclaw_state import Inputs, archive_kind, archive_session_id, find_inputs, is_sqlite
@@ -59,6 +59,10 @@ class Reading:
     declared: dict[str, str] = field(default_factory=dict)   # archive name -> its store row's archive_sha256
     registered: dict[Path, str] = field(default_factory=dict)   # a store a registry names: where it is named
     bars: Progress = field(default_factory=lambda: Progress(False))   # the reading phase's ticker: one per transcript
+    held_by: str = ""   # the --src key the records are made under (lcm_etl/sync/identity.py)
+    # per store, the windows not read: no row of theirs changed since the run that sealed the store's kept snapshot,
+    # which left their records settled (`unchanged_windows`), by window id: the record's --src key, messages, parts
+    unchanged: dict[Path, dict[str, tuple]] = field(default_factory=dict)
 
     def add(self, read: Callable[..., Transcript | None], start: FileRecord | str, again: tuple[str | None, str | None] =
             (None, None), order: int | None = None, what: str = "transcript") -> Transcript | None:
@@ -105,6 +109,19 @@ class Reading:
         self.run.forget(order)
         self.add(read, why, order=order, what="transcript" if what == "file" else what)
 
+    def confirm_unchanged(self, last_run: str | None) -> None:
+        """Under the run lock: the windows left unread stay so while the target's records are still the ones the
+        run that sealed their store's snapshot left (`last_run`: transcript_decision.last_records_run); else they
+        are read whole, as a record that changed under the lock is."""
+        for path, windows in self.unchanged.items():
+            store = self.open_stores[path]
+            if windows and store.kept.changes is not None and store.kept.changes.since != last_run:
+                for w in store.contents.windows:
+                    if w.session_id in windows:
+                        self.add(functools.partial(read_window, store, w), RECORD_CHANGED, (str(path), w.session_id),
+                                 what="window")
+                windows.clear()
+
     def findings(self) -> list[dict]:
         """History the sources hold that could not be read: folders, files, stores, and what each store's reading
         found (a cold archive missing or failing verification, a pending input that is not a message)."""
@@ -114,16 +131,49 @@ class Reading:
     def close(self, committed: str | None = None) -> int:
         """`committed`: the run that read this and committed (the stores' kept snapshots are sealed for it). The
         bytes of the copies this run made and kept, for its report."""
+        settled = {path: self._settled(path) for path in self.open_stores} if committed else {}
         self.run.close()
         kept = 0
-        for store in self.open_stores.values():
-            store.close(committed)
+        for path, store in self.open_stores.items():
+            store.close(committed, settled.get(path))
             kept += store.kept.kept_bytes or 0
         self.open_stores.clear()
         if self.work is not None:
             self.work.cleanup()
             self.work = None
         return kept
+
+    def _settled(self, path: Path) -> dict[str, tuple]:
+        """The store's windows whose records this run leaves as they are (read from the record with nothing new) or
+        as r95 writes them (every line read, its session planned), by window id: the --src key they are made
+        under, their messages and parts. Only by session id and for every session: else a window's record depends
+        on others' reads."""
+        if self.key_by != "session-id" or self.run.session_filter:
+            return {}
+        settled = dict(self.unchanged.get(path, {}))
+        settled.update((sid, (self.held_by, messages, parts)) for sid, messages, parts in self.run.query(
+            "SELECT again, messages, parts FROM transcripts WHERE kind = 'window' AND store = ? AND tip IS NOT NULL AND "
+            "((read = 'appended' AND lines_read = 0) OR "
+            "(lines IS NOT NULL AND session_id IN (SELECT session_id FROM jsonl_messages)))", (str(path),)))
+        return settled
+
+
+def unchanged_windows(store: OpenStore, opts: ReadOptions, inputs: Inputs, last_run: str | None,
+                      held_by: str) -> dict[str, tuple]:
+    """The windows a watch's later sync leaves unread (by window id: their record's --src key, messages and
+    parts): no page of their rows changed since the run that sealed the store's kept snapshot
+    (StoreSnapshot.unchanged), that run left their records settled and is still the last to write records
+    (`last_run`; checked again under the lock: Reading.confirm_unchanged), under these options. Each would be
+    read from its record with nothing new; the report counts them (`windows_unchanged`). A sync that checks every
+    session's target rows, one by session key, with --session-filter or --full, and one beside JSONL files (a
+    file may share a window's session) reads every window."""
+    c = store.kept.changes
+    if (getattr(opts, "every_session", True) or getattr(opts, "full", False) or opts.key_by != "session-id"
+            or opts.session_filter or inputs.files or inputs.archive_files or c is None or c.since != last_run):
+        return {}
+    # a window whose session an archive row or a pending input shares is read (its session may be read whole)
+    shared = {a.session_id for a in store.contents.archives} | {p.session_id for p in store.contents.pending}
+    return {sid: rec for sid, rec in store.kept.unchanged.items() if rec[0] == held_by and sid not in shared}
 
 
 def read_all(opts: ReadOptions, records: Records | None = None, held_by: str = "",
@@ -152,12 +202,12 @@ def read_all(opts: ReadOptions, records: Records | None = None, held_by: str = "
     reading = Reading(RunFile(Path(work.name) / "stage.sqlite", not opts.dry_run or opts.content,
                               frozenset(opts.session_filter)),
                       opts.strict, list(inputs.skipped), work=work, key_by=opts.key_by, found=inputs.findings,
-                      named=inputs.named, registered=inputs.registered)
+                      named=inputs.named, registered=inputs.registered, held_by=held_by)
     if bars is not None:   # the clock runs from the first store's snapshot on (a large store's copy is seconds)
         reading.bars = bars
         bars.phase("reading transcripts", None, unit="transcripts")
     try:
-        _read_into(reading, inputs, opts, start)
+        _read_into(reading, inputs, opts, start, known.last_run())
         reading.run.read_back()
         if opts.strict:
             refuse_under_strict(reading.findings())
@@ -167,7 +217,7 @@ def read_all(opts: ReadOptions, records: Records | None = None, held_by: str = "
     return reading
 
 
-def _read_into(reading: Reading, inputs: Inputs, opts: ReadOptions, start) -> None:
+def _read_into(reading: Reading, inputs: Inputs, opts: ReadOptions, start, last_run: str | None) -> None:
     assert reading.work is not None
     for path in inputs.stores:
         store = _open_store(reading, path, opts)
@@ -179,11 +229,12 @@ def _read_into(reading: Reading, inputs: Inputs, opts: ReadOptions, start) -> No
         for held in (*c.windows, *c.archives) if opts.key_by == "session-key" else ():
             if held.session_key and held.session_key.strip():
                 reading.store_keys.setdefault(held.session_id, held.session_key)
+        skip = reading.unchanged[path] = unchanged_windows(store, opts, inputs, last_run, reading.held_by)
         reading.stores.append({"store": str(path), "agent_id": c.agent_id, "user_version": c.user_version,
-                               "windows": len(c.windows), "archives": len(c.archives),
+                               "windows": len(c.windows), "windows_unchanged": len(skip), "archives": len(c.archives),
                                "cold_windows": len(c.cold), "pending_inputs": len(c.pending),
                                "compressed_rows": c.compressed, "kept_snapshot": store.kept.kept_note()})
-        for w in c.windows:   # each window made as it is read, and read into the run file: none held here
+        for w in c.windows.but(skip):   # each window made as it is read, and read into the run file: none held here
             reading.add(functools.partial(read_window, store, w), start(w.record_key), (str(path), w.session_id),
                         what="window")
         held = {w.session_id for w in c.windows} if c.archives else set()

@@ -101,7 +101,13 @@ def layout(pf: PageFile, roots: dict[int, bool], wanted: set[int], memo: dict | 
     and recorded; of the leaves, only the `wanted` ones are recorded (with their rowid range), and none is
     read: a million-leaf table costs the few hundred interior pages above its leaves. `memo`, shared by the
     walks of two copies whose pages outside `wanted` hold the same bytes, keeps each interior page's child
-    pointers and kind, so the second walk, and the next run's, reads only the pages that changed."""
+    pointers and kind, so the second walk, and the next run's, reads only the pages that changed. An auto-vacuum
+    file (OpenClaw's stores) names each page's parent in its pointer map: only the wanted pages and the pages above
+    them are read (_by_pointer_map), and no memo is kept."""
+    if pf.auto_vacuum:
+        if memo:
+            memo.clear()   # one an earlier version kept: not sealed again
+        return _by_pointer_map(pf, roots, wanted)
     out = Layout(pf.page_size, pf.usable, pf.pages)
     cells: dict = {} if memo is None else memo
     for root in roots:
@@ -126,6 +132,72 @@ def is_ptrmap(pf: PageFile, n: int) -> bool:
     per = pf.usable // 5 + 1
     first = 2 + (n - 2) // per * per
     return n == (first + 1 if first == LOCK_BYTE_OFFSET // pf.page_size + 1 else first)
+
+
+def _by_pointer_map(pf: PageFile, roots: dict[int, bool], wanted: set[int]) -> Layout:
+    """The wanted pages placed through the pointer map (file format, 1.6): a b-tree page's tree found up its
+    chain of parents, each link checked against the parent's own child pointers (a map that disagrees is not
+    trusted); a table leaf's rowids are its own first to last. Only those pages and the pointer-map pages are
+    read, each once: the interior pages of a 5,000,000-event store, parsed and kept beside its copy, were 11 MB
+    read and written each sync."""
+    out = Layout(pf.page_size, pf.usable, pf.pages)
+    read: dict[int, bytes] = {}
+
+    def page(n: int) -> bytes:
+        return read[n] if n in read else read.setdefault(n, pf.page(n))
+    for n in sorted(wanted):
+        if n > pf.pages or is_ptrmap(pf, n) or n == LOCK_BYTE_OFFSET // pf.page_size + 1:
+            continue
+        kind, parent = _pointer(page, pf, n)
+        if kind == _FREE:
+            out.free.add(n)
+        elif kind in (_ROOT, _BTREE):
+            chain = [n]   # n and its parents up to its root, or to a page placed already
+            while kind == _BTREE and chain[-1] not in out.btree:
+                up, at = page(parent), 100 if parent == 1 else 0
+                if up[at] not in (_TABLE_INTERIOR, _INDEX_INTERIOR) or chain[-1] not in _children(up, at) \
+                        or len(chain) > 40:
+                    raise NotComparable(f"the pointer map's parent of page {chain[-1]} does not point to it")
+                chain.append(parent)
+                kind, parent = _pointer(page, pf, parent)
+            root = out.btree.get(chain[-1], chain[-1])
+            if kind not in (_ROOT, _BTREE) or root not in roots:
+                raise NotComparable(f"page {n} is in no b-tree of the schema")
+            out.btree.update(dict.fromkeys(chain, root))
+            if page(n)[100 if n == 1 else 0] == _TABLE_LEAF:
+                out.leaves[n] = Leaf(root, *_rowids(page(n), 100 if n == 1 else 0))
+    return out
+
+
+_ROOT, _FREE, _BTREE = 1, 2, 5   # pointer-map entry kinds (3, 4: overflow pages, placed by their cells)
+
+
+def _pointer(page, pf: PageFile, n: int) -> tuple[int, int]:
+    """Page n's pointer-map entry: its kind and its parent (page 1, sqlite_schema's root, has none)."""
+    if n == 1:
+        return _ROOT, 0
+    per = pf.usable // 5 + 1
+    first = 2 + (n - 2) // per * per
+    first += first == LOCK_BYTE_OFFSET // pf.page_size + 1
+    entry = page(first)[5 * (n - first - 1): 5 * (n - first)]
+    return entry[0], int.from_bytes(entry[1:], "big")
+
+
+def _children(page: bytes, at: int) -> set[int]:
+    count = int.from_bytes(page[at + 3: at + 5], "big")
+    return {int.from_bytes(page[o: o + 4], "big") for o in struct.unpack_from(f">{count}H", page, at + 12)} | \
+        {int.from_bytes(page[at + 8: at + 12], "big")}
+
+
+def _rowids(page: bytes, at: int) -> tuple[int | None, int | None]:
+    """A table leaf's rowids as a range (lo, hi]: from just before its first cell's to its last's."""
+    count = int.from_bytes(page[at + 3: at + 5], "big")
+    if not count:
+        return None, None
+    cells = struct.unpack_from(f">{count}H", page, at + 8)
+    first, last = (_varint(page, _varint(page, o)[1])[0] for o in (cells[0], cells[-1]))
+    first, last = (v - (1 << 64) if v >= 1 << 63 else v for v in (first, last))   # a rowid is signed
+    return (first - 1 if first > -(1 << 63) else None), last
 
 
 def _kind(pf: PageFile, n: int) -> int:
