@@ -2,10 +2,10 @@
 """What comparing a source with its kept snapshot page by page costs, and what mapping the two files instead of
 reading them would save (figures printed, nothing asserted; docs/benchmarks.md, "the page comparison").
 
-A 2M-message source's re-run after growth compares 4.5 GB with 4.5 GB (lcm_etl/read/pages.differing_pages). This
+A 2M-message source's re-run after growth compares 4.5 GB with 4.5 GB (lcm_etl/read/snapshot/page_diff.differing_pages). This
 makes two files of --gb GB (random bytes, the second with --changed pages altered at random places, as a grown
 source's leaves are), reads both into the page cache, and times, alternately:
-- `preadv`: pages._differing as the product runs it (both files read into reused buffers, memcmp);
+- `preadv`: page_diff._differing as the product runs it (both files read into reused buffers, memcmp);
 - `mapped`: both files mapped a window at a time (MAP_POPULATE) and compared in place by Arrow's Buffer.equals,
   with no copy into the process: the cheapest way Python has to compare two files without reading them.
 
@@ -29,13 +29,13 @@ import pyarrow as pa
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from lcm_etl.read.snapshot import pages  # noqa: E402
+from lcm_etl.read.snapshot import page_diff  # noqa: E402
 
 PAGE = 4096
 
 
 class _Raw:
-    """The part of pages.PageFile that _differing reads (these files have no SQLite header)."""
+    """The part of pages.PageFile (lcm_etl/read/snapshot/pages.py) that _differing reads (these files have no SQLite header)."""
     def __init__(self, path: Path):
         self._fh = open(path, "rb", buffering=0)
         self.page_size = PAGE
@@ -55,7 +55,7 @@ class _Found:
 
 def preadv(a: Path, b: Path) -> set[int]:
     found, new, old = _Found(), _Raw(a), _Raw(b)
-    pages._differing(new, old, 0, new.pages * PAGE, 1 << 40, found)
+    page_diff._differing(new, old, 0, new.pages * PAGE, 1 << 40, found)
     return found.pages
 
 

@@ -20,7 +20,7 @@ from conftest import copy_fixture, migrate_json, run_cli
 from undolib import digest
 from lcm_etl.commands import migrate as migrate_module
 from lcm_etl.read.lcmdb.source_tables import BY_NAME
-from lcm_etl.read.snapshot import cache_bounds, page_owners, pages, snapcache
+from lcm_etl.read.snapshot import cache_bounds, page_diff, page_owners, pages, snapcache
 from lcm_etl.read.snapshot import sqlite_copy as sources
 
 FIXTURE = "basic-0.15.3.db"   # three conversations, one session each
@@ -193,9 +193,9 @@ def test_pages_that_differ_are_found_and_an_identical_copy_has_none(tmp_path):
 
 
 def differing(new: pages.PageFile, old: pages.PageFile, limit: int, folder: Path) -> dict | None:
-    """pages.differing_pages as a dict (page -> its new bytes, read back from the file they wait in)."""
-    with pages.SpilledPages(folder / "differing-pages") as spill:
-        return dict(spill.items()) if pages.differing_pages(new, old, limit, spill) else None
+    """page_diff.differing_pages as a dict (page -> its new bytes, read back from the file they wait in)."""
+    with page_diff.SpilledPages(folder / "differing-pages") as spill:
+        return dict(spill.items()) if page_diff.differing_pages(new, old, limit, spill) else None
 
 
 
@@ -222,7 +222,7 @@ def test_the_changed_pages_wait_in_a_file_until_written_not_in_memory(tmp_path):
         tracemalloc.stop()
     snap.close()
     with pages.PageFile(src) as pf:
-        changed_bytes, buffers = changes.pages * pf.page_size if changes else 0, 2 * pages._CHUNK_PAGES * pf.page_size
+        changed_bytes, buffers = changes.pages * pf.page_size if changes else 0, 2 * page_diff._CHUNK_PAGES * pf.page_size
     assert changes is not None and changes.owners == {"1", "2", "3"} and changed_bytes > 3_000_000
     assert peak < buffers + changed_bytes / 4, (peak, buffers, changed_bytes)   # the comparison's two read buffers
 

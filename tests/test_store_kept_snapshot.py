@@ -162,13 +162,13 @@ def test_a_store_in_the_state_the_sealing_run_found_it_in_is_not_compared_page_b
     the no-op shortcut's proof): no page can differ, and none of the store's pages is read. One event appended by a
     writer holding the store open: its WAL frames are read, the main file still not compared (wal.py)."""
     from lcm_etl.commands import reconcile as command
-    from lcm_etl.read.snapshot import pages
+    from lcm_etl.read.snapshot import page_diff
 
     store, target, env, _ = setup(tmp_path)
     monkeypatch.setenv("LCM_ETL_CACHE_DIR", env["LCM_ETL_CACHE_DIR"])
     compared: list = []
-    differing = pages.differing_pages
-    monkeypatch.setattr(pages, "differing_pages", lambda *a: compared.append(a) or differing(*a))
+    differing = page_diff.differing_pages
+    monkeypatch.setattr(page_diff, "differing_pages", lambda *a: compared.append(a) or differing(*a))
     opts = command.ReconcileOptions(sessions=[str(store)], target=target)
     again = command.reconcile(opts)
     assert compared == [] and again.messages.inserted == 0

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Mapping
 
 from lcm_etl.errors import RunFailed
-from lcm_etl.read.snapshot import page_owners, pages, wal
+from lcm_etl.read.snapshot import page_diff, page_owners, pages, wal
 from lcm_etl.read.snapshot.sqlite_copy import file_signature, fold_wal, unchanged_but_appended
 from lcm_etl.sqlite_runtime import sqlite3
 
@@ -44,7 +44,7 @@ class Refresh:
     wal_mark: wal.Mark | None = None
     dropped: str | None = None
 
-    def run(self, scratch: Path, memo: dict, spill: pages.SpilledPages, since: str, unchanged: bool,
+    def run(self, scratch: Path, memo: dict, spill: page_diff.SpilledPages, since: str, unchanged: bool,
             kept: wal.Mark | None) -> Changes | None:
         """Compare, then write the differing pages and fold the source's WAL into the copy: what changed since run
         `since` sealed it. None when the copy cannot be brought up to date page by page (then the caller copies the
@@ -73,7 +73,7 @@ class Refresh:
                     if new.page_size != old.page_size:
                         raise pages.NotComparable("page size changed")
                     spill.reset()
-                    diff = spill if pages.differing_pages(new, old, limit, spill) else None
+                    diff = spill if page_diff.differing_pages(new, old, limit, spill) else None
                     page_size, new_pages = new.page_size, new.pages
             except pages.NotComparable as exc:
                 self.dropped = f"it cannot be compared page by page: {exc}"
@@ -91,7 +91,7 @@ class Refresh:
         return self._place(memo, diff, new_pages, page_size, incoming, wal.Headers.of(incoming, before[0]), since,
                            f"the main file compared whole: {why}")
 
-    def _place(self, memo: dict, diff: pages.SpilledPages, new_pages: int, page_size: int, incoming: Path | None,
+    def _place(self, memo: dict, diff: page_diff.SpilledPages, new_pages: int, page_size: int, incoming: Path | None,
                seen: wal.Headers | None, since: str, way: str) -> Changes | None:
         """Write the changed pages (and fold the copied -wal, `incoming`, its headers `seen`, when the main file was
         compared) into the copy, and place the rows they hold: what changed since run `since`."""

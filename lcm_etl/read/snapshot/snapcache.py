@@ -29,7 +29,7 @@ import orjson
 
 from lcm_etl.cachedir import cache_bound, cache_root, write_atomically
 from lcm_etl.run_options import size_text
-from lcm_etl.read.snapshot import cache_bounds, page_owners, pages, runfolder, wal
+from lcm_etl.read.snapshot import cache_bounds, page_diff, page_owners, pages, runfolder, wal
 from lcm_etl.read.snapshot.refresh import Changes, Refresh
 from lcm_etl.file_identity import real_path
 from lcm_etl.read.snapshot.sqlite_copy import CacheUnwritable, Snapshot, file_signature, take_snapshot, why_failed
@@ -184,7 +184,7 @@ class SnapshotCache:
             refresh = Refresh(self.db, self.source, self.what, self.tables)
             try:
                 # the differing pages' bytes wait in a file of the run's folder until written, not in memory
-                with pages.SpilledPages(folder / "differing-pages") as spill:
+                with page_diff.SpilledPages(folder / "differing-pages") as spill:
                     refreshed = refresh.run(folder, memo, spill, seal["run_id"], seal.get("state") == self._state,
                                             wal.Mark.of(seal.get("wal")))
             except OSError as exc:   # the copy is unsealed, half written: it goes, and the run goes on without

@@ -33,7 +33,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from lcm_etl.file_identity import file_signature
-from lcm_etl.read.snapshot.pages import NotComparable, SpilledPages, same_page
+from lcm_etl.read.snapshot.page_diff import SpilledPages, same_page
+from lcm_etl.read.snapshot.pages import NotComparable
 
 _MAGIC = (0x377F0682, 0x377F0683)   # the low bit: the checksums' words are big-endian
 _HEADER, _FRAME = 32, 24
