@@ -62,10 +62,10 @@ def _wal_headers(wal: Path) -> Generator[bytes, None, None]:
         if len(head) < 32:
             return
         yield head
-        page_size = int.from_bytes(head[8:12], "big")
-        while len(frame := fh.read(24)) == 24:
+        at, page_size = 32, int.from_bytes(head[8:12], "big")
+        while len(frame := os.pread(fh.fileno(), 24, at)) == 24:   # one call a frame
             yield frame
-            fh.seek(page_size, 1)
+            at += 24 + page_size
 
 
 def wal_pages(wal: Path, page_size: int) -> set[int]:
