@@ -226,7 +226,7 @@ class SpilledPages:
 
     def __init__(self, path: Path):
         self.path = path
-        self._fh = open(path, "w+b", buffering=1 << 20)   # 46,000 pages of a 1 % growth at 2M, 4 KiB each
+        self._fh = open(path, "w+b")
         self._at: dict[int, tuple[int, int]] = {}   # page -> (offset, length)
         self._undo: list | None = None   # since begin(): (page, where its bytes were before), for rollback()
 
