@@ -239,7 +239,7 @@ def test_a_sync_reads_a_long_wal_as_far_as_sqlite_itself_folds_it(tmp_path, chan
     with writer(live) as con:
         con.execute("CREATE TABLE t (x)")
         con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        for k in range(300):
+        for _ in range(300):
             con.execute("INSERT INTO t VALUES (?)", (os.urandom(2500).hex(),))
         for side in ("", "-wal"):
             Path(f"{copy}{side}").write_bytes(Path(f"{live}{side}").read_bytes())
