@@ -223,7 +223,6 @@ def _checksum(data: bytes, s1: int, s2: int, big: bool) -> tuple[int, int]:
     return s1, s2
 
 
-
 @functools.lru_cache(maxsize=4)
 def _linear(page_size: int) -> tuple[tuple[int, int, int, int], list[int], list[int]]:
     """The checksum is linear: a step (a, b) takes (s1, s2) to M·(s1, s2) + (a, a + b), M = [[1, 1], [1, 2]], so a
@@ -270,6 +269,7 @@ def _tiled(page_size: int) -> list:
     """_linear's coefficients of _BATCH frames, as pyarrow arrays."""
     import pyarrow as pa
     return [pa.concat_arrays([pa.array(coef, pa.uint64())] * _BATCH) for coef in _linear(page_size)[1:]]
+
 
 @dataclass
 class Headers:
