@@ -40,7 +40,7 @@ from lcm_etl.read.snapshot.pages import NotComparable, SpilledPages, same_page
 
 _MAGIC = (0x377F0682, 0x377F0683)   # the low bit: the checksums' words are big-endian
 _HEADER, _FRAME = 32, 24
-_MASK, _BATCH = 0xFFFFFFFF, 512   # frames read and summed at a time
+_MASK, _BATCH = 0xFFFFFFFF, 2 << 20   # the most bytes of frames read and summed at a time (509 frames of 4 KiB pages)
 
 
 def boot_id() -> str:
@@ -190,7 +190,7 @@ class WalFile:
 
     def _verified(self, slot: int, salts: bytes, cksum: tuple[int, int]) -> Generator[bytes, None, None]:
         """Each frame from `slot` on, as long as it carries `salts` and its checksum continues the chain; read
-        in batches of up to _BATCH frames (fewer first: frames of an earlier generation may follow the last new
+        in batches of up to _BATCH bytes (fewer frames first: frames of an earlier generation may follow the last new
         one), their checksums summed together (_sums)."""
         assert self._fd is not None
         size, want, a = _FRAME + self.page_size, 32, _linear(self.page_size)[0]
@@ -206,7 +206,7 @@ class WalFile:
                 yield frame
             if n < want:
                 return
-            slot, want = slot + n, min(2 * want, _BATCH)
+            slot, want = slot + n, max(1, min(2 * want, _BATCH // size))
 
     def close(self) -> None:
         if self._fd is not None:
@@ -266,9 +266,10 @@ def _sums(frames: list[bytes], page_size: int, big: bool) -> list[tuple[int, int
 
 @functools.lru_cache(maxsize=4)
 def _tiled(page_size: int) -> list:
-    """_linear's coefficients of _BATCH frames, as pyarrow arrays."""
+    """_linear's coefficients of a batch's frames, as pyarrow arrays."""
     import pyarrow as pa
-    return [pa.concat_arrays([pa.array(coef, pa.uint64())] * _BATCH) for coef in _linear(page_size)[1:]]
+    frames = _BATCH // (_FRAME + page_size)
+    return [pa.concat_arrays([pa.array(coef, pa.uint64())] * frames) for coef in _linear(page_size)[1:]]
 
 
 @dataclass
