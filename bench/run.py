@@ -114,8 +114,9 @@ def median_of(runs: list[dict]) -> dict:
 # over the earlier one (every page may have changed); "wal": a writer holding the source open, as lossless-claw
 # does, commits the growth to the -wal and no checkpoint runs before the re-run (lcm_etl/read/snapshot/snapcache.py);
 # "watch": the same, synced by a `migrate --watch` already running (the sync's own time, from its --json line);
-# "gateway": the source in WAL mode before the first run, and a writer with lossless-claw's pragmas (a commit of more
-# than 1000 pages is checkpointed at once: the main file changes, the WAL keeps its generation)
+# "gateway": a writer with lossless-claw's pragmas holds the source open from before the first run, its WAL holding its
+# last commit (lossless-claw keeps the handle while the gateway runs); a commit of more than 1000 pages is
+# checkpointed at once: the main file changes, the WAL keeps its generation
 SYNC_CASES = ((0.01, "file", True), (0.001, "file", True), (0.01, "wal", True), (0.001, "wal", True),
               (0.01, "watch", True), (0.001, "watch", True), (0.01, "file", False), (0.001, "file", False))
 # the tables lossless-claw writes that lcm-etl reads (source_schema.normalized_views)
@@ -224,10 +225,15 @@ def bench_size(n: int, repeat: int = 1, sync_repeat: int = 1, sync_only: bool = 
         clean(grown)
         subprocess.run([sys.executable, str(ROOT / "tests" / "tools" / "earlier.py"), str(src), str(grown),
                         "--shape", "tail", "--share", str(share)], check=True, stdout=subprocess.DEVNULL)
-        if how == "gateway":   # lossless-claw's database is in WAL mode from its first open
-            wal_writer(grown, gateway=True).close()
+        writer = wal_writer(grown, True) if how == "gateway" else None
+        if writer is not None:   # the gateway's last commit before the first run: a context item rewritten
+            writer.execute("BEGIN")
+            row = writer.execute("SELECT * FROM context_items ORDER BY rowid DESC LIMIT 1").fetchone()
+            writer.execute("DELETE FROM context_items WHERE rowid = (SELECT max(rowid) FROM context_items)")
+            writer.execute(f"INSERT INTO context_items VALUES ({','.join('?' * len(row))})", row)
+            writer.execute("COMMIT")
         run(lcm + ["migrate", "--src", str(grown), "--dest", str(synced), "-q"], env={**cached, **(env or {})})
-        writer = wal_writer(grown, how == "gateway") if how in ("wal", "watch", "gateway") else None
+        writer = writer or (wal_writer(grown) if how in ("wal", "watch") else None)
         name = f"re-run after {share:.1%} growth{'' if how == 'file' else ' in the WAL'}" + \
             (" (gateway pragmas)" if how == "gateway" else "")
         if how == "watch":

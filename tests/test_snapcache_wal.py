@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from conftest import copy_fixture, migrate_api, migrate_json
 from test_snapcache import APPEND, FIXTURE, forge_identity, kept, remnic_content, without_cache
-from lcm_etl.read.snapshot import sqlite_copy as sources
+from lcm_etl.read.snapshot import pages, wal, sqlite_copy as sources
 
 
 @contextmanager
@@ -229,3 +229,32 @@ def test_a_message_changed_in_the_kept_copy_behind_its_file_identity_is_never_im
         assert f"pages changed since the snapshot kept from run {first['run_id']} (the main file compared whole: " \
                "the main file changed and no WAL frame says how (a checkpoint, or a rollback-mode commit)); " \
                in report["sync_decision"]["line"]
+
+
+@pytest.mark.parametrize("changed_frame", [None, 10, 400])
+def test_a_sync_reads_a_long_wal_as_far_as_sqlite_itself_folds_it(tmp_path, changed_frame):
+    """Hundreds of frames (their checksums summed in batches, not one by one), one of them changed on disk or none:
+    the sync's chain ends at the last commit SQLite's own check accepts, and holds the pages SQLite folds."""
+    live, copy = tmp_path / "live.db", tmp_path / "copy.db"
+    with writer(live) as con:
+        con.execute("CREATE TABLE t (x)")
+        con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        for _ in range(300):
+            con.execute("INSERT INTO t VALUES (?)", (os.urandom(2500).hex(),))
+        for side in ("", "-wal"):
+            Path(f"{copy}{side}").write_bytes(Path(f"{live}{side}").read_bytes())
+    if changed_frame is not None:
+        with open(f"{copy}-wal", "r+b") as fh:
+            fh.seek(32 + (changed_frame - 1) * (24 + 4096) + 24 + 1000)
+            fh.write(b"\xff" if fh.read(1) != b"\xff" else b"\x00")
+    w = wal.WalFile(Path(f"{copy}-wal"))
+    spill = pages.SpilledPages(tmp_path / "spill")
+    run = w.chain(1, w.salts, w.start, spill)
+    w.close()
+    folded = sources.fold_wal(copy, live, "source")
+    assert len(run.checksums) // 8 == folded
+    assert folded > 500 if changed_frame is None else changed_frame - 3 <= folded < changed_frame
+    with open(copy, "rb") as fh:
+        for n, data in spill.items():
+            fh.seek((n - 1) * 4096)
+            assert fh.read(4096)[100 if n == 1 else 0:] == data[100 if n == 1 else 0:]

@@ -48,8 +48,7 @@ class SpilledPages:
     def add(self, n: int, data) -> None:
         if self._undo is not None:
             self._undo.append((n, self._at.get(n)))
-        self._fh.seek(0, 2)
-        self._at[n] = (self._fh.tell(), len(data))
+        self._at[n] = (self._fh.tell(), len(data))   # only ever written at its end (read back with pread)
         self._fh.write(data)
 
     def __len__(self) -> int:

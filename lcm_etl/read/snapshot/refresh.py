@@ -104,14 +104,16 @@ class Refresh:
         except (pages.NotComparable, sqlite3.Error) as exc:
             self.dropped = f"its changed pages cannot be read: {exc}"
             return None
-        with open(self.db, "r+b") as fh:
+        fd = os.open(self.db, os.O_RDWR)   # one pwrite a page (a buffered file's seek flushed it: two calls)
+        try:
             for n, data in diff.items():   # in page order
                 if data:
                     if n == 1 and incoming is None:   # a WAL frame's page 1 says WAL mode: the copy stays in rollback
                         data = data[:18] + b"\x01\x01" + data[20:]
-                    fh.seek((n - 1) * page_size)
-                    fh.write(data)
-            fh.truncate(new_pages * page_size)
+                    os.pwrite(fd, data, (n - 1) * page_size)
+            os.truncate(fd, new_pages * page_size)
+        finally:
+            os.close(fd)
         if incoming is not None:
             if incoming.exists():
                 os.replace(incoming, str(self.db) + "-wal")

@@ -24,9 +24,12 @@ main file's signature before the read, the machine's boot.
 """
 from __future__ import annotations
 
+import array
+import functools
 import hashlib
 import os
 import struct
+import sys
 from collections.abc import Generator
 from contextlib import closing
 from dataclasses import asdict, dataclass, field
@@ -38,6 +41,7 @@ from lcm_etl.read.snapshot.pages import NotComparable
 
 _MAGIC = (0x377F0682, 0x377F0683)   # the low bit: the checksums' words are big-endian
 _HEADER, _FRAME = 32, 24
+_MASK, _BATCH = 0xFFFFFFFF, 2 << 20   # the most bytes of frames read and summed at a time (509 frames of 4 KiB pages)
 
 
 def boot_id() -> str:
@@ -59,10 +63,10 @@ def _wal_headers(wal: Path) -> Generator[bytes, None, None]:
         if len(head) < 32:
             return
         yield head
-        page_size = int.from_bytes(head[8:12], "big")
-        while len(frame := fh.read(24)) == 24:
+        at, page_size = 32, int.from_bytes(head[8:12], "big")
+        while len(frame := os.pread(fh.fileno(), 24, at)) == 24:   # one call a frame
             yield frame
-            fh.seek(page_size, 1)
+            at += 24 + page_size
 
 
 def wal_pages(wal: Path, page_size: int) -> set[int]:
@@ -170,18 +174,10 @@ class WalFile:
         """The frames from `slot` on that carry `salts` and whose checksums continue from `cksum`, up to the last
         commit frame among them (what SQLite reads). Their pages go `into` the spill (a later frame's bytes over an
         earlier's), each as it is verified; a transaction without its commit frame is taken out again at the end."""
-        assert self._fd is not None
-        run, pending, ps = Run(), [], self.page_size
-        checksums = bytearray()
+        run, pending, checksums = Run(), [], bytearray()
         into.begin()
-        while True:
-            frame = os.pread(self._fd, _FRAME + ps, _HEADER + (slot - 1) * (_FRAME + ps))
-            if len(frame) < _FRAME + ps or frame[8:16] != salts:
-                break
+        for frame in self._verified(slot, salts, cksum):
             page, commit = struct.unpack(">2I", frame[:8])
-            cksum = _checksum(frame[_FRAME:], *_checksum(frame[:8], *cksum, self.big), self.big)
-            if page == 0 or struct.pack(">2I", *cksum) != frame[16:24]:
-                break
             checksums += frame[16:24]
             pending.append(page)
             into.add(page, frame[_FRAME:])
@@ -190,9 +186,28 @@ class WalFile:
                 run.pages += pending
                 pending = []
                 into.begin()
-            slot += 1
         into.rollback()
         return run
+
+    def _verified(self, slot: int, salts: bytes, cksum: tuple[int, int]) -> Generator[bytes, None, None]:
+        """Each frame from `slot` on, as long as it carries `salts` and its checksum continues the chain; read
+        in batches of up to _BATCH bytes (fewer frames first: frames of an earlier generation may follow the last new
+        one), their checksums summed together (_sums)."""
+        assert self._fd is not None
+        size, want, a = _FRAME + self.page_size, 32, _linear(self.page_size)[0]
+        while True:
+            data = os.pread(self._fd, want * size, _HEADER + (slot - 1) * size)
+            frames = [data[i:i + size] for i in range(0, len(data) - size + 1, size)]
+            n = next((i for i, frame in enumerate(frames) if frame[8:16] != salts), len(frames))
+            for frame, (v1, v2) in zip(frames[:n], _sums(frames[:n], self.page_size, self.big)):
+                cksum = ((a[0] * cksum[0] + a[1] * cksum[1] + v1) & _MASK,
+                         (a[2] * cksum[0] + a[3] * cksum[1] + v2) & _MASK)
+                if frame[:4] == bytes(4) or struct.pack(">2I", *cksum) != frame[16:24]:
+                    return
+                yield frame
+            if n < want:
+                return
+            slot, want = slot + n, max(1, min(2 * want, _BATCH // size))
 
     def close(self) -> None:
         if self._fd is not None:
@@ -207,6 +222,55 @@ def _checksum(data: bytes, s1: int, s2: int, big: bool) -> tuple[int, int]:
         s1 = (s1 + a + s2) & 0xFFFFFFFF
         s2 = (s2 + b + s1) & 0xFFFFFFFF
     return s1, s2
+
+
+@functools.lru_cache(maxsize=4)
+def _linear(page_size: int) -> tuple[tuple[int, int, int, int], list[int], list[int]]:
+    """The checksum is linear: a step (a, b) takes (s1, s2) to M·(s1, s2) + (a, a + b), M = [[1, 1], [1, 2]], so a
+    frame of P word pairs (its header's first 8 bytes, then its page) takes it to M^P·(s1, s2) + (v1, v2), each v a
+    sum of the frame's words times fixed coefficients (mod 2^32). Returns M^P and the coefficients of the words of
+    a frame as the WAL lays it out (the header's other 16 bytes not summed)."""
+    pairs = 1 + page_size // 8
+    powers = [(1, 0, 0, 1)]
+    for _ in range(pairs):
+        p, q, r, t = powers[-1]
+        powers.append(((p + q) & _MASK, (p + 2 * q) & _MASK, (r + t) & _MASK, (r + 2 * t) & _MASK))
+    c1: list[int] = []
+    c2: list[int] = []
+    for j in range(pairs):
+        p, q, r, t = powers[pairs - 1 - j]
+        c1 += [(p + q) & _MASK, q] + [0, 0, 0, 0] * (j == 0)
+        c2 += [(r + t) & _MASK, t] + [0, 0, 0, 0] * (j == 0)
+    return powers[pairs], c1, c2
+
+
+def _sums(frames: list[bytes], page_size: int, big: bool) -> list[tuple[int, int]]:
+    """Each frame's (v1, v2) (_linear): a few frames one by one, a batch of hundreds as one multiply and running
+    sum over all their words (pyarrow: 0.008-0.017 ms a frame where Python's loop takes 0.08, 3.7 s of a 2M
+    lcm.db's 1 % growth; imported only then, as it adds about 50 MB to the process)."""
+    if len(frames) < 256:
+        return [_checksum(f[:8] + f[_FRAME:], 0, 0, big) for f in frames]
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    words = array.array("I", b"".join(frames))
+    if big != (sys.byteorder == "big"):
+        words.byteswap()
+    per = len(words) // len(frames)
+    w = pa.Array.from_buffers(pa.uint32(), len(words), [None, pa.py_buffer(words)]).cast(pa.uint64())
+    ends = pa.array(range(per - 1, len(words), per))
+    out = []
+    for coef in _tiled(page_size):
+        totals = pc.cumulative_sum(pc.multiply(w, coef.slice(0, len(words)))).take(ends).to_pylist()
+        out.append([(t - prev) & _MASK for t, prev in zip(totals, [0] + totals)])
+    return list(zip(*out))
+
+
+@functools.lru_cache(maxsize=4)
+def _tiled(page_size: int) -> list:
+    """_linear's coefficients of a batch's frames, as pyarrow arrays."""
+    import pyarrow as pa
+    frames = _BATCH // (_FRAME + page_size)
+    return [pa.concat_arrays([pa.array(coef, pa.uint64())] * frames) for coef in _linear(page_size)[1:]]
 
 
 @dataclass
