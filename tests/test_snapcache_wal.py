@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from conftest import copy_fixture, migrate_api, migrate_json
 from test_snapcache import APPEND, FIXTURE, forge_identity, kept, remnic_content, without_cache
-from lcm_etl.read.snapshot import pages, wal, sqlite_copy as sources
+from lcm_etl.read.snapshot import page_diff, wal, sqlite_copy as sources
 
 
 @contextmanager
@@ -231,10 +231,13 @@ def test_a_message_changed_in_the_kept_copy_behind_its_file_identity_is_never_im
                in report["sync_decision"]["line"]
 
 
+@pytest.mark.parametrize("bulk", [False, True], ids=["one-by-one", "summed-in-bulk"])
 @pytest.mark.parametrize("changed_frame", [None, 10, 400])
-def test_a_sync_reads_a_long_wal_as_far_as_sqlite_itself_folds_it(tmp_path, changed_frame):
-    """Hundreds of frames (their checksums summed in batches, not one by one), one of them changed on disk or none:
-    the sync's chain ends at the last commit SQLite's own check accepts, and holds the pages SQLite folds."""
+def test_a_sync_reads_a_long_wal_as_far_as_sqlite_itself_folds_it(tmp_path, monkeypatch, changed_frame, bulk):
+    """Hundreds of frames, one of them changed on disk or none, their checksums verified one by one or summed in
+    batches (as a WAL of tens of MB is: wal._BULK): the sync's chain ends at the last commit SQLite's own check
+    accepts, and holds the pages SQLite folds."""
+    monkeypatch.setattr(wal, "_BULK", 0 if bulk else 1 << 62)
     live, copy = tmp_path / "live.db", tmp_path / "copy.db"
     with writer(live) as con:
         con.execute("CREATE TABLE t (x)")
@@ -248,7 +251,7 @@ def test_a_sync_reads_a_long_wal_as_far_as_sqlite_itself_folds_it(tmp_path, chan
             fh.seek(32 + (changed_frame - 1) * (24 + 4096) + 24 + 1000)
             fh.write(b"\xff" if fh.read(1) != b"\xff" else b"\x00")
     w = wal.WalFile(Path(f"{copy}-wal"))
-    spill = pages.SpilledPages(tmp_path / "spill")
+    spill = page_diff.SpilledPages(tmp_path / "spill")
     run = w.chain(1, w.salts, w.start, spill)
     w.close()
     folded = sources.fold_wal(copy, live, "source")

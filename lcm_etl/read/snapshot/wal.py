@@ -24,12 +24,9 @@ main file's signature before the read, the machine's boot.
 """
 from __future__ import annotations
 
-import array
-import functools
 import hashlib
 import os
 import struct
-import sys
 from collections.abc import Generator
 from contextlib import closing
 from dataclasses import asdict, dataclass, field
@@ -38,10 +35,11 @@ from pathlib import Path
 from lcm_etl.file_identity import file_signature
 from lcm_etl.read.snapshot.page_diff import SpilledPages, same_page
 from lcm_etl.read.snapshot.pages import NotComparable
+from lcm_etl.read.snapshot.wal_checksum import BATCH, MASK, checksum, frame_sums, step
 
 _MAGIC = (0x377F0682, 0x377F0683)   # the low bit: the checksums' words are big-endian
 _HEADER, _FRAME = 32, 24
-_MASK, _BATCH = 0xFFFFFFFF, 2 << 20   # the most bytes of frames read and summed at a time (509 frames of 4 KiB pages)
+_BULK = 48 << 20   # a WAL with this many bytes left to read has its checksums summed in bulk (wal_checksum.frame_sums)
 
 
 def boot_id() -> str:
@@ -162,7 +160,7 @@ class WalFile:
         magic, version, self.page_size, self.seq = struct.unpack(">4I", head[:16])
         self.big = magic & 1 == 1
         self.salts, self.start = head[16:24], struct.unpack(">2I", head[24:32])
-        self.ok = magic in _MAGIC and version == 3007000 and _checksum(head[:24], 0, 0, self.big) == self.start
+        self.ok = magic in _MAGIC and version == 3007000 and checksum(head[:24], 0, 0, self.big) == self.start
 
     def header(self, slot: int) -> bytes:
         """Frame `slot`'s (1-based) 24-byte header, b"" past the end."""
@@ -191,86 +189,29 @@ class WalFile:
 
     def _verified(self, slot: int, salts: bytes, cksum: tuple[int, int]) -> Generator[bytes, None, None]:
         """Each frame from `slot` on, as long as it carries `salts` and its checksum continues the chain; read
-        in batches of up to _BATCH bytes (fewer frames first: frames of an earlier generation may follow the last new
-        one), their checksums summed together (_sums)."""
+        in batches of up to BATCH bytes (fewer frames first: frames of an earlier generation may follow the last new
+        one). A WAL with _BULK bytes or more left has each batch's checksums summed together (frame_sums)."""
         assert self._fd is not None
-        size, want, a = _FRAME + self.page_size, 32, _linear(self.page_size)[0]
+        size, want, a = _FRAME + self.page_size, 32, step(self.page_size)
+        bulk = os.fstat(self._fd).st_size - _HEADER - (slot - 1) * size >= _BULK
         while True:
             data = os.pread(self._fd, want * size, _HEADER + (slot - 1) * size)
             frames = [data[i:i + size] for i in range(0, len(data) - size + 1, size)]
             n = next((i for i, frame in enumerate(frames) if frame[8:16] != salts), len(frames))
-            for frame, (v1, v2) in zip(frames[:n], _sums(frames[:n], self.page_size, self.big)):
-                cksum = ((a[0] * cksum[0] + a[1] * cksum[1] + v1) & _MASK,
-                         (a[2] * cksum[0] + a[3] * cksum[1] + v2) & _MASK)
+            for frame, (v1, v2) in zip(frames[:n], frame_sums(frames[:n], self.page_size, self.big, bulk)):
+                cksum = ((a[0] * cksum[0] + a[1] * cksum[1] + v1) & MASK,
+                         (a[2] * cksum[0] + a[3] * cksum[1] + v2) & MASK)
                 if frame[:4] == bytes(4) or struct.pack(">2I", *cksum) != frame[16:24]:
                     return
                 yield frame
             if n < want:
                 return
-            slot, want = slot + n, max(1, min(2 * want, _BATCH // size))
+            slot, want = slot + n, max(1, min(2 * want, BATCH // size))
 
     def close(self) -> None:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
-
-
-def _checksum(data: bytes, s1: int, s2: int, big: bool) -> tuple[int, int]:
-    """SQLite's WAL checksum (walChecksumBytes) of `data`, continuing from (s1, s2)."""
-    words = struct.unpack(f"{'>' if big else '<'}{len(data) // 4}I", data)
-    for a, b in zip(words[0::2], words[1::2]):
-        s1 = (s1 + a + s2) & 0xFFFFFFFF
-        s2 = (s2 + b + s1) & 0xFFFFFFFF
-    return s1, s2
-
-
-@functools.lru_cache(maxsize=4)
-def _linear(page_size: int) -> tuple[tuple[int, int, int, int], list[int], list[int]]:
-    """The checksum is linear: a step (a, b) takes (s1, s2) to M·(s1, s2) + (a, a + b), M = [[1, 1], [1, 2]], so a
-    frame of P word pairs (its header's first 8 bytes, then its page) takes it to M^P·(s1, s2) + (v1, v2), each v a
-    sum of the frame's words times fixed coefficients (mod 2^32). Returns M^P and the coefficients of the words of
-    a frame as the WAL lays it out (the header's other 16 bytes not summed)."""
-    pairs = 1 + page_size // 8
-    powers = [(1, 0, 0, 1)]
-    for _ in range(pairs):
-        p, q, r, t = powers[-1]
-        powers.append(((p + q) & _MASK, (p + 2 * q) & _MASK, (r + t) & _MASK, (r + 2 * t) & _MASK))
-    c1: list[int] = []
-    c2: list[int] = []
-    for j in range(pairs):
-        p, q, r, t = powers[pairs - 1 - j]
-        c1 += [(p + q) & _MASK, q] + [0, 0, 0, 0] * (j == 0)
-        c2 += [(r + t) & _MASK, t] + [0, 0, 0, 0] * (j == 0)
-    return powers[pairs], c1, c2
-
-
-def _sums(frames: list[bytes], page_size: int, big: bool) -> list[tuple[int, int]]:
-    """Each frame's (v1, v2) (_linear): a few frames one by one, a batch of hundreds as one multiply and running
-    sum over all their words (pyarrow: 0.008-0.017 ms a frame where Python's loop takes 0.08, 3.7 s of a 2M
-    lcm.db's 1 % growth; imported only then, as it adds about 50 MB to the process)."""
-    if len(frames) < 256:
-        return [_checksum(f[:8] + f[_FRAME:], 0, 0, big) for f in frames]
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    words = array.array("I", b"".join(frames))
-    if big != (sys.byteorder == "big"):
-        words.byteswap()
-    per = len(words) // len(frames)
-    w = pa.Array.from_buffers(pa.uint32(), len(words), [None, pa.py_buffer(words)]).cast(pa.uint64())
-    ends = pa.array(range(per - 1, len(words), per))
-    out = []
-    for coef in _tiled(page_size):
-        totals = pc.cumulative_sum(pc.multiply(w, coef.slice(0, len(words)))).take(ends).to_pylist()
-        out.append([(t - prev) & _MASK for t, prev in zip(totals, [0] + totals)])
-    return list(zip(*out))
-
-
-@functools.lru_cache(maxsize=4)
-def _tiled(page_size: int) -> list:
-    """_linear's coefficients of a batch's frames, as pyarrow arrays."""
-    import pyarrow as pa
-    frames = _BATCH // (_FRAME + page_size)
-    return [pa.concat_arrays([pa.array(coef, pa.uint64())] * frames) for coef in _linear(page_size)[1:]]
 
 
 @dataclass
