@@ -157,8 +157,8 @@ def connect(path: Path | str, query: str = "mode=ro", **kwargs) -> sqlite3.Conne
 
 
 def before_lock(target: Path, dry_run: bool) -> str | None:
-    """How a run reads lcm-etl's tables of its target before the run lock (migrate's no-op shortcut, reconcile's
-    records): as any reader, through its -wal and -shm (the run writes the target next); a dry run, which leaves
+    """How a run reads lcm-etl's tables of its target before it writes: reconcile's records, before the run lock;
+    migrate's no-op shortcut, under it but before the run's own transaction. As any reader, through its -wal and -shm (the run writes the target next); a dry run, which leaves
     nothing beside it, the main file alone, immutable, and not at all (None) when its -wal holds commits."""
     wal = Path(f"{target}-wal")
     return "mode=ro" if not dry_run else None if wal.exists() and wal.stat().st_size else "mode=ro&immutable=1"

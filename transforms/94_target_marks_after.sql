@@ -1,7 +1,6 @@
 -- step: target_marks_after
 -- engine: sqlite (the target, in the run's last transaction, before 95 or r95)
--- reads: plan.plan_target_marks (the marks planning read: 04, or those recorded when the target is proved
---        untouched), plan.plan_sessions, lcm_messages, lcm_summary_nodes, lcm_compaction_events
+-- reads: plan.plan_target_marks (the marks planning read: 04's; none for reconcile), plan.plan_sessions, lcm_messages, lcm_summary_nodes, lcm_compaction_events
 -- produces: TEMP TABLE target_marks(session_id, messages, max_message_id, summaries, boundary_events) — per target
 --           session, the figures of 04_target_marks.sql
 -- key: session_id

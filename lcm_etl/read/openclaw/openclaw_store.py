@@ -367,7 +367,7 @@ def _windows_query(columns: dict[str, set[str]], cold_windows: bool) -> str:
 
 
 def _make_window(path: Path, key: str, agent: str | None, r: tuple) -> StoreWindow:
-    """A row of `store_windows` as a StoreWindow of the store at `path` (`key`: its real path)."""
+    """A row of the windows' query (_windows_query) as a StoreWindow of the store at `path` (`key`: its real path)."""
     sid, max_seq, events, cold = r[0], r[1], r[2], r[3]
     w = dict(zip(_WINDOW_COLUMNS, r[4:4 + len(_WINDOW_COLUMNS)]))
     n = dict(zip(_NODE_COLUMNS, r[4 + len(_WINDOW_COLUMNS):4 + len(_WINDOW_COLUMNS) + len(_NODE_COLUMNS)]))

@@ -15,7 +15,7 @@ the last run stopped").
 DuckDB plans over this file (lcm_etl/planning/reconcile_plan.py), r72/r80 write its content, r95 records its
 `transcripts`, and the report is a query over it: no transcript outlives its read in Python. One writer
 (`RunFile`) buffers rows and writes them every FLUSH_BYTES. Content is written only for the sessions the run may
-write (--session-filter), and none by a read that writes nothing (audit, a dry run).
+write (--session-filter), and none by a dry run (audit's comparison reads it).
 """
 from __future__ import annotations
 
