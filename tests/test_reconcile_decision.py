@@ -88,6 +88,23 @@ def test_a_header_only_transcript_unchanged_is_read_from_its_record_on_the_next_
     assert line(report) == "offsets: 2 of 2 transcripts read from where the last run stopped"
 
 
+def test_a_session_whose_rows_are_gone_and_whose_transcript_is_a_header_is_read_whole_once_not_every_run(tmp_path):
+    """A planned session the target holds no row of has no figures to mark (94): its earlier mark goes with the run
+    that planned it, so the next run does not find its rows 'no longer held as recorded' again, and again."""
+    lines = lines_of("plain-chat")
+    jsonl, target = recorded(tmp_path, lines)
+    con = sqlite3.connect(target)   # a cleanup in Remnic: the session's rows are gone
+    with con:
+        for table in ("lcm_messages", "lcm_compaction_events", "lcm_summary_nodes"):
+            con.execute(f"DELETE FROM {table}")
+    con.close()
+    write(jsonl, lines[:1])   # and OpenClaw started the transcript over: its header alone
+    assert whys(decided("--sessions", jsonl, "--dest", target)) == {"s.jsonl": "the recorded prefix changed"}
+    report = decided("--sessions", jsonl, "--dest", target)
+    assert whys(report) == {"s.jsonl": None}
+    assert line(report) == "offsets: 1 of 1 transcripts read from where the last run stopped"
+
+
 def test_an_appended_file_is_read_from_its_record_and_the_line_names_no_cause(tmp_path):
     lines = lines_of("tool-heavy")
     jsonl, target = recorded(tmp_path, lines[:20])

@@ -74,7 +74,7 @@ def test_after_an_undo_between_two_syncs_the_next_sync_reads_every_window_and_la
 def test_windows_left_unread_are_read_whole_when_a_run_wrote_records_since_the_snapshot_was_sealed(tmp_path):
     """Under the lock (Reading.confirm_unchanged): when the target's last run to write records is no longer the one
     that sealed the store's snapshot (a run between the hint and the lock), every window left unread is read
-    whole, as a record that changed under the lock is."""
+    whole, as a record that changed under the lock is, and the store's entry counts none unread."""
     from lcm_etl.read.sessions import transcript_decision as decide
     from lcm_etl.read.sessions.transcript_reading import read_all
     from lcm_etl.run_options import ReconcileOptions
@@ -96,5 +96,6 @@ def test_windows_left_unread_are_read_whole_when_a_run_wrote_records_since_the_s
         reading.confirm_unchanged("a run since")
         assert reading.run.query("SELECT why, count(*) FROM transcripts WHERE kind = 'window' GROUP BY 1").fetchall() \
             == [(decide.RECORD_CHANGED, reading.stores[0]["windows"])]
+        assert reading.stores[0]["windows_unchanged"] == 0   # the report counts none left unread
     finally:
         reading.close()

@@ -22,5 +22,7 @@ ORDER BY file_order;
 --      migrate's marks hold, under source_path '': reconcile's). The next run checks the target still holds the
 --      session's messages as marked (their count and highest id, one query: transcript_decision.settle) before it
 --      reads only what is new. A row deleted (Remnic's cleanup, a hand fix, a partial restore) makes its session
---      read whole, and it lands again.
+--      read whole, and it lands again. A planned session the target holds no row of (a header-only transcript, or
+--      one whose rows were deleted) has no figures in 94: its earlier mark goes, or it would be read whole every run.
+DELETE FROM lcm_etl_session_marks WHERE source_path = '' AND session_id IN (SELECT session_id FROM plan.plan_sessions);
 INSERT OR REPLACE INTO lcm_etl_session_marks SELECT '', :run_id, * FROM temp.target_marks;

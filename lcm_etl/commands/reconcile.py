@@ -91,9 +91,12 @@ def _reconcile(opts: ReconcileOptions, read: Reading, source: Snapshot | None, h
         target_db = view.path if view else opts.target if existed else None
         # each transcript read from a record the target no longer holds as it was, or into another session, the
         # others of its session, and a session whose held rows lack entry ids are read again whole (settle)
-        if target_db is not None and any(read.unchanged.values()):   # the records the unread windows stand on
-            with closing(sqlite_runtime.connect(target_db)) as lite:
-                read.confirm_unchanged(decide.last_records_run(lite))
+        if any(read.unchanged.values()):   # the records the unread windows stand on (none: the target went)
+            last = None
+            if target_db is not None:
+                with closing(sqlite_runtime.connect(target_db)) as lite:
+                    last = decide.last_records_run(lite)
+            read.confirm_unchanged(last)
         con = open_plan(opts, source, Path(work.name))   # --src's sessions keyed once, by 10_sessions.sql
         try:
             held = (source.path, normalized_views(detect_schema(source.path, source.original), "sqlite"),

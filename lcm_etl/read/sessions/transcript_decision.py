@@ -157,6 +157,8 @@ def last_records_run(con: sqlite3.Connection) -> str | None:
     """The newest run that wrote records (a complete reconcile) or could have voided them (an undo): while it is the
     run that sealed a store's kept snapshot, the records of that store's windows are the ones it left
     (tests/test_watch_unchanged.py)."""
+    if not sqlite_runtime.has_table(con, "lcm_etl_runs"):   # a target replaced by one lcm-etl never wrote
+        return None
     row = con.execute("SELECT run_id FROM lcm_etl_runs WHERE command = 'undo' OR (command = 'reconcile' AND "
                       "status = 'complete') ORDER BY rowid DESC LIMIT 1").fetchone()
     return row[0] if row else None

@@ -121,6 +121,8 @@ class Reading:
                         self.add(functools.partial(read_window, store, w), RECORD_CHANGED, (str(path), w.session_id),
                                  what="window")
                 windows.clear()
+                next(s for s in self.stores if s["store"] == str(path))["windows_unchanged"] = 0
+        self.run.flush()   # settle's query over the run file sees the windows read here
 
     def findings(self) -> list[dict]:
         """History the sources hold that could not be read: folders, files, stores, and what each store's reading
