@@ -43,6 +43,8 @@ class ReadOptions:
     session_filter: list[str] = field(default_factory=list)   # the sessions the run may write (none: every one)
     target: Path | None = None   # the target a run that writes commits to: each store's snapshot is kept for it
     content: bool = False   # content kept although dry_run: audit compares it with the target's
+    # every session's target rows checked (settle) and every window read; a watch's later syncs: what changed
+    every_session: bool = True
 
 
 @dataclass(kw_only=True)
@@ -54,4 +56,3 @@ class ReconcileOptions(ReadOptions):
     batch_rows: int = 50_000
     progress: bool = False
     full: bool = False   # no record trusted: every transcript read whole (as migrate --full re-plans everything)
-    every_session: bool = True   # every session's target rows checked (settle); a watch's later syncs: what changed

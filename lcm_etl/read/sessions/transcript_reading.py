@@ -170,8 +170,8 @@ def unchanged_windows(store: OpenStore, opts: ReadOptions, inputs: Inputs, last_
     session's target rows, one by session key, with --session-filter or --full, and one beside JSONL files (a
     file may share a window's session) reads every window."""
     c = store.kept.changes
-    if (getattr(opts, "every_session", True) or getattr(opts, "full", False) or opts.key_by != "session-id"
-            or opts.session_filter or inputs.files or inputs.archive_files or c is None or c.since != last_run):
+    if (opts.every_session or opts.key_by != "session-id" or opts.session_filter or inputs.files
+            or inputs.archive_files or c is None or c.since != last_run):   # --full: no records, no last_run
         return {}
     # a window whose session an archive row or a pending input shares is read (its session may be read whole)
     shared = {a.session_id for a in store.contents.archives} | {p.session_id for p in store.contents.pending}
