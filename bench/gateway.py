@@ -22,7 +22,7 @@ For each: the sync's own elapsed_s (its --json line), the bytes the lcm-etl proc
 the bytes the writer wrote for the change (this process's wchar: WAL frames, and the main file at a checkpoint).
 A first run (a fresh process, its /proc/self/io at exit) gives the shares.
 
-usage: python bench/gateway.py [--store-sizes 500000]   (also run by `make bench` for GATEWAY_SIZES)
+usage: python bench/gateway.py [--store-sizes 500000] [--reuse]   (also run by `make bench` for GATEWAY_SIZES)
 """
 from __future__ import annotations
 
@@ -164,18 +164,23 @@ def synced(watch: Watch, change, timeout: float = 30) -> dict:
             "inserted": (sync.get("messages") or {}).get("inserted")}
 
 
-def bench_store(n: int, store: Path, out: Path) -> list[dict]:
-    """The gateway regime's cases on a copy of `store` (n events)."""
+def bench_store(n: int, store: Path, out: Path, reuse: bool = False) -> list[dict]:
+    """The gateway regime's cases on a copy of `store` (n events). `reuse`: a work folder an earlier `--reuse` run
+    left (its copy, target and kept snapshot, as that run's writer left them) is synced on, not made again by a
+    first run (5M events: half an hour), and is kept."""
     work = out / f"work-gateway-{n}"
-    shutil.rmtree(work, ignore_errors=True)
-    (work / "agent").mkdir(parents=True)
     src = work / "agent" / "openclaw-agent.sqlite"
-    shutil.copyfile(store, src)
     target = work / "lcm.sqlite"
     env = {"LCM_ETL_CACHE_DIR": str(work / "cache")}
     cmd = ["reconcile", "--sessions", str(src), "--dest", str(target)]
-    rows = [dict(first_run([*cmd, "-q"], env), case="first run (new target)")]
-    _say(n, rows[-1])
+    if reuse and target.exists():
+        rows = [{"case": "first run: reused", "wall_s": None, "read_bytes": 0, "rchar": 0}]
+    else:
+        shutil.rmtree(work, ignore_errors=True)
+        (work / "agent").mkdir(parents=True)
+        shutil.copyfile(store, src)
+        rows = [dict(first_run([*cmd, "-q"], env), case="first run (new target)")]
+        _say(n, rows[-1])
     watch = Watch(cmd, env)
     gw: Gateway | None = None
 
@@ -204,7 +209,8 @@ def bench_store(n: int, store: Path, out: Path) -> list[dict]:
     peak = watch.stop()
     for r in rows:
         r.update(size=n, watch_peak_rss_mb=peak)
-    shutil.rmtree(work, ignore_errors=True)
+    if not reuse:
+        shutil.rmtree(work, ignore_errors=True)
     return rows
 
 
@@ -220,26 +226,31 @@ def summary(rows: list[dict]) -> list[str]:
     out = []
     for n in sorted({r["size"] for r in rows}):
         first = next(r for r in rows if r["size"] == n and r["case"].startswith("first run"))
+        first_s = first["wall_s"]
         grew = sorted((r for r in rows if r["size"] == n and r["case"] == "only the WAL grew" and r["wall_s"]),
                       key=lambda r: r["wall_s"])
         if not grew:
             continue
         med = grew[len(grew) // 2]
         worst = max(r["read_bytes"] - 4 * r["writer_wrote"] for r in grew)
-        out.append(f"  {n:>9,}: WAL grew, {len(grew)} syncs: median {med['wall_s']:.3f} s "
-                   f"({med['wall_s'] / first['wall_s']:.2%} of the first run's {first['wall_s']:.1f} s), max "
-                   f"{grew[-1]['wall_s']:.3f} s; worst read_bytes - 4 x written: {worst / 1e6:.2f} MB")
+        worst_rchar = max(r["rchar"] - 4 * r["writer_wrote"] for r in grew)
+        share = f"({med['wall_s'] / first_s:.2%} of the first run's {first_s:.1f} s)" if first_s else "(first run reused)"
+        out.append(f"  {n:>9,}: WAL grew, {len(grew)} syncs: median {med['wall_s']:.3f} s {share}, max "
+                   f"{grew[-1]['wall_s']:.3f} s; worst read_bytes - 4 x written: {worst / 1e6:.2f} MB, rchar - 4 x written: "
+                   f"{worst_rchar / 1e6:.2f} MB")
     return out
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--store-sizes", default="500000")
+    ap.add_argument("--reuse", action="store_true", help="sync on bench/out/work-gateway-N as a --reuse run left it "
+                    "(made by a first run when absent), and keep it")
     args = ap.parse_args()
     run.OUT.mkdir(parents=True, exist_ok=True)   # a fresh clone has no bench/out yet
     rows: list[dict] = []
     for n in (int(x) for x in args.store_sizes.split(",") if x):
-        rows += bench_store(n, run.store(n), run.OUT)
+        rows += bench_store(n, run.store(n), run.OUT, args.reuse)
     print("\n".join(summary(rows)))
     (run.OUT / "gateway.json").write_text(json.dumps(rows, indent=1))
     return 1 if any(r.get("exit") not in (None, 0) for r in rows) else 0
