@@ -17,7 +17,8 @@ cases, each the sync a `--watch` already running makes of one change, in this or
   - auto-checkpoint: the append whose commit crossed 1000 pages of WAL, checkpointed by SQLite (main file written);
   - restarted: the next append, which restarts the WAL (checkpoint sequence + 1, new salts);
   - closed: the writer checkpoints (TRUNCATE) and closes (-wal and -shm go).
-For each: the sync's own elapsed_s (its --json line), the bytes the lcm-etl process read during it
+For each: the sync's own elapsed_s (its --json line), the CPU time the lcm-etl process spent meanwhile (user +
+system: a shared host's load moves wall time, hardly this), the bytes the lcm-etl process read during it
 (/proc/<pid>/io read_bytes: from the disk; rchar: every read() however served), its peak RSS so far (VmHWM), and
 the bytes the writer wrote for the change (this process's wchar: WAL frames, and the main file at a checkpoint).
 A first run (a fresh process, its /proc/self/io at exit) gives the shares.
@@ -75,6 +76,12 @@ def io_of(pid: int | str) -> dict[str, int]:
 def io_text(text: str) -> dict[str, int]:
     """/proc/<pid>/io's lines as numbers (read_bytes, rchar...)."""
     return {k: int(v) for k, v in (line.split(": ") for line in text.splitlines())}
+
+
+def cpu_s(pid: int | str) -> float:
+    """The process's CPU time so far, user + system (/proc/<pid>/stat): what a sync costs whatever else the host runs."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def hwm_mb(pid: int) -> float:
@@ -149,13 +156,13 @@ class Watch:
 
 def synced(watch: Watch, change, timeout: float = 30) -> dict:
     """Make `change()` and return the sync that follows it, with the bytes read and written around it."""
-    me, it = io_of("self"), io_of(watch.pid)
+    me, it, cpu = io_of("self"), io_of(watch.pid), cpu_s(watch.pid)
     change()
     written = io_of("self")["wchar"] - me["wchar"]
     sync = watch.next_sync(timeout)
     after = io_of(watch.pid)
     row = {"writer_wrote": written, "read_bytes": after["read_bytes"] - it["read_bytes"],
-           "rchar": after["rchar"] - it["rchar"], "hwm_mb": hwm_mb(watch.pid)}
+           "rchar": after["rchar"] - it["rchar"], "hwm_mb": hwm_mb(watch.pid), "cpu_s": round(cpu_s(watch.pid) - cpu, 3)}
     if sync is None:
         return {**row, "wall_s": None, "sync": "no sync"}
     sd = sync.get("sync_decision") or {}
@@ -216,7 +223,8 @@ def bench_store(n: int, store: Path, out: Path, reuse: bool = False) -> list[dic
 
 def _say(n: int, r: dict) -> None:
     wall = "no sync" if r.get("wall_s") is None else f"{r['wall_s']:8.3f} s"
-    print(f"  {n:>9,}  {r['case']:<40} {wall}  read {r['read_bytes'] / 1e6:9.2f} MB (rchar {r['rchar'] / 1e6:9.2f})"
+    cpu = f"cpu {r['cpu_s']:6.3f} s" if "cpu_s" in r else " " * 12
+    print(f"  {n:>9,}  {r['case']:<40} {wall} {cpu}  read {r['read_bytes'] / 1e6:9.2f} MB (rchar {r['rchar'] / 1e6:9.2f})"
           f"  writer wrote {r.get('writer_wrote', 0) / 1e6:7.3f} MB  RSS {r.get('hwm_mb', r.get('peak_rss_mb'))} MB"
           f"  {r.get('sync', '')[:160]}", flush=True)
 
@@ -232,11 +240,12 @@ def summary(rows: list[dict]) -> list[str]:
         if not grew:
             continue
         med = grew[len(grew) // 2]
+        cpus = sorted(r["cpu_s"] for r in grew)
         worst = max(r["read_bytes"] - 4 * r["writer_wrote"] for r in grew)
         worst_rchar = max(r["rchar"] - 4 * r["writer_wrote"] for r in grew)
         share = f"({med['wall_s'] / first_s:.2%} of the first run's {first_s:.1f} s)" if first_s else "(first run reused)"
         out.append(f"  {n:>9,}: WAL grew, {len(grew)} syncs: median {med['wall_s']:.3f} s {share}, max "
-                   f"{grew[-1]['wall_s']:.3f} s; worst read_bytes - 4 x written: {worst / 1e6:.2f} MB, rchar - 4 x written: "
+                   f"{grew[-1]['wall_s']:.3f} s; CPU median {cpus[len(cpus) // 2]:.3f} s ({cpus[0]:.3f}-{cpus[-1]:.3f}); worst read_bytes - 4 x written: {worst / 1e6:.2f} MB, rchar - 4 x written: "
                    f"{worst_rchar / 1e6:.2f} MB")
     return out
 
