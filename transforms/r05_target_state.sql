@@ -31,8 +31,12 @@ WHERE (t.session_id IN (SELECT session_id FROM jsonl_sessions)
                               AND session_id IN (SELECT session_id FROM jsonl_appended))))
    OR (t.off_path AND t.session_id IN (SELECT session_id FROM run_sessions));
 
+-- each session's last turn read by SQLite from the session index (session_id, turn_index), which the copy carries
+-- too: DuckDB's scanner would read every row again (a sync's second read of its sessions' rows, a first run's
+-- second scan of the whole target)
 CREATE OR REPLACE TABLE tgt_max_turn AS
-SELECT session_id, max_turn FROM (SELECT session_id, max(turn_index) AS max_turn FROM tgt.lcm_messages GROUP BY 1)
+SELECT session_id, max_turn::BIGINT AS max_turn
+FROM sqlite_query('tgt', 'SELECT session_id, max(turn_index) AS max_turn FROM lcm_messages GROUP BY 1')
 WHERE session_id IN (SELECT session_id FROM jsonl_sessions);
 
 CREATE OR REPLACE TABLE tgt_boundaries AS
