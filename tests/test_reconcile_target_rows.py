@@ -8,6 +8,10 @@ import sqlite3
 from pathlib import Path
 
 from conftest import ROOT, run_cli
+from lcm_etl import sqlite_runtime
+from lcm_etl.planning.reconcile_plan import TARGET_ROWS
+from lcm_etl.read.lcmdb import subset
+from lcm_etl.read.sessions import transcript_decision as decide
 from test_reconcile_decision import reconcile, whys, without_entry_ids
 from test_reconcile_offsets import write
 
@@ -60,3 +64,25 @@ def test_a_session_settle_sends_to_be_read_whole_is_planned_against_its_target_r
         "re-read: the target no longer holds its session's rows as recorded"]
     assert report["messages"]["inserted"] == 1
     assert messages(target) == before
+
+
+def test_the_copy_of_the_sessions_rows_is_read_through_its_indexes_not_row_by_row_again(tmp_path):
+    """The copy is read once, as it is made; settle's check of its id-less rows (_BARE_TARGET) then searches the index
+    built with it, and r05's last turn per session (tgt_max_turn, a scan of indexed columns) reads the session index
+    the copy carries from the target, as SQLite's plans say."""
+    folder = folder_with_others(tmp_path)
+    target = tmp_path / "t.sqlite"
+    reconcile("--sessions", folder, "--dest", target)
+    session = sorted(messages(target))[0]
+    copy = subset.target_subset(target, tmp_path / "copy.sqlite", [session], TARGET_ROWS, decide.BARE_INDEX)
+    con = sqlite_runtime.sqlite3.connect(":memory:")   # the SQLite lcm-etl runs on
+    con.execute("CREATE TABLE transcripts (session_id, read, read_count)")
+    con.execute("INSERT INTO transcripts VALUES (?, 'appended', 1)", (session,))
+    con.execute("CREATE TEMP TABLE bare (session_id)")
+    con.execute("ATTACH ? AS target_rows", (str(copy),))
+    plans = {sql: " | ".join(r[3] for r in con.execute(f"EXPLAIN QUERY PLAN {sql}"))
+             for sql in (decide._BARE_TARGET, "SELECT session_id, turn_index FROM target_rows.lcm_messages")}
+    con.close()
+    assert "SEARCH target_rows.lcm_messages USING INDEX bare_rows (session_id=?)" in plans[decide._BARE_TARGET]
+    assert plans["SELECT session_id, turn_index FROM target_rows.lcm_messages"] == (
+        "SCAN target_rows.lcm_messages USING COVERING INDEX idx_lcm_messages_session")

@@ -15,7 +15,8 @@
 --      The rows marked off the active path (metadata.off_path) of every session of which the run read a line
 --      (run_sessions) are held too, new messages or none, for r25_off_path.sql to count (`tid`, `off_path`): they
 --      are few, and the same read finds them. A sync that read a few sessions reads their rows only: the target
---      attached as tgt is then a copy of those sessions' rows (reconcile_plan._target_rows).
+--      attached as tgt is then a copy of those sessions' rows with the target's indexes (reconcile_plan.target_rows),
+--      so tgt_max_turn reads the session index, as it does of a whole target, not every row a second time.
 CREATE OR REPLACE TABLE held_tgt AS
 SELECT t.* FROM (
   SELECT session_id, v[1] AS source, v[2] AS conversation_id, try_cast(v[3] AS BIGINT) AS source_seq,
@@ -31,12 +32,8 @@ WHERE (t.session_id IN (SELECT session_id FROM jsonl_sessions)
                               AND session_id IN (SELECT session_id FROM jsonl_appended))))
    OR (t.off_path AND t.session_id IN (SELECT session_id FROM run_sessions));
 
--- each session's last turn read by SQLite from the session index (session_id, turn_index), which the copy carries
--- too: DuckDB's scanner would read every row again (a sync's second read of its sessions' rows, a first run's
--- second scan of the whole target)
 CREATE OR REPLACE TABLE tgt_max_turn AS
-SELECT session_id, max_turn::BIGINT AS max_turn
-FROM sqlite_query('tgt', 'SELECT session_id, max(turn_index) AS max_turn FROM lcm_messages GROUP BY 1')
+SELECT session_id, max_turn FROM (SELECT session_id, max(turn_index) AS max_turn FROM tgt.lcm_messages GROUP BY 1)
 WHERE session_id IN (SELECT session_id FROM jsonl_sessions);
 
 CREATE OR REPLACE TABLE tgt_boundaries AS

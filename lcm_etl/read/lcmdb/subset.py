@@ -44,7 +44,7 @@ def _copy(db: Path, out: Path, tables, scope_ddl: str, keys: list[tuple], index:
             if table in ddl:
                 con.execute(ddl[table])
                 con.execute(f'INSERT INTO main."{table}" SELECT * FROM whole."{table}" WHERE {rows}')
-        if index:   # with the tables' own indexes: what SQLite reads of the copy (r05's sqlite_query) it reads from them
+        if index:   # and the tables' own: a scan of indexed columns reads the index (r05's tgt_max_turn), not the rows
             for (sql,) in con.execute("SELECT sql FROM whole.sqlite_master WHERE type = 'index' AND sql IS NOT NULL "
                                       "AND tbl_name IN (SELECT name FROM main.sqlite_master)").fetchall() + [(index,)]:
                 con.execute(sql)
