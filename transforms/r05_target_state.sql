@@ -15,7 +15,8 @@
 --      The rows marked off the active path (metadata.off_path) of every session of which the run read a line
 --      (run_sessions) are held too, new messages or none, for r25_off_path.sql to count (`tid`, `off_path`): they
 --      are few, and the same read finds them. A sync that read a few sessions reads their rows only: the target
---      attached as tgt is then a copy of those sessions' rows (reconcile_plan._target_rows).
+--      attached as tgt is then a copy of those sessions' rows with the target's indexes (reconcile_plan.target_rows),
+--      so tgt_max_turn reads the session index, as it does of a whole target, not every row a second time.
 CREATE OR REPLACE TABLE held_tgt AS
 SELECT t.* FROM (
   SELECT session_id, v[1] AS source, v[2] AS conversation_id, try_cast(v[3] AS BIGINT) AS source_seq,

@@ -26,7 +26,7 @@ from lcm_etl.read.snapshot import runfolder
 from lcm_etl.store import ledger
 from lcm_etl.planning import plan
 from lcm_etl.run_options import ReconcileOptions
-from lcm_etl.planning.reconcile_plan import open_plan, plan_transcripts, read_all, source_sessions
+from lcm_etl.planning.reconcile_plan import open_plan, plan_transcripts, read_all, source_sessions, target_rows
 from lcm_etl.read.sessions import transcript_decision as decide
 from lcm_etl.read.findings import as_warning
 from lcm_etl.read.sessions.run_file import loads
@@ -101,8 +101,10 @@ def _reconcile(opts: ReconcileOptions, read: Reading, source: Snapshot | None, h
         try:
             held = (source.path, normalized_views(detect_schema(source.path, source.original), "sqlite"),
                     source_sessions(con)) if source else None
-            read.read_whole(decide.settle(run.con, target_db, held, opts.every_session))
-            plan_transcripts(con, opts, read, target_db, Path(work.name), decide.sessions_from_records(run.con))
+            rows = target_rows(read, target_db, Path(work.name), opts.session_filter)   # again if settle reads more
+            read.read_whole(again := decide.settle(run.con, target_db, rows, held, opts.every_session))
+            plan_transcripts(con, opts, read, target_db, Path(work.name), decide.sessions_from_records(run.con),
+                             None if again else rows)
             _plan_counts(con, report)
             report.boundaries_moved = plan.boundaries_moving(target_db, report.sessions_touched,
                                                              ledger.placed_by("reconcile", held_by or None))

@@ -15,6 +15,7 @@ from lcm_etl.run_options import ReconcileOptions
 from lcm_etl.planning import plan
 from lcm_etl.read.lcmdb.source_schema import detect_schema
 from lcm_etl.read.lcmdb import subset
+from lcm_etl.read.sessions import transcript_decision as decide
 from lcm_etl.read.snapshot.sqlite_copy import Snapshot
 from lcm_etl.read.sessions.transcript_reading import Reading, read_all as read_all   # the commands read through the plan
 from lcm_etl.steps import pipeline
@@ -60,12 +61,13 @@ def source_sessions(con) -> list[tuple]:
 
 
 def plan_transcripts(con, opts: ReconcileOptions, reading: Reading, target_db: Path | None, workdir: Path,
-                     appended: frozenset[str] | set[str] = frozenset()):
+                     appended: frozenset[str] | set[str] = frozenset(), rows: Path | None = None):
     """The held rows loaded into the plan database (open_plan) beside the run file (attached as `stage`, its
     identity columns viewed as jsonl_messages, jsonl_parts, jsonl_abandoned), and the plan steps r20/r60 run on them.
 
     target_db is the target to read (callers pass a private snapshot when nothing may be written, e.g.
-    dry-run and audit). Returns the connection, holding jsonl_plan, write_messages and session_work.
+    dry-run and audit); `rows`, its rows of the sessions read (target_rows), when taken since the run file last
+    changed. Returns the connection, holding jsonl_plan, write_messages and session_work.
     """
     reading.run.flush()
     checkpoint = functools.partial(plan.duck.checkpoint, con)
@@ -80,8 +82,7 @@ def plan_transcripts(con, opts: ReconcileOptions, reading: Reading, target_db: P
         # marked off the active path are counted and marked again (r05_target_state.sql, r25_off_path.sql). A
         # session every transcript of which is unchanged since its record has the path it had: nothing to mark
         con.execute("CREATE TABLE run_sessions (session_id VARCHAR PRIMARY KEY)")
-        wanted = set(opts.session_filter)
-        run_sessions = [r[0] for r in reading.run.query(READ_SESSIONS) if not wanted or r[0] in wanted]
+        run_sessions = _run_sessions(reading, opts.session_filter)
         # one parameter each: a row each through executemany cost 1 s of a 1,000-window re-run
         for table, ids in (("run_sessions", run_sessions), ("jsonl_appended", sorted(appended))):
             con.execute(f"INSERT INTO {table} SELECT unnest(from_json($ids, '[\"VARCHAR\"]'))", {"ids": plan.duck.strings(ids)})
@@ -94,7 +95,7 @@ def plan_transcripts(con, opts: ReconcileOptions, reading: Reading, target_db: P
         else:
             con.execute(f"CREATE TABLE held_lcm AS {_HELD_LCM_EMPTY}")
         # the plan needs the target only for the sessions read (their rows held, turns, boundaries)
-        plan.duck.attach_sqlite(con, str(_target_rows(con, reading, target_db, workdir)), "tgt")
+        plan.duck.attach_sqlite(con, str(rows or target_rows(reading, target_db, workdir, opts.session_filter)), "tgt")
         run_stage(pipeline.RECONCILE_TARGET, con, after_each=checkpoint)
         con.execute("DETACH tgt")
         run_stage(pipeline.RECONCILE_PLAN, con, {"budget": opts.batch_rows}, after_each=checkpoint)
@@ -108,23 +109,28 @@ def plan_transcripts(con, opts: ReconcileOptions, reading: Reading, target_db: P
         raise
 
 
-def _target_rows(con, reading: Reading, target_db: Path | None, workdir: Path) -> Path:
-    """The target as the plan reads it: an empty Remnic schema when there is none yet (or it holds no messages
-    table); the rows of the sessions read, found through the target's session index (read/lcmdb/subset.py), when
-    they are fewer than half the transcripts' sessions (a sync: DuckDB's scanner reads a table whole, and r05
-    read every row of a 500,000-event store's target, 1.5 s of a 2.9 s sync with nothing new); else the whole
-    target (a first run against a migrated target, an undo: the copy would cost more than the scan)."""
+def target_rows(reading: Reading, target_db: Path | None, workdir: Path, session_filter: list[str]) -> Path:
+    """The target as the plan and settle read it: an empty Remnic schema when there is none yet (or no messages
+    table); the rows of the sessions read (run_sessions, jsonl_sessions), with the index settle reads
+    (decide.BARE_INDEX), when they are fewer than half the transcripts' sessions (a sync: DuckDB's scanner reads a
+    table whole, 1.5 s of a 2.9 s sync at 500,000 events); else the whole target (a first run, an undo)."""
     if target_db is None:
         return plan.empty_target(workdir)
     with closing(sqlite_runtime.connect(target_db)) as lite:
         if not sqlite_runtime.has_table(lite, "lcm_messages"):
             return plan.empty_target(workdir)
-    read = [r[0] for r in con.execute("SELECT session_id FROM run_sessions UNION SELECT session_id FROM jsonl_sessions")
-            .fetchall()]
+    read = {*_run_sessions(reading, session_filter),
+            *(r[0] for r in reading.run.query("SELECT DISTINCT session_id FROM transcripts WHERE read_count > 0"))}
     every = reading.run.query("SELECT count(DISTINCT session_id) FROM transcripts").fetchone()[0]
     if 2 * len(read) >= every + sum(map(len, reading.unchanged.values())):   # an unread window: a session of its own
         return target_db
-    return subset.target_subset(target_db, workdir / "target-sessions.sqlite", read, TARGET_ROWS)
+    return subset.target_subset(target_db, workdir / "target-sessions.sqlite", sorted(read - {None}), TARGET_ROWS,
+                                decide.BARE_INDEX)
+
+
+def _run_sessions(reading: Reading, session_filter: list[str]) -> list[str]:
+    wanted = set(session_filter)
+    return [r[0] for r in reading.run.query(READ_SESSIONS) if not wanted or r[0] in wanted]
 
 
 def _select(con, session_filter: list[str]) -> None:

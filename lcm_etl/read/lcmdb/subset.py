@@ -22,14 +22,15 @@ def source_subset(snapshot: Path, out: Path, conversations: list[str]) -> Path:
     return _copy(snapshot, out, rows, "CREATE TEMP TABLE scope (conv PRIMARY KEY)", keys)
 
 
-def target_subset(target: Path, out: Path, sessions: list[str], tables: list[tuple[str, str]]) -> Path:
+def target_subset(target: Path, out: Path, sessions: list[str], tables: list[tuple[str, str]], index: str = "") -> Path:
     """The scope's sessions as the target holds them: `tables` (target.REMNIC_TABLES), each with which of its
-    rows belong to the sessions."""
+    rows belong to the sessions, and their indexes, and `index`: built while the copy's pages are in the cache (a
+    query's second read of the rows, from the file, would cost as much as the copy)."""
     return _copy(target, out, tables, "CREATE TEMP TABLE scope (session_id TEXT PRIMARY KEY)",
-                 [(s,) for s in sessions])
+                 [(s,) for s in sessions], index)
 
 
-def _copy(db: Path, out: Path, tables, scope_ddl: str, keys: list[tuple]) -> Path:
+def _copy(db: Path, out: Path, tables, scope_ddl: str, keys: list[tuple], index: str = "") -> Path:
     out.unlink(missing_ok=True)
     with closing(sqlite_runtime.connect(out, "", isolation_level=None)) as con:
         con.execute("PRAGMA journal_mode=OFF")
@@ -43,5 +44,9 @@ def _copy(db: Path, out: Path, tables, scope_ddl: str, keys: list[tuple]) -> Pat
             if table in ddl:
                 con.execute(ddl[table])
                 con.execute(f'INSERT INTO main."{table}" SELECT * FROM whole."{table}" WHERE {rows}')
+        if index:   # and the tables' own: a scan of indexed columns reads the index (r05's tgt_max_turn), not the rows
+            for (sql,) in con.execute("SELECT sql FROM whole.sqlite_master WHERE type = 'index' AND sql IS NOT NULL "
+                                      "AND tbl_name IN (SELECT name FROM main.sqlite_master)").fetchall() + [(index,)]:
+                con.execute(sql)
         con.execute("COMMIT")
     return out

@@ -255,15 +255,15 @@ def _continues(e: dict, tip: str | None, seen: set) -> bool:
             and isinstance(parent, str) and parent.strip() == tip)
 
 
-def settle(run: sqlite3.Connection, target: Path | None, source: tuple[Path, dict[str, str], list] | None = None,
-           every: bool = True) -> dict[int, str]:
+def settle(run: sqlite3.Connection, target: Path | None, target_rows: Path | None = None,
+           source: tuple[Path, dict[str, str], list] | None = None, every: bool = True) -> dict[int, str]:
     """The transcripts read from a record (a hint, read before the lock: the run file's `rec_*` columns) that must
     be read again whole, by read order, with the cause: a record the target no longer holds as it was (`target`:
     under the lock, or the dry run's private copy), a transcript that lands in another session than it was
     recorded under, the others of a session with one read whole, and a session with new messages whose held rows
-    (the target's, or --src's: `source`, its snapshot, normalised views and each conversation's session as the plan
-    keys it: reconcile_plan.source_sessions) lack entry ids. A query over the run
-    file, the target and the source attached (lcm_etl/read/sessions/run_file.py). `every`: the target's rows of
+    (the target's, in `target_rows`: reconcile_plan.target_rows; or --src's: `source`, its snapshot, normalised views and
+    each conversation's session as the plan keys it: reconcile_plan.source_sessions) lack entry ids. A query over the
+    run file, the target and the source attached (lcm_etl/read/sessions/run_file.py). `every`: the target's rows of
     every session read from a record are compared with the record (_LOST); else only of those read past it, with
     something new (a watch's later syncs: the comparison reads the target's whole session index, which grows with
     the target, not with the change)."""
@@ -273,17 +273,18 @@ def settle(run: sqlite3.Connection, target: Path | None, source: tuple[Path, dic
     try:
         if target is None:
             raise sqlite3.OperationalError("no target")
-        run.execute("ATTACH ? AS target", (sqlite_runtime.uri(target),))
+        for name, path in (("target", target), ("target_rows", target_rows or target)):
+            run.execute(f"ATTACH ? AS {name}", (sqlite_runtime.uri(path),))
         run.execute(f"INSERT INTO records {_RECORDED} WHERE f.path IN "
                     "(SELECT record_key FROM main.transcripts WHERE read = 'appended')")
-        for table, sql in (("lcm_etl_session_marks", _LOST), ("lcm_messages", _BARE_TARGET)):
-            if sqlite_runtime.has_table(run, table, "target"):
+        for db, table, sql in (("target", "lcm_etl_session_marks", _LOST), ("target_rows", "lcm_messages", _BARE_TARGET)):
+            if sqlite_runtime.has_table(run, table, db):
                 run.execute(sql, {"every": every} if sql is _LOST else ())
     except sqlite3.Error:   # no record can be read (or the target lacks the rows' table): none of the hints holds
         run.execute("DELETE FROM records")
     finally:
-        if any(r[1] == "target" for r in run.execute("PRAGMA database_list")):
-            run.execute("DETACH target")
+        for name in [r[1] for r in run.execute("PRAGMA database_list") if r[1] in ("target", "target_rows")]:
+            run.execute(f"DETACH {name}")
     if source is not None:
         run.execute("CREATE TEMP TABLE src_sessions (conversation_id, session_id)")
         run.executemany("INSERT INTO src_sessions VALUES (?, ?)", source[2])
@@ -327,9 +328,9 @@ WHERE r.source_path = '' AND r.session_id IN (SELECT session_id FROM appended)
 # new messages by entry id alone (r20_match.sql): its id-less rows only the whole path can count
 _CANDIDATES = ("(SELECT session_id FROM main.transcripts GROUP BY session_id "
                "HAVING min(read = 'appended') AND max(read_count) > 0)")
-_BARE_TARGET = f"""
-INSERT INTO bare SELECT DISTINCT session_id FROM target.lcm_messages
-WHERE session_id IN {_CANDIDATES} AND json_valid(metadata) AND json_extract(metadata, '$.transcript_entry_id') IS NULL"""
+_BARE = "json_valid(metadata) AND json_extract(metadata, '$.transcript_entry_id') IS NULL"
+_BARE_TARGET = f"INSERT INTO bare SELECT DISTINCT session_id FROM target_rows.lcm_messages WHERE session_id IN {_CANDIDATES} AND {_BARE}"
+BARE_INDEX = f"CREATE INDEX bare_rows ON lcm_messages(session_id) WHERE {_BARE}"
 # --src's conversations keyed as the plan keys them (10_sessions.sql, in DuckDB: src_sessions)
 _BARE_SOURCE = f"""
 INSERT INTO bare SELECT s.session_id FROM src_sessions s
