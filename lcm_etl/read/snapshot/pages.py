@@ -61,8 +61,11 @@ class PageFile:
     around every mapped page a walk touches counted in the process's RSS (613 MB for the interior pages of a
     4.5 GB source), where a read leaves those neighbours in the page cache only."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, known: dict[int, bytes] | None = None):
         self.path = path
+        # the pages read, by number, when a sync reads them once (refresh.py): a dict it keeps for the sync's
+        # reads of this copy; None: each page read when asked for (a comparison's, a walk's)
+        self.known = known
         self._fh = open(path, "rb", buffering=0)
         size = Path(path).stat().st_size
         head = os.pread(self._fh.fileno(), 100, 0)
@@ -79,9 +82,13 @@ class PageFile:
     def page(self, n: int) -> bytes:
         if not 1 <= n <= self.pages:
             raise NotComparable(f"page {n} is outside the file")
+        if self.known is not None and n in self.known:
+            return self.known[n]
         data = os.pread(self._fh.fileno(), self.page_size, (n - 1) * self.page_size)
         if len(data) != self.page_size:
             raise NotComparable(f"page {n} is outside the file")
+        if self.known is not None:
+            self.known[n] = data
         return data
 
     def close(self) -> None:
@@ -106,6 +113,7 @@ def layout(pf: PageFile, roots: dict[int, bool], wanted: set[int], memo: dict | 
         if memo:
             memo.clear()   # one an earlier version kept: not sealed again
         return _by_pointer_map(pf, roots, wanted)
+    pf.known = None   # the memo holds what a walk needs of the interior pages, parsed: not their bytes as well
     out = Layout(pf.page_size, pf.usable, pf.pages)
     cells: dict = {} if memo is None else memo
     for root in roots:
@@ -139,10 +147,9 @@ def _by_pointer_map(pf: PageFile, roots: dict[int, bool], wanted: set[int]) -> L
     read, each once: the interior pages of a 5,000,000-event store, parsed and kept beside its copy, were 11 MB
     read and written each sync."""
     out = Layout(pf.page_size, pf.usable, pf.pages)
-    read: dict[int, bytes] = {}
-
-    def page(n: int) -> bytes:
-        return read[n] if n in read else read.setdefault(n, pf.page(n))
+    if pf.known is None:
+        pf.known = {}
+    page = pf.page
     for n in sorted(wanted):
         if n > pf.pages or is_ptrmap(pf, n) or n == LOCK_BYTE_OFFSET // pf.page_size + 1:
             continue
