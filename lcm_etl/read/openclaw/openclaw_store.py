@@ -220,25 +220,28 @@ class OpenStore:
             return None
 
     def _describe(self) -> StoreContents:
+        # the store's small tables are read with SQLite, by this one connection: each DuckDB query of the attached
+        # store opened one of its own, which read the store's schema again (14 pages of OpenClaw's), and DuckDB
+        # scanned transcript_event_identities for the pending inputs where SQLite looks each one up by its key
+        self._windows = lite = sqlite_runtime.connect(self.kept.copy.path, check_same_thread=False)
         agent = None
         if {"agent_id", "role"} <= self.columns.get("schema_meta", set()):
-            row = self.con.execute("SELECT agent_id FROM st.schema_meta ORDER BY (role = 'agent') DESC LIMIT 1").fetchone()
+            row = lite.execute("SELECT agent_id FROM schema_meta ORDER BY (role = 'agent') DESC LIMIT 1").fetchone()
             agent = row[0] if row else None
         if agent is None and self.path.parent.name == "agent":
             agent = self.path.parent.parent.name   # agents/<agentId>/agent/openclaw-agent.sqlite
         contents = StoreContents(self.path, self._user_version(), agent,
                                  compressed="event_zstd" in self.columns["transcript_events"])
-        contents.cold = cold_archives(self.con, self.columns, self.path, contents.user_version)
+        contents.cold = cold_archives(lite, self.columns, self.path, contents.user_version)
         # a window made as it is asked for (StoreWindows): 10,000 windows made at once held 8 MB while they were read,
         # and left that much fragmented behind (docs/benchmarks.md, 2026-11-26 22:21)
-        self._windows = sqlite_runtime.connect(self.kept.copy.path, check_same_thread=False)
-        contents.windows = StoreWindows(self._windows, _windows_query(self.columns, bool(contents.cold)),
+        contents.windows = StoreWindows(lite, _windows_query(self.columns, bool(contents.cold)),
                                         self.kept.counts(self._counts), contents.cold,
                                         functools.partial(_make_window, self.path, self.key, agent))
         contents.findings += unknown_tables(self.columns, self.path, contents.user_version)
         self.cold, self.findings = contents.cold, contents.findings
-        contents.archives = _store_archives(self.con, self.columns, self.path, agent)
-        contents.pending = pending_inputs(self.con, self.columns, self.path, agent)
+        contents.archives = _store_archives(lite, self.columns, self.path, agent)
+        contents.pending = pending_inputs(lite, self.columns, self.path, agent)
         return contents
 
     def _counts(self, windows: set[str] | None) -> dict[str, tuple[int, int]]:
@@ -389,9 +392,9 @@ def _store_archives(con, columns: dict[str, set[str]], path: Path, agent: str | 
     picked = ", ".join(f"a.{c}" if c in have else f"NULL AS {c}" for c in cols)
     # a session deleted on purpose has no node left under its key; an evicted or reset window's node lives on
     nodes = "session_key" in columns.get("session_nodes", set()) and "session_key" in have
-    alive = ("a.session_key IN (SELECT session_key FROM st.session_nodes)" if nodes else "true")
-    order = "a.created_at, a.archive_name" if "created_at" in have else "a.archive_name"
-    rows = con.execute(f"SELECT {picked}, {alive} FROM st.session_transcript_archives a ORDER BY {order}").fetchall()
+    alive = ("a.session_key IN (SELECT session_key FROM session_nodes)" if nodes else "true")
+    order = "a.created_at NULLS LAST, a.archive_name" if "created_at" in have else "a.archive_name"
+    rows = con.execute(f"SELECT {picked}, {alive} FROM session_transcript_archives a ORDER BY {order}").fetchall()
     return [StoreArchive(path, agent, r["session_id"], r["session_key"], r["generation"] or "",
                          r["reason"] or "", r["encoding"] or "identity", r["archive_name"], r["created_at"],
                          session_alive=bool(row[-1]), sha256=r["archive_sha256"])
