@@ -323,7 +323,7 @@ def test_a_stores_small_tables_are_read_with_its_sqlite_connection_not_duckdbs_s
     """Its cold windows, archives, pending inputs and agent: each DuckDB query of the attached store opened a SQLite
     connection of its own, which read the store's schema again, and the pending inputs' query scanned the events'
     identities where SQLite looks each input's key up in OpenClaw's index. DuckDB is asked for the columns alone."""
-    from lcm_etl import duck
+    from lcm_etl import duck, sqlite_runtime
     from lcm_etl.read.openclaw.openclaw_store import OpenStore
 
     asked: list[str] = []
@@ -339,13 +339,20 @@ def test_a_stores_small_tables_are_read_with_its_sqlite_connection_not_duckdbs_s
         def __getattr__(self, name):
             return getattr(self._con, name)
 
-    connect = duck.connect
-    monkeypatch.setattr(duck, "connect", lambda *a, **k: Recorded(connect(*a, **k)))
+    connect, lite = duck.connect, sqlite_runtime.connect
+    monkeypatch.setattr(duck, "connect", lambda *a, **k: asked.append("duckdb") or Recorded(connect(*a, **k)))
+    monkeypatch.setattr(sqlite_runtime, "connect", lambda path, *a, **k: asked.append(f"sqlite {path}") or
+                        lite(path, *a, **k))
     [store] = (copy_state(state, tmp_path / "state") / "agents").glob("*/agent/openclaw-agent.sqlite")
     (tmp_path / "work").mkdir()
     with OpenStore(store, tmp_path / "work") as opened:
         c = opened.contents
         assert (len(c.cold), bool(c.archives), len(c.pending), c.agent_id) == (*held, "main")
+        for w in c.windows:   # its rows and OpenClaw's path, and each pending input's message, by that connection too
+            assert list(opened.events(w.session_id)) and opened.projection(w.session_id) is not None
+        assert all(opened.pending_message(p).startswith(b"{") for p in c.pending)
+        # one SQLite connection to the store's copy once the copy is made (DuckDB's attach is the first thing then)
+        assert asked[asked.index("duckdb"):].count(f"sqlite {opened.kept.copy.path}") == 1
     # and every window's rows counted, as a store read without a kept snapshot is (StoreSnapshot.counts)
     assert [sql for sql in asked if " st." in sql] == ["SELECT session_id, max(seq), count(*) FROM st.transcript_events "
                                                         "GROUP BY 1"]

@@ -145,8 +145,7 @@ class OpenStore:
         from lcm_etl import duck
 
         self.path, self.key = path, real_path(path)   # the store's part of its windows' record keys, resolved once
-        self._rows: sqlite3.Connection | None = None
-        self._windows: sqlite3.Connection | None = None
+        self._lite: sqlite3.Connection | None = None
         self.kept = StoreSnapshot(path, workdir, target)
         import duckdb
 
@@ -172,10 +171,9 @@ class OpenStore:
     def close(self, committed: str | None = None, settled: dict[str, tuple] | None = None) -> None:
         """`committed`: the run that read the store and committed (its kept snapshot is sealed for the next run,
         with the windows whose records it left `settled`: StoreSnapshot.close)."""
-        for lite in (self._rows, self._windows):
-            if lite is not None:
-                lite.close()
-        self._rows = self._windows = None
+        if self._lite is not None:
+            self._lite.close()
+            self._lite = None
         con = getattr(self, "con", None)
         if con is not None:
             con.close()
@@ -214,16 +212,19 @@ class OpenStore:
         from contextlib import closing
 
         try:
+            if self._lite is not None:
+                return int(self._lite.execute("PRAGMA user_version").fetchone()[0])
             with closing(sqlite_runtime.connect(self.kept.copy.path)) as con:
                 return int(con.execute("PRAGMA user_version").fetchone()[0])
         except sqlite3.Error:
             return None
 
     def _describe(self) -> StoreContents:
-        # the store's small tables are read with SQLite, by this one connection: each DuckDB query of the attached
-        # store opened one of its own, which read the store's schema again (14 pages of OpenClaw's), and DuckDB
-        # scanned transcript_event_identities for the pending inputs where SQLite looks each one up by its key
-        self._windows = lite = sqlite_runtime.connect(self.kept.copy.path, check_same_thread=False)
+        # the store's windows, rows and small tables are read with SQLite, by this one connection: each DuckDB query
+        # of the attached store, and each other connection, read the store's schema again (14 pages of OpenClaw's),
+        # and DuckDB scanned transcript_event_identities for the pending inputs where SQLite looks each one up by its
+        # key. Text comes as str; a line's, an id's that may not be UTF-8, are asked for as BLOB (bytes)
+        self._lite = lite = sqlite_runtime.connect(self.kept.copy.path, check_same_thread=False)
         agent = None
         if {"agent_id", "role"} <= self.columns.get("schema_meta", set()):
             row = lite.execute("SELECT agent_id FROM schema_meta ORDER BY (role = 'agent') DESC LIMIT 1").fetchone()
@@ -250,16 +251,15 @@ class OpenStore:
             rows = self.con.execute("SELECT session_id, max(seq), count(*) FROM st.transcript_events GROUP BY 1")
             return {sid: (int(m), int(n)) for sid, m, n in rows.fetchall()}
         # one query for them all, each window a range of the table's key
-        counted = self._lite().execute("SELECT session_id, max(seq), count(*) FROM transcript_events WHERE session_id "
+        counted = self.lite.execute("SELECT CAST(session_id AS BLOB), max(seq), count(*) FROM transcript_events WHERE session_id "
                                        "IN (SELECT value FROM json_each(?)) GROUP BY 1", (json.dumps(sorted(windows)),))
         return {sid.decode("utf-8", "surrogateescape"): (int(m), int(n)) for sid, m, n in counted}
 
-    def _lite(self) -> sqlite3.Connection:
+    @property
+    def lite(self) -> sqlite3.Connection:
         """SQLite's read of the snapshot (rows are read by transcript_events' key: events())."""
-        if self._rows is None:
-            self._rows = sqlite_runtime.connect(self.kept.copy.path, check_same_thread=False)
-            self._rows.text_factory = bytes   # lines go to the parser as bytes, as a file's do
-        return self._rows
+        assert self._lite is not None
+        return self._lite
 
     def where(self, w: StoreWindow) -> Path:
         """What names a window's rows in reports: the store, or a cold window's archive."""
@@ -281,8 +281,8 @@ class OpenStore:
             return
         zstd = "event_zstd" in self.columns["transcript_events"]
         size = "event_utf8_bytes" in self.columns["transcript_events"]
-        cur = self._lite().execute(
-            f"SELECT seq, event_json, {'event_zstd' if zstd else 'NULL'}, {'event_utf8_bytes' if size else 'NULL'} "
+        cur = self.lite.execute(   # lines go to the parser as bytes, as a file's do
+            f"SELECT seq, CAST(event_json AS BLOB), {'event_zstd' if zstd else 'NULL'}, {'event_utf8_bytes' if size else 'NULL'} "
             "FROM transcript_events WHERE session_id = ? AND seq > ? ORDER BY seq", (session_id, after_seq))
         try:
             while True:
@@ -316,15 +316,15 @@ class OpenStore:
             return None
         # in SQLite, through both tables' keys: a DuckDB scan of the attached tables read them whole for each window
         # (0.45 s a window of a 500,000-event store OpenClaw appends to: most of a first run)
-        rows = self._lite().execute(
-            "SELECT i.event_id FROM session_transcript_active_events a JOIN transcript_event_identities i "
+        rows = self.lite.execute(
+            "SELECT CAST(i.event_id AS BLOB) FROM session_transcript_active_events a JOIN transcript_event_identities i "
             "ON i.session_id = a.session_id AND i.seq = a.event_seq WHERE a.session_id = ? "
             "AND a.message_position IS NOT NULL ORDER BY a.active_position", (session_id,)).fetchall()
-        return [r[0].decode("utf-8", "surrogateescape") if isinstance(r[0], bytes) else r[0]   # _lite(): text as bytes
+        return [r[0].decode("utf-8", "surrogateescape") if isinstance(r[0], bytes) else r[0]   # as BLOB: bytes
                 for r in rows]
 
     def pending_message(self, p: PendingInput) -> bytes:
-        return pending_message(self._lite(), p.input_id)
+        return pending_message(self.lite, p.input_id)
 
     def archive_blob(self, archive: StoreArchive) -> bytes:
         row = self.con.execute("SELECT archive_blob FROM st.session_transcript_archives WHERE archive_name = ?",

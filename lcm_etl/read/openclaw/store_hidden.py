@@ -236,9 +236,10 @@ def _verified(con, where: str, session_id: str, c: ColdArchive) -> bytes | str:
 
 
 def pending_message(lite, input_id: str) -> bytes:
-    """A pending input's message_json, read by SQLite (`lite`: its text as bytes): a value of any size stays out of
-    DuckDB's memory budget (a 100 MB message through it ran out of the default 96 MB)."""
-    row = lite.execute("SELECT message_json FROM session_pending_inputs WHERE input_id = ?", (input_id,)).fetchone()
+    """A pending input's message_json as bytes, read by SQLite (`lite`): a value of any size stays out of DuckDB's
+    memory budget (a 100 MB message through it ran out of the default 96 MB)."""
+    row = lite.execute("SELECT CAST(message_json AS BLOB) FROM session_pending_inputs WHERE input_id = ?",
+                       (input_id,)).fetchone()
     return bytes(row[0]) if row and row[0] is not None else b""
 
 
