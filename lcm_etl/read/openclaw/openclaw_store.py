@@ -145,7 +145,6 @@ class OpenStore:
         from lcm_etl import duck
 
         self.path, self.key = path, real_path(path)   # the store's part of its windows' record keys, resolved once
-        self._lite: sqlite3.Connection | None = None
         self.kept = StoreSnapshot(path, workdir, target)
         import duckdb
 
@@ -153,6 +152,10 @@ class OpenStore:
             # keeps_records=False: a command that writes nothing keeps no record of the scanner's check (duck.connect)
             self.con: duckdb.DuckDBPyConnection = duck.connect(workdir, memory_limit, keeps_records)
             duck.attach_sqlite(self.con, str(self.kept.copy.path), "st")
+            # the store's windows, rows and small tables are read with SQLite, by this one connection: each DuckDB
+            # query of the attached store, and each other connection, read the store's schema again (14 pages of
+            # OpenClaw's). Text comes as str: a line, an id that may not be UTF-8, is asked for as BLOB (bytes)
+            self.lite = sqlite_runtime.connect(self.kept.copy.path, check_same_thread=False)
             self.columns = self._columns()
             self.contents = self._describe()
         except duckdb.Error as exc:
@@ -171,9 +174,8 @@ class OpenStore:
     def close(self, committed: str | None = None, settled: dict[str, tuple] | None = None) -> None:
         """`committed`: the run that read the store and committed (its kept snapshot is sealed for the next run,
         with the windows whose records it left `settled`: StoreSnapshot.close)."""
-        if self._lite is not None:
-            self._lite.close()
-            self._lite = None
+        if getattr(self, "lite", None) is not None:
+            self.lite.close()
         con = getattr(self, "con", None)
         if con is not None:
             con.close()
@@ -209,23 +211,13 @@ class OpenStore:
         return out
 
     def _user_version(self) -> int | None:
-        from contextlib import closing
-
         try:
-            if self._lite is not None:
-                return int(self._lite.execute("PRAGMA user_version").fetchone()[0])
-            with closing(sqlite_runtime.connect(self.kept.copy.path)) as con:
-                return int(con.execute("PRAGMA user_version").fetchone()[0])
+            return int(self.lite.execute("PRAGMA user_version").fetchone()[0])
         except sqlite3.Error:
             return None
 
     def _describe(self) -> StoreContents:
-        # the store's windows, rows and small tables are read with SQLite, by this one connection: each DuckDB query
-        # of the attached store, and each other connection, read the store's schema again (14 pages of OpenClaw's),
-        # and DuckDB scanned transcript_event_identities for the pending inputs where SQLite looks each one up by its
-        # key. Text comes as str; a line's, an id's that may not be UTF-8, are asked for as BLOB (bytes)
-        self._lite = lite = sqlite_runtime.connect(self.kept.copy.path, check_same_thread=False)
-        agent = None
+        lite, agent = self.lite, None
         if {"agent_id", "role"} <= self.columns.get("schema_meta", set()):
             row = lite.execute("SELECT agent_id FROM schema_meta ORDER BY (role = 'agent') DESC LIMIT 1").fetchone()
             agent = row[0] if row else None
@@ -251,15 +243,9 @@ class OpenStore:
             rows = self.con.execute("SELECT session_id, max(seq), count(*) FROM st.transcript_events GROUP BY 1")
             return {sid: (int(m), int(n)) for sid, m, n in rows.fetchall()}
         # one query for them all, each window a range of the table's key
-        counted = self.lite.execute("SELECT CAST(session_id AS BLOB), max(seq), count(*) FROM transcript_events WHERE session_id "
-                                       "IN (SELECT value FROM json_each(?)) GROUP BY 1", (json.dumps(sorted(windows)),))
+        counted = self.lite.execute("SELECT CAST(session_id AS BLOB), max(seq), count(*) FROM transcript_events WHERE "
+                                    "session_id IN (SELECT value FROM json_each(?)) GROUP BY 1", (json.dumps(sorted(windows)),))
         return {sid.decode("utf-8", "surrogateescape"): (int(m), int(n)) for sid, m, n in counted}
-
-    @property
-    def lite(self) -> sqlite3.Connection:
-        """SQLite's read of the snapshot (rows are read by transcript_events' key: events())."""
-        assert self._lite is not None
-        return self._lite
 
     def where(self, w: StoreWindow) -> Path:
         """What names a window's rows in reports: the store, or a cold window's archive."""
@@ -282,8 +268,9 @@ class OpenStore:
         zstd = "event_zstd" in self.columns["transcript_events"]
         size = "event_utf8_bytes" in self.columns["transcript_events"]
         cur = self.lite.execute(   # lines go to the parser as bytes, as a file's do
-            f"SELECT seq, CAST(event_json AS BLOB), {'event_zstd' if zstd else 'NULL'}, {'event_utf8_bytes' if size else 'NULL'} "
-            "FROM transcript_events WHERE session_id = ? AND seq > ? ORDER BY seq", (session_id, after_seq))
+            f"SELECT seq, CAST(event_json AS BLOB), {'event_zstd' if zstd else 'NULL'}, "
+            f"{'event_utf8_bytes' if size else 'NULL'} FROM transcript_events WHERE session_id = ? AND seq > ? "
+            "ORDER BY seq", (session_id, after_seq))
         try:
             while True:
                 rows = cur.fetchmany(FETCH_ROWS)

@@ -19,10 +19,9 @@ class SpilledPages:
     """The differing pages' bytes, kept in a file of the run's private folder rather than in memory: a re-run
     after 1 % growth of a 4.5 GB source holds about 190 MB of them from the comparison until they are written
     into the copy, and memory freed in 4 KiB pieces is not given back to the system, so the plan's DuckDB
-    came on top of them (a re-run peaked at 525 MB, a first run at 240 MB). The first HELD bytes of them stay in
-    memory: a watch's sync reads a few hundred KB of WAL frames, and writing them to the file to read them back
-    was a tenth of what the sync read. Page number -> its bytes, or where they are in the file; a page past the
-    end of `new` has none (b"")."""
+    came on top of them (a re-run peaked at 525 MB, a first run at 240 MB). The first HELD bytes stay in memory (a
+    watch's sync: its WAL frames, written and read back, were a tenth of what it read). Page number -> its bytes,
+    or where they are in the file; a page past the end of `new` has none (b"")."""
 
     def __init__(self, path: Path):
         self.path = path

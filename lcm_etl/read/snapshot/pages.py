@@ -63,9 +63,7 @@ class PageFile:
 
     def __init__(self, path: Path, known: dict[int, bytes] | None = None):
         self.path = path
-        # the pages read, by number, when a sync reads them once (refresh.py): a dict it keeps for the sync's
-        # reads of this copy; None: each page read when asked for (a comparison's, a walk's)
-        self.known = known
+        self.known = known   # the pages read, kept by the caller to read each once (refresh.py); None: not kept
         self._fh = open(path, "rb", buffering=0)
         size = Path(path).stat().st_size
         head = os.pread(self._fh.fileno(), 100, 0)
@@ -205,10 +203,6 @@ def _rowids(page: bytes, at: int) -> tuple[int | None, int | None]:
     return (first - 1 if first > -(1 << 63) else None), last
 
 
-def _kind(pf: PageFile, n: int) -> int:
-    return pf.page(n)[100 if n == 1 else 0]
-
-
 def _walk(pf: PageFile, n: int, root: int, lo, hi, out: Layout, wanted: set[int], depth: int, memo: dict) -> None:
     if depth > 40 or n in out.btree:
         raise NotComparable(f"b-tree of root {root} loops or is too deep")
@@ -245,7 +239,7 @@ def _walk(pf: PageFile, n: int, root: int, lo, hi, out: Layout, wanted: set[int]
     # is a byte of the child: what the memo says of it holds while no child is among the pages that changed
     leafy = parsed[3]
     if leafy is None or not wanted.isdisjoint(children):
-        leafy = _kind(pf, children[0]) in (_TABLE_LEAF, _INDEX_LEAF)
+        leafy = pf.page(children[0])[0] in (_TABLE_LEAF, _INDEX_LEAF)   # a child is never page 1
         memo[n] = (*parsed[:3], leafy)
     if leafy:
         for child in wanted.intersection(children):

@@ -107,9 +107,7 @@ class Refresh:
         except (pages.NotComparable, sqlite3.Error) as exc:
             self.dropped = f"its changed pages cannot be read: {exc}"
             return None
-        # the changed pages' new bytes, when held in memory (the WAL's frames, verified), are not read back either;
-        # pages a -wal folded in below are read from the copy
-        held = diff.held() if incoming is None else set()
+        held = diff.held() if incoming is None else set()   # the new bytes of verified WAL frames, kept: not read back
         fd = os.open(self.db, os.O_RDWR)   # one pwrite a page (a buffered file's seek flushed it: two calls)
         try:
             for n, data in diff.items():   # in page order
