@@ -314,3 +314,46 @@ def test_a_pending_input_whose_message_is_not_json_is_a_finding_and_the_rest_lan
     strict = run_cli("reconcile", "--sessions", state, "--dest", tmp_path / "strict.sqlite", "--strict")
     assert (strict.returncode, strict.stderr) == (2, f"lcm-etl: error: --strict: {report['warnings'][0]}; nothing was "
                                                      "written\n")
+
+
+@pytest.mark.parametrize("state,held", [("cold/state", (5, False, 0)), ("evicted/state", (0, True, 0)),
+                                        ("pending/state", (0, False, 1))])
+def test_a_stores_small_tables_are_read_with_its_sqlite_connection_not_duckdbs_scanner(tmp_path, monkeypatch, state,
+                                                                                       held):
+    """Its cold windows, archives, pending inputs and agent: each DuckDB query of the attached store opened a SQLite
+    connection of its own, which read the store's schema again, and the pending inputs' query scanned the events'
+    identities where SQLite looks each input's key up in OpenClaw's index. DuckDB is asked for the columns alone."""
+    from lcm_etl import duck, sqlite_runtime
+    from lcm_etl.read.openclaw.openclaw_store import OpenStore
+
+    asked: list[str] = []
+
+    class Recorded:
+        def __init__(self, con):
+            self._con = con
+
+        def execute(self, sql, *args):
+            asked.append(sql)
+            return self._con.execute(sql, *args)
+
+        def __getattr__(self, name):
+            return getattr(self._con, name)
+
+    connect, lite = duck.connect, sqlite_runtime.connect
+    monkeypatch.setattr(duck, "connect", lambda *a, **k: asked.append("duckdb") or Recorded(connect(*a, **k)))
+    monkeypatch.setattr(sqlite_runtime, "connect", lambda path, *a, **k: asked.append(f"sqlite {path}") or
+                        lite(path, *a, **k))
+    [store] = (copy_state(state, tmp_path / "state") / "agents").glob("*/agent/openclaw-agent.sqlite")
+    (tmp_path / "work").mkdir()
+    with OpenStore(store, tmp_path / "work") as opened:
+        c = opened.contents
+        assert (len(c.cold), bool(c.archives), len(c.pending), c.agent_id) == (*held, "main")
+        for w in c.windows:   # its rows and OpenClaw's path, and each pending input's message, by that connection too
+            assert list(opened.events(w.session_id)) and opened.projection(w.session_id) is not None
+        assert all(opened.pending_message(p).startswith(b"{") for p in c.pending)
+        # one SQLite connection to the store's copy once the copy is made (DuckDB's attach is the first thing then)
+        assert asked[asked.index("duckdb"):].count(f"sqlite {opened.kept.copy.path}") == 1
+    # and every window's rows counted, as a store read without a kept snapshot is (StoreSnapshot.counts)
+    assert [sql for sql in asked if " st." in sql] == ["SELECT session_id, max(seq), count(*) FROM st.transcript_events "
+                                                        "GROUP BY 1"]
+    assert any("information_schema.columns" in sql for sql in asked)

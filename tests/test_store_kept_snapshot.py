@@ -184,6 +184,45 @@ def test_a_store_in_the_state_the_sealing_run_found_it_in_is_not_compared_page_b
     assert kept_note({"extra": third.extra}).endswith(": 1 windows' rows changed")
 
 
+def test_a_sync_from_the_wal_reads_each_page_of_the_kept_copy_once_and_writes_no_spill_file(tmp_path, monkeypatch):
+    """The rows of the changed pages placed in the copy before they are written and after (refresh.py): the pages
+    above them (parents, the pointer map) are the same bytes both times and are read once, the changed pages' new
+    bytes are the WAL frames read (kept in memory, not written to the spill file and read back), and a changed
+    leaf's overflow pages are looked for on the bytes read already."""
+    from lcm_etl.commands import reconcile as command
+    from lcm_etl.read.snapshot import refresh
+
+    store, target, env, _ = setup(tmp_path)
+    monkeypatch.setenv("LCM_ETL_CACHE_DIR", env["LCM_ETL_CACHE_DIR"])
+    opts = command.ReconcileOptions(sessions=[str(store)], target=target)
+    command.reconcile(opts)   # sealed with the WAL frames it read
+    reads: list[tuple[str, int, int]] = []
+    pread, place = os.pread, refresh.Refresh._place
+
+    def recorded(fd, n, at):
+        reads.append((os.readlink(f"/proc/self/fd/{fd}"), n, at))
+        return pread(fd, n, at)
+
+    def placing(*args, **kwargs):
+        monkeypatch.setattr(os, "pread", recorded)
+        try:
+            return place(*args, **kwargs)
+        finally:
+            monkeypatch.setattr(os, "pread", pread)
+
+    monkeypatch.setattr(refresh.Refresh, "_place", placing)
+    writer = StoreWriter(store)
+    try:
+        writer.append(PLAIN, ["one more question", "and another"])
+        again = command.reconcile(opts)
+    finally:
+        writer.close()
+    assert again.messages.inserted == 2 and "new WAL frames read" in kept_note({"extra": again.extra})
+    pages_read = [(n, at) for path, n, at in reads if path.endswith("snapshot.db") and n == 4096]
+    assert pages_read and len(pages_read) == len(set(pages_read))
+    assert not [r for r in reads if "differing-pages" in r[0]] and not list(Path(tmp_path).rglob("differing-pages"))
+
+
 def test_the_pointer_map_places_every_page_of_a_store_where_the_walk_of_its_trees_does(tmp_path):
     """pages._by_pointer_map (an auto-vacuum file: OpenClaw's stores) against pages.layout's walk of every b-tree
     from its root, for every page of the native store: the same tree for each b-tree page, the same table leaves

@@ -145,8 +145,6 @@ class OpenStore:
         from lcm_etl import duck
 
         self.path, self.key = path, real_path(path)   # the store's part of its windows' record keys, resolved once
-        self._rows: sqlite3.Connection | None = None
-        self._windows: sqlite3.Connection | None = None
         self.kept = StoreSnapshot(path, workdir, target)
         import duckdb
 
@@ -154,6 +152,10 @@ class OpenStore:
             # keeps_records=False: a command that writes nothing keeps no record of the scanner's check (duck.connect)
             self.con: duckdb.DuckDBPyConnection = duck.connect(workdir, memory_limit, keeps_records)
             duck.attach_sqlite(self.con, str(self.kept.copy.path), "st")
+            # the store's windows, rows and small tables are read with SQLite, by this one connection: each DuckDB
+            # query of the attached store, and each other connection, read the store's schema again (14 pages of
+            # OpenClaw's). Text comes as str: a line, an id that may not be UTF-8, is asked for as BLOB (bytes)
+            self.lite = sqlite_runtime.connect(self.kept.copy.path, check_same_thread=False)
             self.columns = self._columns()
             self.contents = self._describe()
         except duckdb.Error as exc:
@@ -172,10 +174,8 @@ class OpenStore:
     def close(self, committed: str | None = None, settled: dict[str, tuple] | None = None) -> None:
         """`committed`: the run that read the store and committed (its kept snapshot is sealed for the next run,
         with the windows whose records it left `settled`: StoreSnapshot.close)."""
-        for lite in (self._rows, self._windows):
-            if lite is not None:
-                lite.close()
-        self._rows = self._windows = None
+        if getattr(self, "lite", None) is not None:
+            self.lite.close()
         con = getattr(self, "con", None)
         if con is not None:
             con.close()
@@ -211,34 +211,30 @@ class OpenStore:
         return out
 
     def _user_version(self) -> int | None:
-        from contextlib import closing
-
         try:
-            with closing(sqlite_runtime.connect(self.kept.copy.path)) as con:
-                return int(con.execute("PRAGMA user_version").fetchone()[0])
+            return int(self.lite.execute("PRAGMA user_version").fetchone()[0])
         except sqlite3.Error:
             return None
 
     def _describe(self) -> StoreContents:
-        agent = None
+        lite, agent = self.lite, None
         if {"agent_id", "role"} <= self.columns.get("schema_meta", set()):
-            row = self.con.execute("SELECT agent_id FROM st.schema_meta ORDER BY (role = 'agent') DESC LIMIT 1").fetchone()
+            row = lite.execute("SELECT agent_id FROM schema_meta ORDER BY (role = 'agent') DESC LIMIT 1").fetchone()
             agent = row[0] if row else None
         if agent is None and self.path.parent.name == "agent":
             agent = self.path.parent.parent.name   # agents/<agentId>/agent/openclaw-agent.sqlite
         contents = StoreContents(self.path, self._user_version(), agent,
                                  compressed="event_zstd" in self.columns["transcript_events"])
-        contents.cold = cold_archives(self.con, self.columns, self.path, contents.user_version)
+        contents.cold = cold_archives(lite, self.columns, self.path, contents.user_version)
         # a window made as it is asked for (StoreWindows): 10,000 windows made at once held 8 MB while they were read,
         # and left that much fragmented behind (docs/benchmarks.md, 2026-11-26 22:21)
-        self._windows = sqlite_runtime.connect(self.kept.copy.path, check_same_thread=False)
-        contents.windows = StoreWindows(self._windows, _windows_query(self.columns, bool(contents.cold)),
+        contents.windows = StoreWindows(lite, _windows_query(self.columns, bool(contents.cold)),
                                         self.kept.counts(self._counts), contents.cold,
                                         functools.partial(_make_window, self.path, self.key, agent))
         contents.findings += unknown_tables(self.columns, self.path, contents.user_version)
         self.cold, self.findings = contents.cold, contents.findings
-        contents.archives = _store_archives(self.con, self.columns, self.path, agent)
-        contents.pending = pending_inputs(self.con, self.columns, self.path, agent)
+        contents.archives = _store_archives(lite, self.columns, self.path, agent)
+        contents.pending = pending_inputs(lite, self.columns, self.path, agent)
         return contents
 
     def _counts(self, windows: set[str] | None) -> dict[str, tuple[int, int]]:
@@ -247,16 +243,9 @@ class OpenStore:
             rows = self.con.execute("SELECT session_id, max(seq), count(*) FROM st.transcript_events GROUP BY 1")
             return {sid: (int(m), int(n)) for sid, m, n in rows.fetchall()}
         # one query for them all, each window a range of the table's key
-        counted = self._lite().execute("SELECT session_id, max(seq), count(*) FROM transcript_events WHERE session_id "
-                                       "IN (SELECT value FROM json_each(?)) GROUP BY 1", (json.dumps(sorted(windows)),))
+        counted = self.lite.execute("SELECT CAST(session_id AS BLOB), max(seq), count(*) FROM transcript_events WHERE "
+                                    "session_id IN (SELECT value FROM json_each(?)) GROUP BY 1", (json.dumps(sorted(windows)),))
         return {sid.decode("utf-8", "surrogateescape"): (int(m), int(n)) for sid, m, n in counted}
-
-    def _lite(self) -> sqlite3.Connection:
-        """SQLite's read of the snapshot (rows are read by transcript_events' key: events())."""
-        if self._rows is None:
-            self._rows = sqlite_runtime.connect(self.kept.copy.path, check_same_thread=False)
-            self._rows.text_factory = bytes   # lines go to the parser as bytes, as a file's do
-        return self._rows
 
     def where(self, w: StoreWindow) -> Path:
         """What names a window's rows in reports: the store, or a cold window's archive."""
@@ -278,9 +267,10 @@ class OpenStore:
             return
         zstd = "event_zstd" in self.columns["transcript_events"]
         size = "event_utf8_bytes" in self.columns["transcript_events"]
-        cur = self._lite().execute(
-            f"SELECT seq, event_json, {'event_zstd' if zstd else 'NULL'}, {'event_utf8_bytes' if size else 'NULL'} "
-            "FROM transcript_events WHERE session_id = ? AND seq > ? ORDER BY seq", (session_id, after_seq))
+        cur = self.lite.execute(   # lines go to the parser as bytes, as a file's do
+            f"SELECT seq, CAST(event_json AS BLOB), {'event_zstd' if zstd else 'NULL'}, "
+            f"{'event_utf8_bytes' if size else 'NULL'} FROM transcript_events WHERE session_id = ? AND seq > ? "
+            "ORDER BY seq", (session_id, after_seq))
         try:
             while True:
                 rows = cur.fetchmany(FETCH_ROWS)
@@ -313,15 +303,15 @@ class OpenStore:
             return None
         # in SQLite, through both tables' keys: a DuckDB scan of the attached tables read them whole for each window
         # (0.45 s a window of a 500,000-event store OpenClaw appends to: most of a first run)
-        rows = self._lite().execute(
-            "SELECT i.event_id FROM session_transcript_active_events a JOIN transcript_event_identities i "
+        rows = self.lite.execute(
+            "SELECT CAST(i.event_id AS BLOB) FROM session_transcript_active_events a JOIN transcript_event_identities i "
             "ON i.session_id = a.session_id AND i.seq = a.event_seq WHERE a.session_id = ? "
             "AND a.message_position IS NOT NULL ORDER BY a.active_position", (session_id,)).fetchall()
-        return [r[0].decode("utf-8", "surrogateescape") if isinstance(r[0], bytes) else r[0]   # _lite(): text as bytes
+        return [r[0].decode("utf-8", "surrogateescape") if isinstance(r[0], bytes) else r[0]   # as BLOB: bytes
                 for r in rows]
 
     def pending_message(self, p: PendingInput) -> bytes:
-        return pending_message(self._lite(), p.input_id)
+        return pending_message(self.lite, p.input_id)
 
     def archive_blob(self, archive: StoreArchive) -> bytes:
         row = self.con.execute("SELECT archive_blob FROM st.session_transcript_archives WHERE archive_name = ?",
@@ -389,9 +379,9 @@ def _store_archives(con, columns: dict[str, set[str]], path: Path, agent: str | 
     picked = ", ".join(f"a.{c}" if c in have else f"NULL AS {c}" for c in cols)
     # a session deleted on purpose has no node left under its key; an evicted or reset window's node lives on
     nodes = "session_key" in columns.get("session_nodes", set()) and "session_key" in have
-    alive = ("a.session_key IN (SELECT session_key FROM st.session_nodes)" if nodes else "true")
-    order = "a.created_at, a.archive_name" if "created_at" in have else "a.archive_name"
-    rows = con.execute(f"SELECT {picked}, {alive} FROM st.session_transcript_archives a ORDER BY {order}").fetchall()
+    alive = ("a.session_key IN (SELECT session_key FROM session_nodes)" if nodes else "true")
+    order = "a.created_at NULLS LAST, a.archive_name" if "created_at" in have else "a.archive_name"
+    rows = con.execute(f"SELECT {picked}, {alive} FROM session_transcript_archives a ORDER BY {order}").fetchall()
     return [StoreArchive(path, agent, r["session_id"], r["session_key"], r["generation"] or "",
                          r["reason"] or "", r["encoding"] or "identity", r["archive_name"], r["created_at"],
                          session_alive=bool(row[-1]), sha256=r["archive_sha256"])

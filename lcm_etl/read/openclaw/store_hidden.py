@@ -136,7 +136,7 @@ def unknown_tables(columns: dict[str, set[str]], store: Path, user_version: int 
 
 
 def cold_archives(con, columns: dict[str, set[str]], store: Path, user_version: int | None) -> dict[str, ColdArchive]:
-    """window id -> its cold archive (`con`: DuckDB with the store attached as `st`)."""
+    """window id -> its cold archive (`con`: SQLite over the store's snapshot)."""
     have = columns.get("session_transcript_cold_archives", set())
     if not have:
         return {}
@@ -148,7 +148,7 @@ def cold_archives(con, columns: dict[str, set[str]], store: Path, user_version: 
         raise BadInput(f"{problem}; nothing was written", problem)
     raw = "raw_bytes" if "raw_bytes" in have else "NULL"
     rows = con.execute("SELECT session_id, archive_name, archive_sha256, archive_bytes, storage, event_count, "
-                       f"last_seq, {raw} FROM st.session_transcript_cold_archives").fetchall()
+                       f"last_seq, {raw} FROM session_transcript_cold_archives").fetchall()
     return {r[0]: ColdArchive(r[1], r[2], int(r[3]), r[4], int(r[5]), int(r[6]), None if r[7] is None else int(r[7]))
             for r in rows}
 
@@ -236,9 +236,10 @@ def _verified(con, where: str, session_id: str, c: ColdArchive) -> bytes | str:
 
 
 def pending_message(lite, input_id: str) -> bytes:
-    """A pending input's message_json, read by SQLite (`lite`: its text as bytes): a value of any size stays out of
-    DuckDB's memory budget (a 100 MB message through it ran out of the default 96 MB)."""
-    row = lite.execute("SELECT message_json FROM session_pending_inputs WHERE input_id = ?", (input_id,)).fetchone()
+    """A pending input's message_json as bytes, read by SQLite (`lite`): a value of any size stays out of DuckDB's
+    memory budget (a 100 MB message through it ran out of the default 96 MB)."""
+    row = lite.execute("SELECT CAST(message_json AS BLOB) FROM session_pending_inputs WHERE input_id = ?",
+                       (input_id,)).fetchone()
     return bytes(row[0]) if row and row[0] is not None else b""
 
 
@@ -255,9 +256,9 @@ def pending_inputs(con, columns: dict[str, set[str]], store: Path, agent: str | 
     conds = ["p.consumed_event_id IS NULL"] if "consumed_event_id" in have else []
     if "idempotency_key" in have and {"session_id", "message_idempotency_key"} <= columns.get(
             "transcript_event_identities", set()):
-        conds.append("NOT EXISTS (SELECT 1 FROM st.transcript_event_identities i WHERE i.session_id = p.session_id "
-                     "AND i.message_idempotency_key = p.idempotency_key)")
+        conds.append("NOT EXISTS (SELECT 1 FROM transcript_event_identities i WHERE i.session_id = p.session_id "
+                     "AND i.message_idempotency_key = p.idempotency_key)")   # SQLite: by OpenClaw's index of the key
     order = "p.seq" if "seq" in have else "p.accepted_at" if "accepted_at" in have else "p.input_id"
-    rows = con.execute(f"SELECT {pick} FROM st.session_pending_inputs p "
-                       f"{'WHERE ' + ' AND '.join(conds) if conds else ''} ORDER BY {order}").fetchall()
+    rows = con.execute(f"SELECT {pick} FROM session_pending_inputs p "
+                       f"{'WHERE ' + ' AND '.join(conds) if conds else ''} ORDER BY {order} NULLS LAST").fetchall()
     return [PendingInput(store, agent, *r) for r in rows]

@@ -7,30 +7,36 @@ from __future__ import annotations
 import os
 from collections.abc import Generator
 from pathlib import Path
+from typing import BinaryIO
 
 from lcm_etl.read.snapshot.pages import NotComparable, PageFile
 
 _CHUNK_PAGES = 256   # differing_pages compares this many pages at a time
+HELD = 4 << 20   # bytes of differing pages SpilledPages keeps in memory (an auto-checkpoint's 1,000 pages of 4 KiB)
 
 
 class SpilledPages:
     """The differing pages' bytes, kept in a file of the run's private folder rather than in memory: a re-run
     after 1 % growth of a 4.5 GB source holds about 190 MB of them from the comparison until they are written
     into the copy, and memory freed in 4 KiB pieces is not given back to the system, so the plan's DuckDB
-    came on top of them (a re-run peaked at 525 MB, a first run at 240 MB). Page number -> where its bytes are
-    in the file; a page past the end of `new` has none (b"")."""
+    came on top of them (a re-run peaked at 525 MB, a first run at 240 MB). The first HELD bytes stay in memory (a
+    watch's sync: its WAL frames, written and read back, were a tenth of what it read). Page number -> its bytes,
+    or where they are in the file; a page past the end of `new` has none (b"")."""
 
     def __init__(self, path: Path):
         self.path = path
-        self._fh = open(path, "w+b")
-        self._at: dict[int, tuple[int, int]] = {}   # page -> (offset, length)
+        self._fh: BinaryIO | None = None   # made when the pages outgrow HELD
+        self._at: dict[int, bytes | tuple[int, int]] = {}   # page -> its bytes, or (offset, length) in the file
+        self._held = 0
         self._undo: list | None = None   # since begin(): (page, where its bytes were before), for rollback()
 
     def reset(self) -> None:
         """Empty, for another comparison."""
-        self._fh.seek(0)
-        self._fh.truncate()
+        if self._fh is not None:
+            self._fh.seek(0)
+            self._fh.truncate()
         self._at.clear()
+        self._held = 0
         self._undo = None   # a follow that failed mid-transaction leaves no undo for the comparison after it
 
     def begin(self) -> None:
@@ -48,6 +54,12 @@ class SpilledPages:
     def add(self, n: int, data) -> None:
         if self._undo is not None:
             self._undo.append((n, self._at.get(n)))
+        if self._held + len(data) <= HELD:
+            self._at[n] = bytes(data)   # a comparison's is a view of a buffer it reuses
+            self._held += len(data)
+            return
+        if self._fh is None:
+            self._fh = open(self.path, "w+b")
         self._at[n] = (self._fh.tell(), len(data))   # only ever written at its end (read back with pread)
         self._fh.write(data)
 
@@ -55,24 +67,30 @@ class SpilledPages:
         return len(self._at)
 
     def get(self, n: int) -> bytes | None:
-        if n not in self._at:
-            return None
+        at = self._at.get(n)
+        return at if at is None or isinstance(at, bytes) else self._read(at)
+
+    def _read(self, at: tuple[int, int]) -> bytes:
+        assert self._fh is not None
         self._fh.flush()
-        at, length = self._at[n]
-        return os.pread(self._fh.fileno(), length, at)
+        return os.pread(self._fh.fileno(), at[1], at[0]) if at[1] else b""
 
     def __iter__(self):
         return iter(self._at)
 
     def items(self) -> Generator[tuple[int, bytes], None, None]:
         """(page, bytes) in page order, read back one page at a time."""
-        self._fh.flush()
         for n in sorted(self._at):
-            at, length = self._at[n]
-            yield n, os.pread(self._fh.fileno(), length, at) if length else b""
+            at = self._at[n]
+            yield n, at if isinstance(at, bytes) else self._read(at)
+
+    def held(self) -> set[int]:
+        """The pages whose bytes are in memory (no read brings them)."""
+        return {n for n, at in self._at.items() if isinstance(at, bytes)}
 
     def close(self) -> None:
-        self._fh.close()
+        if self._fh is not None:
+            self._fh.close()
         self.path.unlink(missing_ok=True)
 
     def __enter__(self):

@@ -33,16 +33,17 @@ def _owner_query(t, values: bool, by_range: bool = True) -> str:
 
 
 def owners(db: Path, changed: set[int], tables: Mapping, index_cells: bool = False, memo: dict | None = None,
-           against: dict | None = None) -> tuple[dict, set[int]]:
+           against: dict | None = None, known: dict[int, bytes] | None = None) -> tuple[dict, set[int]]:
     """In one copy: the owners of rows on the changed pages (what `tables` says: the tables whose rows are placed,
     by name, each an Owned: lcm.db's conversations, a store's windows), and the changed pages accounted
     for (b-tree pages, free pages, overflow pages of rows on changed table leaves and, with `index_cells`,
     of index entries on changed index pages, the lock-byte page). `against`: the other copy's rows; a row
-    not among them is changed whatever it holds, so it is not digested (most rows of a grown source)."""
+    not among them is changed whatever it holds, so it is not digested (most rows of a grown source). `known`: the
+    copy's pages read already, by number, and where the pages read here go (pages.PageFile.known)."""
     con = sqlite_runtime.connect(db)
     try:
         roots, table_of = _trees(con, tables)
-        with pages.PageFile(db) as pf:
+        with pages.PageFile(db, known) as pf:
             lay = pages.layout(pf, roots, changed, memo)
             explained = {n for n in changed if n in lay.btree or n in lay.free or n > pf.pages or pages.is_ptrmap(pf, n)}
             explained.add(pages.LOCK_BYTE_OFFSET // pf.page_size + 1)

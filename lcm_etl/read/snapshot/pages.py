@@ -61,8 +61,9 @@ class PageFile:
     around every mapped page a walk touches counted in the process's RSS (613 MB for the interior pages of a
     4.5 GB source), where a read leaves those neighbours in the page cache only."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, known: dict[int, bytes] | None = None):
         self.path = path
+        self.known = known   # the pages read, kept by the caller to read each once (refresh.py); None: not kept
         self._fh = open(path, "rb", buffering=0)
         size = Path(path).stat().st_size
         head = os.pread(self._fh.fileno(), 100, 0)
@@ -79,9 +80,13 @@ class PageFile:
     def page(self, n: int) -> bytes:
         if not 1 <= n <= self.pages:
             raise NotComparable(f"page {n} is outside the file")
+        if self.known is not None and n in self.known:
+            return self.known[n]
         data = os.pread(self._fh.fileno(), self.page_size, (n - 1) * self.page_size)
         if len(data) != self.page_size:
             raise NotComparable(f"page {n} is outside the file")
+        if self.known is not None:
+            self.known[n] = data
         return data
 
     def close(self) -> None:
@@ -106,6 +111,7 @@ def layout(pf: PageFile, roots: dict[int, bool], wanted: set[int], memo: dict | 
         if memo:
             memo.clear()   # one an earlier version kept: not sealed again
         return _by_pointer_map(pf, roots, wanted)
+    pf.known = None   # the memo holds what a walk needs of the interior pages, parsed: not their bytes as well
     out = Layout(pf.page_size, pf.usable, pf.pages)
     cells: dict = {} if memo is None else memo
     for root in roots:
@@ -139,10 +145,9 @@ def _by_pointer_map(pf: PageFile, roots: dict[int, bool], wanted: set[int]) -> L
     read, each once: the interior pages of a 5,000,000-event store, parsed and kept beside its copy, were 11 MB
     read and written each sync."""
     out = Layout(pf.page_size, pf.usable, pf.pages)
-    read: dict[int, bytes] = {}
-
-    def page(n: int) -> bytes:
-        return read[n] if n in read else read.setdefault(n, pf.page(n))
+    if pf.known is None:
+        pf.known = {}
+    page = pf.page
     for n in sorted(wanted):
         if n > pf.pages or is_ptrmap(pf, n) or n == LOCK_BYTE_OFFSET // pf.page_size + 1:
             continue
@@ -198,10 +203,6 @@ def _rowids(page: bytes, at: int) -> tuple[int | None, int | None]:
     return (first - 1 if first > -(1 << 63) else None), last
 
 
-def _kind(pf: PageFile, n: int) -> int:
-    return pf.page(n)[100 if n == 1 else 0]
-
-
 def _walk(pf: PageFile, n: int, root: int, lo, hi, out: Layout, wanted: set[int], depth: int, memo: dict) -> None:
     if depth > 40 or n in out.btree:
         raise NotComparable(f"b-tree of root {root} loops or is too deep")
@@ -238,7 +239,7 @@ def _walk(pf: PageFile, n: int, root: int, lo, hi, out: Layout, wanted: set[int]
     # is a byte of the child: what the memo says of it holds while no child is among the pages that changed
     leafy = parsed[3]
     if leafy is None or not wanted.isdisjoint(children):
-        leafy = _kind(pf, children[0]) in (_TABLE_LEAF, _INDEX_LEAF)
+        leafy = pf.page(children[0])[0] in (_TABLE_LEAF, _INDEX_LEAF)   # a child is never page 1
         memo[n] = (*parsed[:3], leafy)
     if leafy:
         for child in wanted.intersection(children):

@@ -99,11 +99,15 @@ class Refresh:
             changed = set(diff) | (wal.wal_pages(incoming, page_size) if incoming and incoming.exists() else set())
             # interior pages outside `changed` hold the same bytes in the sealed copy, the old one and the new (none
             # changed: no b-tree is walked, 0.06 s of a 500,000-event store's sync with nothing new)
-            old_owners, old_explained = (page_owners.owners(self.db, changed, self.tables, memo=memo)
+            known: dict[int, bytes] = {}   # the copy's pages read in this sync, each read once (PageFile.known)
+            old_owners, old_explained = (page_owners.owners(self.db, changed, self.tables, memo=memo, known=known)
                                          if changed else ({}, set()))
+            for n in changed:   # the pages outside `changed` are the same bytes in the new copy: not read again
+                known.pop(n, None)
         except (pages.NotComparable, sqlite3.Error) as exc:
             self.dropped = f"its changed pages cannot be read: {exc}"
             return None
+        held = diff.held() if incoming is None else set()   # the new bytes of verified WAL frames, kept: not read back
         fd = os.open(self.db, os.O_RDWR)   # one pwrite a page (a buffered file's seek flushed it: two calls)
         try:
             for n, data in diff.items():   # in page order
@@ -111,6 +115,8 @@ class Refresh:
                     if n == 1 and incoming is None:   # a WAL frame's page 1 says WAL mode: the copy stays in rollback
                         data = data[:18] + b"\x01\x01" + data[20:]
                     os.pwrite(fd, data, (n - 1) * page_size)
+                    if n in held:
+                        known[n] = data
             os.truncate(fd, new_pages * page_size)
         finally:
             os.close(fd)
@@ -122,14 +128,15 @@ class Refresh:
         for n in changed:   # parsed again from the new copy where it still is an interior page
             memo.pop(n, None)
         try:
-            new_owners, new_explained = (page_owners.owners(self.db, changed, self.tables, memo=memo, against=old_owners)
-                                         if changed else ({}, set()))
+            new_owners, new_explained = (page_owners.owners(self.db, changed, self.tables, memo=memo, against=old_owners,
+                                                            known=known) if changed else ({}, set()))
         except (pages.NotComparable, sqlite3.Error) as exc:
             return Changes(since, None, len(changed), f"cannot read the changed pages: {exc}", way)
         self.memo = memo
         unexplained = changed - old_explained - new_explained
         if unexplained:   # overflow pages of index entries (rare: an indexed value of over ~1000 bytes)
-            unexplained -= page_owners.owners(self.db, changed, self.tables, index_cells=True, memo=memo)[1]
+            unexplained -= page_owners.owners(self.db, changed, self.tables, index_cells=True, memo=memo,
+                                              known=known)[1]
         if unexplained:
             return Changes(since, None, len(changed), f"{len(unexplained)} changed pages are not rows lcm-etl can place",
                            way)
