@@ -357,3 +357,17 @@ def test_a_stores_small_tables_are_read_with_its_sqlite_connection_not_duckdbs_s
     assert [sql for sql in asked if " st." in sql] == ["SELECT session_id, max(seq), count(*) FROM st.transcript_events "
                                                         "GROUP BY 1"]
     assert any("information_schema.columns" in sql for sql in asked)
+
+
+def test_a_store_whose_small_table_holds_text_that_is_not_utf8_is_a_finding_not_an_internal_error(tmp_path):
+    state = copy_state("pending/state", tmp_path / "state")
+    store = state / "agents" / "main" / "agent" / "openclaw-agent.sqlite"
+    con = sqlite3.connect(store)
+    con.execute("UPDATE session_pending_inputs SET session_key = CAST(x'ff41' AS TEXT)")   # read by SQLite as str
+    con.commit()
+    con.close()
+    report = cli_json("reconcile", "--sessions", state, "--dest", tmp_path / "t.sqlite")
+    why = f"session store {store} could not be read: Could not decode to UTF-8 column 'session_key' with text '\ufffdA'"
+    assert report["warnings"] == [f"session store {store}: not a readable session store ({why}); not read"]
+    strict = run_cli("reconcile", "--sessions", state, "--dest", tmp_path / "strict.sqlite", "--strict")
+    assert (strict.returncode, strict.stderr) == (2, f"lcm-etl: error: {why}\n")

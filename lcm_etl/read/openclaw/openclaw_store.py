@@ -161,6 +161,9 @@ class OpenStore:
         except duckdb.Error as exc:
             self.close()
             raise duck.translate(exc, f"session store {path} could not be read") from None
+        except sqlite3.Error as exc:   # a small table's value that is not UTF-8, a damaged page: a finding, as DuckDB's
+            self.close()
+            raise BadInput(f"session store {path} could not be read: {str(exc).splitlines()[0]}") from None
         except BaseException:
             self.close()
             raise
