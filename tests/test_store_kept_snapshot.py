@@ -250,3 +250,26 @@ def test_the_pointer_map_places_every_page_of_a_store_where_the_walk_of_its_tree
         assert leaf.tree == bound.tree
         assert bound.lo is None or (leaf.lo is not None and bound.lo <= leaf.lo)
         assert bound.hi is None or (leaf.hi is not None and leaf.hi <= bound.hi)
+
+
+def test_the_pages_of_a_large_values_overflow_chain_are_counted_not_kept_in_memory(tmp_path):
+    """A changed leaf's large value (a tool output of megabytes) is placed by its overflow chain's page numbers: each
+    page's 4-byte link is read and dropped, where keeping every page the walk read (PageFile.known) held the value."""
+    from lcm_etl.read.snapshot import page_owners, pages
+
+    db = tmp_path / "av.sqlite"
+    with sqlite3.connect(db) as con:
+        con.execute("PRAGMA auto_vacuum = FULL")
+        con.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v BLOB)")
+        con.execute("INSERT INTO t VALUES (1, zeroblob(4000000)), (2, 'small')")
+    con.close()
+    with sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True) as con:
+        roots, table_of = page_owners._trees(con, {})
+    con.close()
+    leaf = next(root for root, name in table_of.items() if name == "t")   # its two rows fit on one page
+    with pages.PageFile(db, known={}) as pf:
+        assert pf.auto_vacuum and pf.known is not None
+        lay = pages.layout(pf, roots, {leaf})
+        chain = pages.overflow_pages(pf, leaf)
+        assert leaf in lay.leaves and len(chain) == (4_000_000 - 2_116) // 4_092   # every page but the leaf's 2,116 bytes
+        assert len(pf.known) <= 3   # the leaf and the pointer-map page (held before: the chain's 978 as well)

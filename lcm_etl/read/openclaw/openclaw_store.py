@@ -247,7 +247,7 @@ class OpenStore:
             return {sid: (int(m), int(n)) for sid, m, n in rows.fetchall()}
         # one query for them all, each window a range of the table's key
         counted = self.lite.execute("SELECT CAST(session_id AS BLOB), max(seq), count(*) FROM transcript_events WHERE "
-                                    "session_id IN (SELECT value FROM json_each(?)) GROUP BY 1", (json.dumps(sorted(windows)),))
+                                    "session_id IN (SELECT value FROM json_each(?)) GROUP BY session_id", (json.dumps(sorted(windows)),))
         return {sid.decode("utf-8", "surrogateescape"): (int(m), int(n)) for sid, m, n in counted}
 
     def where(self, w: StoreWindow) -> Path:
@@ -310,7 +310,7 @@ class OpenStore:
             "SELECT CAST(i.event_id AS BLOB) FROM session_transcript_active_events a JOIN transcript_event_identities i "
             "ON i.session_id = a.session_id AND i.seq = a.event_seq WHERE a.session_id = ? "
             "AND a.message_position IS NOT NULL ORDER BY a.active_position", (session_id,)).fetchall()
-        return [r[0].decode("utf-8", "surrogateescape") if isinstance(r[0], bytes) else r[0]   # as BLOB: bytes
+        return [r[0].decode("utf-8", "surrogateescape") if isinstance(r[0], bytes) else r[0]   # as BLOB: bytes, or NULL
                 for r in rows]
 
     def pending_message(self, p: PendingInput) -> bytes:

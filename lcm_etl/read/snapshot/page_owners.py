@@ -39,7 +39,8 @@ def owners(db: Path, changed: set[int], tables: Mapping, index_cells: bool = Fal
     for (b-tree pages, free pages, overflow pages of rows on changed table leaves and, with `index_cells`,
     of index entries on changed index pages, the lock-byte page). `against`: the other copy's rows; a row
     not among them is changed whatever it holds, so it is not digested (most rows of a grown source). `known`: the
-    copy's pages read already, by number, and where the pages read here go (pages.PageFile.known)."""
+    copy's pages read already, by number, and where the pages read here go (pages.PageFile.known): of an
+    auto-vacuum file only (OpenClaw's stores); a walk of every b-tree (lcm.db) keeps its memo instead."""
     con = sqlite_runtime.connect(db)
     try:
         roots, table_of = _trees(con, tables)

@@ -64,6 +64,7 @@ class PageFile:
     def __init__(self, path: Path, known: dict[int, bytes] | None = None):
         self.path = path
         self.known = known   # the pages read, kept by the caller to read each once (refresh.py); None: not kept
+        # (_by_pointer_map keeps them for the one walk it makes: a dict of its own)
         self._fh = open(path, "rb", buffering=0)
         size = Path(path).stat().st_size
         head = os.pread(self._fh.fileno(), 100, 0)
@@ -88,6 +89,15 @@ class PageFile:
         if self.known is not None:
             self.known[n] = data
         return data
+
+    def next_page(self, n: int) -> int:
+        """An overflow page's first 4 bytes, the next page of its chain: read alone and not kept (a chain is a
+        large value's pages, which the placing needs only the numbers of)."""
+        if self.known is not None and n in self.known:
+            return int.from_bytes(self.known[n][:4], "big")
+        if not 1 <= n <= self.pages:
+            raise NotComparable(f"page {n} is outside the file")
+        return int.from_bytes(os.pread(self._fh.fileno(), 4, (n - 1) * self.page_size), "big")
 
     def close(self) -> None:
         self._fh.close()
@@ -284,5 +294,5 @@ def overflow_pages(pf: PageFile, n: int) -> set[int]:
             if nxt in out or len(out) > pf.pages:
                 raise NotComparable(f"overflow chain from page {n} loops")
             out.add(nxt)
-            nxt, remaining = int.from_bytes(pf.page(nxt)[0:4], "big"), remaining - (u - 4)
+            nxt, remaining = pf.next_page(nxt), remaining - (u - 4)
     return out

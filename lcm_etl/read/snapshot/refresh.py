@@ -15,7 +15,7 @@ from lcm_etl.read.snapshot.sqlite_copy import file_signature, fold_wal, unchange
 from lcm_etl.sqlite_runtime import sqlite3
 
 # more differing pages than this share of the source (or than 1 MB of pages on a small one): not worth
-# proving page by page (their bytes wait in a file until written); the source is copied whole
+# proving page by page (beyond their first 4 MB, their bytes wait in a file until written); the source is copied whole
 MAX_CHANGED_SHARE, MIN_CHANGED_LIMIT = 0.1, 256
 
 

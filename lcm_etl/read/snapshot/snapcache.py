@@ -183,7 +183,7 @@ class SnapshotCache:
             snap = Snapshot(self.source, self.db, folder, 0, hold=hold)   # closing it lets the run's folder go
             refresh = Refresh(self.db, self.source, self.what, self.tables)
             try:
-                # the differing pages' bytes wait in a file of the run's folder until written, not in memory
+                # the differing pages' bytes, past their first 4 MB, wait in a file of the run's folder until written
                 with page_diff.SpilledPages(folder / "differing-pages") as spill:
                     refreshed = refresh.run(folder, memo, spill, seal["run_id"], seal.get("state") == self._state,
                                             wal.Mark.of(seal.get("wal")))
