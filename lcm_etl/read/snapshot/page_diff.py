@@ -59,7 +59,7 @@ class SpilledPages:
             self._held += len(data)
             return
         if self._fh is None:
-            self._fh = open(self.path, "w+b")
+            self._fh = open(self.path, "w+b", buffering=1 << 20)   # a write a page (8 KiB buffers): 0.22 s of 46,000
         self._at[n] = (self._fh.tell(), len(data))   # only ever written at its end (read back with pread)
         self._fh.write(data)
 
