@@ -266,7 +266,7 @@ class OpenStore:
         in key order, where a DuckDB scan of the attached table reads the whole table for each window (6.9 s of
         7 s for 100 windows of a 50,000-event store)."""
         if session_id in self.cold:
-            yield from cold_rows(self.con, self.path, session_id, self.cold[session_id], after_seq, self.findings)
+            yield from cold_rows(self.lite, self.path, session_id, self.cold[session_id], after_seq, self.findings)
             return
         zstd = "event_zstd" in self.columns["transcript_events"]
         size = "event_utf8_bytes" in self.columns["transcript_events"]
@@ -317,8 +317,9 @@ class OpenStore:
         return pending_message(self.lite, p.input_id)
 
     def archive_blob(self, archive: StoreArchive) -> bytes:
-        row = self.con.execute("SELECT archive_blob FROM st.session_transcript_archives WHERE archive_name = ?",
-                               [archive.name]).fetchone()
+        """By the name's unique index (DuckDB's scanner read every archive's blob for each one asked for)."""
+        row = self.lite.execute("SELECT archive_blob FROM session_transcript_archives WHERE archive_name = ?",
+                                (archive.name,)).fetchone()
         return bytes(row[0]) if row else b""
 
     def archive_text(self, archive: StoreArchive, blob: bytes | None = None) -> bytes:

@@ -221,8 +221,8 @@ def _verified(con, where: str, session_id: str, c: ColdArchive) -> bytes | str:
         if c.storage == "file":
             data = read_regular(Path(where), limit=c.size)
         else:
-            row = con.execute("SELECT archive_blob FROM st.session_transcript_cold_archives WHERE session_id = ?",
-                              [session_id]).fetchone()
+            row = con.execute("SELECT archive_blob FROM session_transcript_cold_archives WHERE session_id = ?",
+                              (session_id,)).fetchone()   # SQLite, by the key
             data = bytes(row[0]) if row and row[0] is not None else b""
     except Unreadable as exc:
         if exc.larger:
