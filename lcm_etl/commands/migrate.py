@@ -135,7 +135,7 @@ class _Run:
         # DuckDB starts while the source is read; a dry run keeps no record of the scanner's check (lcm_etl/duck.py)
         self.warm = duck.Warmup(opts.memory_limit, _PLANNING, keeps_records=not opts.dry_run)
         if self.cache is not None:
-            self.snap, self.changes = self.cache.snapshot(self.bars.count)
+            self.snap, self.changes = self.cache.snapshot(self.bars.count, self.sync.files)
             self._warn(self.cache.warning)
         else:
             self.snap = take_snapshot(opts.src, "source", None, progress=self.bars.count)

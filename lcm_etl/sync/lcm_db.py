@@ -28,6 +28,7 @@ from lcm_etl.sync import shortcut
 from lcm_etl.sync.decision import FULL, MARKS, NO_OP, PAGES, Decision
 from lcm_etl.sync.identity import SourceIdentity
 from lcm_etl.file_identity import real_path
+from lcm_etl.read.snapshot.wal import file_state
 
 
 @dataclass
@@ -55,10 +56,12 @@ class LcmDbSync:
     def __init__(self, asked: Asked):
         self.asked = asked
         self.path = real_path(asked.src)
+        # the source's files before anything is read: the shortcut's proof, and the kept snapshot's (snapcache.py)
+        self.files = file_state(asked.src)
         # what this run leaves for the next run's decision (store/sync_state.py), as far as it is known before the
         # source is read; the shortcut compares it with the last run's
-        self.state = sync_state.SyncState(shortcut.source_fingerprint(asked.src), asked.key_by, asked.session_filter,
-                                          totals={}, marks_run=None)
+        self.state = sync_state.SyncState(shortcut.source_fingerprint(asked.src, self.files), asked.key_by,
+                                          asked.session_filter, totals={}, marks_run=None)
         self.identity: SourceIdentity | None = None
         self.rec: Recorded | None = None
         self.proved_conversations: set[str] | None = None   # the changed pages' owners (pages compared)

@@ -26,7 +26,6 @@ from pathlib import Path
 
 from lcm_etl import sqlite_runtime
 from lcm_etl.store import ledger, sync_state
-from lcm_etl.read.snapshot.wal import file_state
 from lcm_etl.file_identity import real_path
 
 # What a full re-plan of an unchanged source reports besides the per-kind totals; the state records it
@@ -34,8 +33,9 @@ from lcm_etl.file_identity import real_path
 REPLAN_FIELDS = ("source_schema", "skipped_summaries", "cross_session_links_in_skipped")
 
 
-def source_fingerprint(src: Path) -> str:
-    return sync_state.fingerprint([real_path(src), *file_state(src)])
+def source_fingerprint(src: Path, files: list) -> str:
+    """`files`: the source's wal.file_state."""
+    return sync_state.fingerprint([real_path(src), *files])
 
 
 @dataclass

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from conftest import copy_fixture, migrate_json, run_cli
+from lcm_etl.read.snapshot import wal
 from test_snapcache import APPEND, FIXTURE, kept, remnic_content, without_cache
 
 pytestmark = pytest.mark.slow
@@ -142,20 +143,25 @@ import os, sqlite3, sys
 con = sqlite3.connect(sys.argv[1], isolation_level=None)
 con.execute("PRAGMA synchronous=NORMAL")
 con.execute("PRAGMA wal_autocheckpoint=0")
+per_commit = int(sys.argv[4])
 for k in range(int(sys.argv[2])):
-    con.execute("INSERT INTO messages (conversation_id, seq, role, content, token_count, created_at) "
-                "SELECT conversation_id, max(seq) + 1, 'user', ?, 5, '2026-11-23 09:00:00' FROM messages "
-                "WHERE conversation_id = 1", (f"{sys.argv[3]} {k}",))
+    con.execute("BEGIN")
+    for j in range(per_commit):
+        con.execute("INSERT INTO messages (conversation_id, seq, role, content, token_count, created_at) "
+                    "SELECT conversation_id, max(seq) + 1, 'user', ?, 5, '2026-11-23 09:00:00' FROM messages "
+                    "WHERE conversation_id = 1", (f"{sys.argv[3]} {k}" + (f" {j} " + "x" * 3000) * (per_commit > 1),))
+    con.execute("COMMIT")
     print(os.path.getsize(sys.argv[1] + "-wal"), flush=True)
 os._exit(0)
 """
 
 
-def dying_writer(tmp: Path, src: Path, commits: int, tag: str) -> list[int]:
+def dying_writer(tmp: Path, src: Path, commits: int, tag: str, per_commit: int = 1) -> list[int]:
+    """`commits` commits of `per_commit` messages each (more than one: of 3 KB each, a bulk import)."""
     script = tmp / "writer.py"
     script.write_text(DYING_WRITER)
-    out = subprocess.run([sys.executable, str(script), str(src), str(commits), tag], capture_output=True, text=True,
-                         check=True).stdout
+    out = subprocess.run([sys.executable, str(script), str(src), str(commits), tag, str(per_commit)],
+                         capture_output=True, text=True, check=True).stdout
     return [int(x) for x in out.split()]
 
 
@@ -263,3 +269,71 @@ def imported(target: Path) -> list:
                            "FROM lcm_messages ORDER BY session_id, turn_index").fetchall()
     finally:
         con.close()
+
+
+def bulk(con: sqlite3.Connection, tag: str, n: int = 3_000) -> None:
+    """A bulk import in one transaction: more bytes of new WAL frames than wal._FOLD (8 MB), and most of the -wal's,
+    which a sync hands to SQLite to verify and fold."""
+    con.execute("BEGIN")
+    for k in range(n):
+        con.execute(APPEND, (f"{tag} {k} " + "x" * 3000, 1 + k % 3))
+    con.execute("COMMIT")
+
+
+def test_a_bulk_import_in_the_wal_is_verified_and_folded_by_sqlite_then_followed_frame_by_frame(world):
+    src, target, twin_src, twin = world
+    with gateway(src) as live:
+        append(live, 3, "read")
+        synced(src, target, twin_src, twin)
+        bulk(live, "bulk")
+        assert os.path.getsize(f"{src}-wal") > wal._FOLD
+        line = synced(src, target, twin_src, twin)
+        assert "new WAL frames verified and folded by SQLite)" in line, line
+        append(live, 2, "after the bulk")   # the copy's mark: every frame SQLite folded, followed on from there
+        line = synced(src, target, twin_src, twin)
+        assert "(10 new WAL frames read)" in line, line
+        bulk(live, "less than half the -wal")   # read frame by frame: copying the whole -wal would read more
+        line = synced(src, target, twin_src, twin)
+        assert "new WAL frames read)" in line and "SQLite" not in line, line
+        bulk(live, "checkpointed", 9_000)   # most of the -wal: the two bulks before are in it too
+        live.execute("PRAGMA wal_checkpoint(PASSIVE)")   # the main file written, the WAL not yet restarted
+        line = synced(src, target, twin_src, twin)
+        assert "new WAL frames verified and folded by SQLite, the" in line, line
+        assert "pages a checkpoint wrote to the main file checked" in line, line
+    assert copy_rows(src, target) == source_rows(src)
+
+
+def test_a_torn_frame_in_a_bulk_import_ends_what_sqlite_folds_at_the_commit_before_it(world, tmp_path):
+    src, target, twin_src, twin = world
+    dying_writer(tmp_path, src, 2, "read")
+    synced(src, target, twin_src, twin)
+    dying_writer(tmp_path, src, 1, "kept")
+    ends = dying_writer(tmp_path, src, 1, "torn", per_commit=3_000)
+    assert ends[-1] > wal._FOLD
+    with open(f"{src}-wal", "r+b") as fh:   # a frame in the middle of the bulk transaction: a byte changed
+        fh.seek(ends[-1] // 2)
+        byte = fh.read(1)
+        fh.seek(-1, 1)
+        fh.write(bytes([byte[0] ^ 0xFF]))
+    Path(f"{src}-shm").unlink()   # SQLite recovers the WAL from the file: up to the commit before the torn frame
+    line = synced(src, target, twin_src, twin)
+    # the pages of the 5 frames of "kept" SQLite folded, not those of the torn transaction it left out
+    assert "pages compared: 5 pages changed since the snapshot kept from run" in line, line
+    assert "(5 new WAL frames verified and folded by SQLite); 1 of 3 sessions re-planned" in line, line
+    assert copy_rows(src, target) == source_rows(src)
+    assert "kept 0" in contents(src) and not any(c.startswith("torn") for c in contents(src))
+
+
+def test_a_main_file_that_contradicts_the_folded_frames_drops_the_kept_snapshot_for_a_whole_copy(world):
+    src, target, twin_src, twin = world
+    with gateway(src) as live:
+        append(live, 2, "read")
+        synced(src, target, twin_src, twin)
+        bulk(live, "bulk")
+        live.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        with open(src, "ab") as fh:   # a page the WAL's last commit does not count
+            fh.write(bytes(4096))
+        line = synced(src, target, twin_src, twin)
+    assert "the kept snapshot was dropped: the main file changed otherwise than by a checkpoint of the WAL's " \
+           "frames: " in line, line
+    assert copy_rows(src, target) == source_rows(src)

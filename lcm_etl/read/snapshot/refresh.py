@@ -44,7 +44,7 @@ class Refresh:
     wal_mark: wal.Mark | None = None
     dropped: str | None = None
 
-    def run(self, scratch: Path, memo: dict, spill: page_diff.SpilledPages, since: str, unchanged: bool,
+    def run(self, memo: dict, spill: page_diff.SpilledPages, since: str, unchanged: bool,
             kept: wal.Mark | None) -> Changes | None:
         """Compare, then write the differing pages and fold the source's WAL into the copy: what changed since run
         `since` sealed it. None when the copy cannot be brought up to date page by page (then the caller copies the
@@ -54,16 +54,20 @@ class Refresh:
         if unchanged:
             self.memo, self.wal_mark = memo, kept
             return Changes(since, set(), 0, way="the source's files are as the last sync found them")
+        # beside the copy, not in the run's folder: a rename from another file system (a tmpfs TMPDIR) fails
+        incoming = self.db.with_name("incoming-wal")
         try:
             with pages.PageFile(self.db) as old:
                 page_size, copy_pages = old.page_size, old.pages
-            followed, why = wal.follow(self.source, kept, self.db, page_size, spill)
+            followed, why = wal.follow(self.source, kept, self.db, page_size, spill, incoming)
         except (OSError, pages.NotComparable) as exc:
             followed, why = None, f"the WAL cannot be read: {exc}"
+        if followed is not None and followed.folded is not None:
+            return self._place(memo, spill, copy_pages, page_size, followed.folded, followed.seen, since, "",
+                               followed)
         if followed is not None:
             self.wal_mark = followed.mark
             return self._place(memo, spill, followed.db_pages or copy_pages, page_size, None, None, since, followed.way)
-        incoming = scratch / "incoming-wal"
         source_wal = Path(str(self.source) + "-wal")
         for _ in range(20):
             before = file_signature(self.source)
@@ -92,11 +96,14 @@ class Refresh:
                            f"the main file compared whole: {why}")
 
     def _place(self, memo: dict, diff: page_diff.SpilledPages, new_pages: int, page_size: int, incoming: Path | None,
-               seen: wal.Headers | None, since: str, way: str) -> Changes | None:
+               seen: wal.Headers | None, since: str, way: str, copied: wal.Followed | None = None) -> Changes | None:
         """Write the changed pages (and fold the copied -wal, `incoming`, its headers `seen`, when the main file was
-        compared) into the copy, and place the rows they hold: what changed since run `since`."""
+        compared, or when `copied` names the many new frames SQLite folds) into the copy, and place the rows they
+        hold: what changed since run `since`."""
         try:
-            changed = set(diff) | (wal.wal_pages(incoming, page_size) if incoming and incoming.exists() else set())
+            changed = set(diff) | (copied.pages if copied is not None else
+                                   wal.wal_pages(incoming, page_size) if incoming and incoming.exists() else set())
+            count = len(changed)
             # interior pages outside `changed` hold the same bytes in the sealed copy, the old one and the new (none
             # changed: no b-tree is walked, 0.06 s of a 500,000-event store's sync with nothing new)
             known: dict[int, bytes] = {}   # the copy's pages read in this sync, each read once (PageFile.known)
@@ -125,22 +132,40 @@ class Refresh:
                 os.replace(incoming, str(self.db) + "-wal")
             folded = fold_wal(self.db, self.source, self.what)
             self.wal_mark = seen.mark(folded) if seen is not None else None
+            if copied is not None:
+                why = self._contradicted(copied, folded, page_size)
+                if why:   # the copy now holds frames the main file contradicts: it goes (a whole copy)
+                    self.dropped = f"the main file changed otherwise than by a checkpoint of the WAL's frames: {why}"
+                    return None
+                # the pages of the frames folded (`changed` also holds those of a transaction SQLite left out)
+                count = len(copied.pages_of(folded))
+                way = f"{folded - copied.read} new WAL frames verified and folded by SQLite" + \
+                    ("" if copied.check is None else f", the {len(copied.check)} pages a checkpoint wrote to the main "
+                     "file checked")
         for n in changed:   # parsed again from the new copy where it still is an interior page
             memo.pop(n, None)
         try:
             new_owners, new_explained = (page_owners.owners(self.db, changed, self.tables, memo=memo, against=old_owners,
                                                             known=known) if changed else ({}, set()))
         except (pages.NotComparable, sqlite3.Error) as exc:
-            return Changes(since, None, len(changed), f"cannot read the changed pages: {exc}", way)
+            return Changes(since, None, count, f"cannot read the changed pages: {exc}", way)
         self.memo = memo
         unexplained = changed - old_explained - new_explained
         if unexplained:   # overflow pages of index entries (rare: an indexed value of over ~1000 bytes)
             unexplained -= page_owners.owners(self.db, changed, self.tables, index_cells=True, memo=memo,
                                               known=known)[1]
         if unexplained:
-            return Changes(since, None, len(changed), f"{len(unexplained)} changed pages are not rows lcm-etl can place",
-                           way)
+            return Changes(since, None, count, f"{len(unexplained)} changed pages are not rows lcm-etl can place", way)
         owners = page_owners.of_changed_rows(old_owners, new_owners)
         if None in owners:
-            return Changes(since, None, len(changed), "rows of no conversation changed", way)
-        return Changes(since, {str(c) for c in owners}, len(changed), way=way)
+            return Changes(since, None, count, "rows of no conversation changed", way)
+        return Changes(since, {str(c) for c in owners}, count, way=way)
+
+    def _contradicted(self, copied: wal.Followed, folded: int, page_size: int) -> str:
+        """'' when the copy SQLite folded `copied`'s frames into is the source: it folded at least the frames the copy
+        held, and a main file a checkpoint wrote holds the copy's bytes on the pages the generation names."""
+        if folded < copied.read or self.wal_mark is None:
+            return f"SQLite folded {folded} of its WAL's frames, where the copy held {copied.read}"
+        if copied.check is None:
+            return ""
+        return wal.main_holds(self.source, self.db, page_size, copied.check, self.wal_mark.db_pages, None)
