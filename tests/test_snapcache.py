@@ -83,6 +83,16 @@ def test_a_re_run_reads_the_changed_pages_and_re_plans_only_the_conversation_tha
     assert remnic_content(target) == remnic_content(twin)
 
 
+def test_a_wal_copy_a_killed_run_left_beside_the_kept_snapshot_is_removed_by_the_next_run(pair):
+    src, target, _, _, _ = pair
+    left = kept(src, target).db.with_name("incoming-wal")   # refresh.INCOMING: killed before SQLite folded it
+    left.write_bytes(b"\0" * 4096)
+    report = migrate_json(src, target, "--full")   # the source unchanged: the kept copy is used as it is
+    assert sealed_run(kept(src, target)) == report["run_id"]
+    assert not left.exists()
+    assert sorted(p.name for p in left.parent.iterdir()) == ["layout.marshal", "pair.json", "seal.json", "snapshot.db"]
+
+
 def test_the_kept_snapshot_holds_the_source_as_the_run_read_it(pair):
     src, target, _, _, _ = pair
     change(src, APPEND, "x" * 20_000, 3)   # a new row with overflow pages

@@ -17,6 +17,9 @@ from lcm_etl.sqlite_runtime import sqlite3
 # more differing pages than this share of the source (or than 1 MB of pages on a small one): not worth
 # proving page by page (beyond their first 4 MB, their bytes wait in a file until written); the source is copied whole
 MAX_CHANGED_SHARE, MIN_CHANGED_LIMIT = 0.1, 256
+# the source's -wal copied beside the copy until SQLite folds it in (not in the run's folder: a rename from another
+# file system, a tmpfs TMPDIR, fails); one a killed run left goes with the seal (snapcache.unseal)
+INCOMING = "incoming-wal"
 
 
 @dataclass
@@ -54,8 +57,7 @@ class Refresh:
         if unchanged:
             self.memo, self.wal_mark = memo, kept
             return Changes(since, set(), 0, way="the source's files are as the last sync found them")
-        # beside the copy, not in the run's folder: a rename from another file system (a tmpfs TMPDIR) fails
-        incoming = self.db.with_name("incoming-wal")
+        incoming = self.db.with_name(INCOMING)
         try:
             with pages.PageFile(self.db) as old:
                 page_size, copy_pages = old.page_size, old.pages

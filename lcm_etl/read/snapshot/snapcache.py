@@ -30,7 +30,7 @@ import orjson
 from lcm_etl.cachedir import cache_bound, cache_root, write_atomically
 from lcm_etl.run_options import size_text
 from lcm_etl.read.snapshot import cache_bounds, page_diff, page_owners, pages, runfolder, wal
-from lcm_etl.read.snapshot.refresh import Changes, Refresh
+from lcm_etl.read.snapshot.refresh import INCOMING, Changes, Refresh
 from lcm_etl.file_identity import real_path
 from lcm_etl.read.snapshot.sqlite_copy import CacheUnwritable, Snapshot, file_signature, take_snapshot, why_failed
 
@@ -83,6 +83,7 @@ class SnapshotCache:
         self.seal_file.unlink(missing_ok=True)
         self.memo_file.unlink(missing_ok=True)
         self.facts_file.unlink(missing_ok=True)
+        self.db.with_name(INCOMING).unlink(missing_ok=True)
 
     def finish(self, committed: str | None) -> str | None:
         """At the end of the run: when it committed, the cache brought within its bound and the copy sealed (the
