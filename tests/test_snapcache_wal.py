@@ -261,3 +261,22 @@ def test_a_sync_reads_a_long_wal_as_far_as_sqlite_itself_folds_it(tmp_path, monk
         for n, data in spill.items():
             fh.seek((n - 1) * 4096)
             assert fh.read(4096)[100 if n == 1 else 0:] == data[100 if n == 1 else 0:]
+
+
+def test_a_source_reached_through_a_symlink_has_the_wal_beside_the_file_it_names_read(tmp_path):
+    """The -wal is beside the file a symlink names, not beside the link: commits only in it are neither a no-op nor
+    missed by the kept snapshot."""
+    src = copy_fixture(FIXTURE, tmp_path / "src")
+    link = tmp_path / "link" / "lcm.db"
+    link.parent.mkdir()
+    link.symlink_to(src)
+    target = tmp_path / "out" / "lcm.sqlite"
+    with writer(src) as live:
+        append(live, 1, "before")
+        migrate_json(link, target)
+        append(live, 2, "only in the WAL")
+        report = migrate_json(link, target)
+        assert (report["sync_decision"]["how"], report["messages"]["inserted"]) == ("pages compared", 2)
+        append(live, 1, "again")
+        report = migrate_json(link, target, "--full")
+        assert report["messages"]["inserted"] == 1

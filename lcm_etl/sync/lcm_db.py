@@ -56,8 +56,9 @@ class LcmDbSync:
     def __init__(self, asked: Asked):
         self.asked = asked
         self.path = real_path(asked.src)
-        # the source's files before anything is read: the shortcut's proof, and the kept snapshot's (snapcache.py)
-        self.files = file_state(asked.src)
+        # the source's files before anything is read: the shortcut's proof, and the kept snapshot's (snapcache.py);
+        # of the file a symlink names, whose -wal is beside it, not beside the link
+        self.files = file_state(Path(self.path))
         # what this run leaves for the next run's decision (store/sync_state.py), as far as it is known before the
         # source is read; the shortcut compares it with the last run's
         self.state = sync_state.SyncState(shortcut.source_fingerprint(asked.src, self.files), asked.key_by,

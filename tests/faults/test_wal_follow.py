@@ -337,3 +337,21 @@ def test_a_main_file_that_contradicts_the_folded_frames_drops_the_kept_snapshot_
     assert "the kept snapshot was dropped: the main file changed otherwise than by a checkpoint of the WAL's " \
            "frames: " in line, line
     assert copy_rows(src, target) == source_rows(src)
+
+
+def test_a_small_sync_reads_its_frames_even_when_an_older_generation_left_the_wal_file_large(world):
+    """SQLite keeps a -wal file's size while the database is open: after a bulk import and a restart the file holds
+    the new generation's few frames before the old one's many. Only the new generation's frames count."""
+    src, target, twin_src, twin = world
+    with gateway(src) as live:
+        append(live, 2, "read")
+        synced(src, target, twin_src, twin)
+        bulk(live, "bulk")
+        assert "verified and folded by SQLite" in synced(src, target, twin_src, twin)
+        live.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        append(live, 1, "restarted")   # the WAL restarts from its first frame: the file keeps its size
+        assert "of the new one read" in synced(src, target, twin_src, twin)
+        append(live, 1, "small")
+        assert os.path.getsize(f"{src}-wal") > wal._FOLD
+        line = synced(src, target, twin_src, twin)
+        assert "new WAL frames read)" in line and "SQLite" not in line, line

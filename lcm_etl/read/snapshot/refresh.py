@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Mapping
 
 from lcm_etl.errors import RunFailed
-from lcm_etl.read.snapshot import page_diff, page_owners, pages, wal
+from lcm_etl.read.snapshot import page_diff, page_owners, pages, wal, wal_fold
 from lcm_etl.read.snapshot.sqlite_copy import file_signature, fold_wal, unchanged_but_appended
 from lcm_etl.sqlite_runtime import sqlite3
 
@@ -57,20 +57,22 @@ class Refresh:
         if unchanged:
             self.memo, self.wal_mark = memo, kept
             return Changes(since, set(), 0, way="the source's files are as the last sync found them")
-        incoming = self.db.with_name(INCOMING)
+        incoming, source_wal = self.db.with_name(INCOMING), Path(str(self.source) + "-wal")
+        seen: wal_fold.Headers | None = None
         try:
             with pages.PageFile(self.db) as old:
                 page_size, copy_pages = old.page_size, old.pages
-            followed, why = wal.follow(self.source, kept, self.db, page_size, spill, incoming)
+            followed, why = wal.follow(self.source, kept, self.db, page_size, spill)
+            if followed is not None and followed.fold is not None and kept is not None:
+                seen, why = wal_fold.copy(source_wal, incoming, followed.fold, kept, page_size)
+                followed = followed if seen is not None else None
         except (OSError, pages.NotComparable) as exc:
             followed, why = None, f"the WAL cannot be read: {exc}"
-        if followed is not None and followed.folded is not None:
-            return self._place(memo, spill, copy_pages, page_size, followed.folded, followed.seen, since, "",
-                               followed)
+        if followed is not None and followed.fold is not None:
+            return self._place(memo, spill, copy_pages, page_size, incoming, seen, since, "", followed.fold)
         if followed is not None:
             self.wal_mark = followed.mark
             return self._place(memo, spill, followed.db_pages or copy_pages, page_size, None, None, since, followed.way)
-        source_wal = Path(str(self.source) + "-wal")
         for _ in range(20):
             before = file_signature(self.source)
             try:
@@ -94,17 +96,18 @@ class Refresh:
         if diff is None:
             self.dropped = f"more than {limit} of its pages changed: a whole copy costs less"
             return None
-        return self._place(memo, diff, new_pages, page_size, incoming, wal.Headers.of(incoming, before[0]), since,
+        return self._place(memo, diff, new_pages, page_size, incoming, wal_fold.Headers.of(incoming, before[0]), since,
                            f"the main file compared whole: {why}")
 
     def _place(self, memo: dict, diff: page_diff.SpilledPages, new_pages: int, page_size: int, incoming: Path | None,
-               seen: wal.Headers | None, since: str, way: str, copied: wal.Followed | None = None) -> Changes | None:
+               seen: wal_fold.Headers | None, since: str, way: str, fold: wal.Fold | None = None) -> Changes | None:
         """Write the changed pages (and fold the copied -wal, `incoming`, its headers `seen`, when the main file was
-        compared, or when `copied` names the many new frames SQLite folds) into the copy, and place the rows they
-        hold: what changed since run `since`."""
+        compared, or with `fold`, the many new frames SQLite folds) into the copy, and place the rows they hold: what
+        changed since run `since`."""
         try:
-            changed = set(diff) | (copied.pages if copied is not None else
-                                   wal.wal_pages(incoming, page_size) if incoming and incoming.exists() else set())
+            # with `fold`, the pages of every new frame (of a transaction SQLite leaves out too: they stay the same)
+            changed = set(diff) | (seen.pages(fold.read, len(seen.frames)) if fold is not None and seen is not None
+                                   else wal.wal_pages(incoming, page_size) if incoming and incoming.exists() else set())
             count = len(changed)
             # interior pages outside `changed` hold the same bytes in the sealed copy, the old one and the new (none
             # changed: no b-tree is walked, 0.06 s of a 500,000-event store's sync with nothing new)
@@ -134,16 +137,15 @@ class Refresh:
                 os.replace(incoming, str(self.db) + "-wal")
             folded = fold_wal(self.db, self.source, self.what)
             self.wal_mark = seen.mark(folded) if seen is not None else None
-            if copied is not None:
-                why = self._contradicted(copied, folded, page_size)
-                if why:   # the copy now holds frames the main file contradicts: it goes (a whole copy)
-                    self.dropped = f"the main file changed otherwise than by a checkpoint of the WAL's frames: {why}"
+            if fold is not None and seen is not None and self.wal_mark is not None:
+                why = wal_fold.contradicted(self.source, self.db, page_size, fold, folded, self.wal_mark)
+                if why:   # the copy now holds frames the source contradicts: it goes (a whole copy)
+                    self.dropped = why
                     return None
-                # the pages of the frames folded (`changed` also holds those of a transaction SQLite left out)
-                count = len(copied.pages_of(folded))
-                way = f"{folded - copied.read} new WAL frames verified and folded by SQLite" + \
-                    ("" if copied.check is None else f", the {len(copied.check)} pages a checkpoint wrote to the main "
-                     "file checked")
+                count = len(seen.pages(fold.read, folded))   # the pages of the frames folded
+                way = f"{folded - fold.read} new WAL frames verified and folded by SQLite" + \
+                    (f", the {len(self.wal_mark.pages)} pages a checkpoint wrote to the main file checked"
+                     if fold.main_changed else "")
         for n in changed:   # parsed again from the new copy where it still is an interior page
             memo.pop(n, None)
         try:
@@ -162,12 +164,3 @@ class Refresh:
         if None in owners:
             return Changes(since, None, count, "rows of no conversation changed", way)
         return Changes(since, {str(c) for c in owners}, count, way=way)
-
-    def _contradicted(self, copied: wal.Followed, folded: int, page_size: int) -> str:
-        """'' when the copy SQLite folded `copied`'s frames into is the source: it folded at least the frames the copy
-        held, and a main file a checkpoint wrote holds the copy's bytes on the pages the generation names."""
-        if folded < copied.read or self.wal_mark is None:
-            return f"SQLite folded {folded} of its WAL's frames, where the copy held {copied.read}"
-        if copied.check is None:
-            return ""
-        return wal.main_holds(self.source, self.db, page_size, copied.check, self.wal_mark.db_pages, None)

@@ -29,7 +29,7 @@ import orjson
 
 from lcm_etl.cachedir import cache_bound, cache_root, write_atomically
 from lcm_etl.run_options import size_text
-from lcm_etl.read.snapshot import cache_bounds, page_diff, page_owners, pages, runfolder, wal
+from lcm_etl.read.snapshot import cache_bounds, page_diff, page_owners, pages, runfolder, wal, wal_fold
 from lcm_etl.read.snapshot.refresh import INCOMING, Changes, Refresh
 from lcm_etl.file_identity import real_path
 from lcm_etl.read.snapshot.sqlite_copy import CacheUnwritable, Snapshot, file_signature, take_snapshot, why_failed
@@ -59,7 +59,7 @@ class SnapshotCache:
         self._hold: int | None = None     # this run holds the pair's folder (cache_bounds.hold)
         self._state: list | None = None   # the source's files as this run found them, before reading (wal.file_state)
         self._wal: wal.Mark | None = None  # the WAL frames the copy holds as this run leaves it (sealed with it)
-        self._seen: wal.Headers | None = None   # the -wal copied with a whole copy, before it was folded
+        self._seen: wal_fold.Headers | None = None   # the -wal copied with a whole copy, before it was folded
 
     @classmethod
     def for_pair(cls, source: Path, target: Path, tables: Mapping, what: str = "source") -> SnapshotCache | None:
@@ -226,7 +226,7 @@ class SnapshotCache:
 
     def _saw_wal(self, copied: Path, before: list) -> None:
         """The source's -wal as copied beside the copy (a copy of it at `copied`) before it is folded."""
-        self._seen = wal.Headers.of(copied, before[0])
+        self._seen = wal_fold.Headers.of(copied, before[0])
 
 
 def used(source: Path, target: Path, dry_run: bool) -> None:

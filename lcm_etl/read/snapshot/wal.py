@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import struct
 from collections.abc import Generator
 from contextlib import closing
@@ -41,11 +40,8 @@ from lcm_etl.read.snapshot.wal_checksum import BATCH, MASK, checksum, frame_sums
 _MAGIC = (0x377F0682, 0x377F0683)   # the low bit: the checksums' words are big-endian
 _HEADER, _FRAME = 32, 24
 _BULK = 48 << 20   # a WAL with this many bytes left to read has its checksums summed in bulk (wal_checksum.frame_sums)
-# new frames of the generation the copy holds frames of, this many bytes and at least half the -wal's: the -wal is
-# copied and handed to SQLite, which verifies their checksums and folds them into the copy (refresh.py). For 46,000
-# frames (a 2M-message lcm.db's 1 % growth) 0.5 s, where verifying them here and writing their pages took 1.4 s and
-# imported pyarrow; for 6,300 (0.1 %) 0.15 s against 0.7. Below it (a watch's sync: a few hundred KB of frames in a
-# WAL of up to an auto-checkpoint's 4 MB) only the new frames are read, not the whole -wal three times over.
+# new frames of the generation the copy holds frames of, this many bytes and at least as many as the frames read
+# before: SQLite verifies and folds them (wal_fold.py); fewer (a watch's sync: a few hundred KB) are read here
 _FOLD = 8 << 20
 
 
@@ -215,41 +211,20 @@ class WalFile:
                 return
             slot, want = slot + n, max(1, min(2 * want, BATCH // size))
 
+    def generation_end(self) -> int:
+        """How many slots from the first carry the header's salts (a generation's frames are written from the first
+        slot on, over an older one's): a binary search, a few reads."""
+        assert self._fd is not None
+        lo, hi = 0, max(0, (os.fstat(self._fd).st_size - _HEADER) // (_FRAME + self.page_size))
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            lo, hi = (mid, hi) if self.header(mid)[8:16] == self.salts else (lo, mid - 1)
+        return lo
+
     def close(self) -> None:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
-
-
-@dataclass
-class Headers:
-    """The frame headers of a -wal copied beside a copy before SQLite folds it in (those carrying the header's salts,
-    in order); SQLite then says how many it folded, and those are the copy's mark."""
-    salts: str
-    seq: int
-    main: list | None
-    frames: list[bytes]
-
-    @classmethod
-    def of(cls, wal: Path, main: list | None) -> Headers:
-        w = WalFile(wal)
-        try:
-            frames: list[bytes] = []
-            if w.ok:
-                while (h := w.header(len(frames) + 1)) and h[8:16] == w.salts:
-                    frames.append(h)
-            return cls(w.salts.hex() if w.ok else "", w.seq if w.ok else -1, main, frames)
-        finally:
-            w.close()
-
-    def mark(self, folded: int) -> Mark:
-        """The mark of the copy SQLite folded the first `folded` frames into (its own chain check and last commit)."""
-        if folded > len(self.frames):   # not the frames read here: no mark the next run could trust
-            return Mark("", -1, "", main=None, boot="")
-        taken = self.frames[:folded]
-        return Mark(self.salts, self.seq, b"".join(h[16:24] for h in taken).hex(),
-                    sorted({int.from_bytes(h[:4], "big") for h in taken}),
-                    int.from_bytes(taken[-1][4:8], "big") if taken else 0, self.main, boot_id())
 
 
 def _mark(w: WalFile, run: Run, main: list | None) -> Mark:
@@ -257,24 +232,26 @@ def _mark(w: WalFile, run: Run, main: list | None) -> Mark:
 
 
 @dataclass
+class Fold:
+    """Many new frames for SQLite to verify and fold (wal_fold.py): the generation's (`salts`, `seq`) slots 1..`end`,
+    of which the copy holds the first `read`; `main` the main file's signature before the read, `main_changed`
+    whether a checkpoint may have written it since the last sync."""
+    salts: str
+    seq: int
+    read: int
+    end: int
+    main: list | None
+    main_changed: bool
+
+
+@dataclass
 class Followed:
-    """The change, read from the WAL: its pages' bytes are in the spill; the copy is then `db_pages` long. Or, for
-    many new frames, the -wal copied to `folded` (its frames' headers `seen`) for SQLite to verify and fold into the
-    copy: `pages` the new frames name, `check` the pages the main file must then hold the copy's bytes on (a
-    checkpoint since the last sync), None when it did not change."""
+    """The change, read from the WAL: its pages' bytes are in the spill; the copy is then `db_pages` long. Or, with
+    `fold`, many new frames left to SQLite (and `way`, `mark` said once it folded them)."""
     way: str
     db_pages: int
     mark: Mark | None
-    folded: Path | None = None
-    seen: Headers | None = None
-    pages: set[int] = field(default_factory=set)
-    check: set[int] | None = None
-    read: int = 0   # the frames of the copied -wal the copy already holds
-
-    def pages_of(self, folded: int) -> set[int]:
-        """The pages of the new frames among the first `folded` of the copied -wal."""
-        frames = self.seen.frames[self.read:folded] if self.seen is not None else []
-        return {int.from_bytes(h[:4], "big") for h in frames}
+    fold: Fold | None = None
 
 
 @dataclass
@@ -292,13 +269,6 @@ class _Reading:
         want = bytes.fromhex(self.mark.checksums)
         return all(self.w.header(s)[8:24] == salts + want[(s - 1) * 8: s * 8]
                    for s in range(first, self.mark.frames + 1))
-
-    def many_after(self, read: int) -> bool:
-        """The WAL holds _FOLD bytes or more after the `read` frames, and at least half its bytes."""
-        assert self.w._fd is not None
-        size = os.fstat(self.w._fd).st_size
-        left = size - _HEADER - read * (_FRAME + self.w.page_size)
-        return left >= _FOLD and 2 * left >= size
 
     def last_checksum(self) -> tuple[int, int]:
         return struct.unpack(">2I", bytes.fromhex(self.mark.checksums[-16:])) if self.mark.frames else self.w.start
@@ -324,11 +294,10 @@ def main_holds(source: Path, copy: Path, ps: int, check: set[int], db_pages: int
     return ""
 
 
-def follow(source: Path, mark: Mark | None, copy: Path, page_size: int, spill: SpilledPages,
-           incoming: Path) -> tuple[Followed | None, str]:
+def follow(source: Path, mark: Mark | None, copy: Path, page_size: int,
+           spill: SpilledPages) -> tuple[Followed | None, str]:
     """How the copy (whose frames `mark` says) becomes the source: from the WAL's frames, or (None, why) compared
-    whole. The source's main-file signature is taken before anything is read, and kept in the returned mark.
-    `incoming`: where the -wal is copied when SQLite is to fold many new frames (_FOLD)."""
+    whole. The source's main-file signature is taken before anything is read, and kept in the returned mark."""
     main = file_signature(source)[0]
     if mark is None:
         return None, "the kept snapshot does not say which WAL frames it holds"
@@ -347,8 +316,10 @@ def follow(source: Path, mark: Mark | None, copy: Path, page_size: int, spill: S
             return None, "a WAL generation was missed (the WAL was checkpointed and truncated, or removed)"
         r = _Reading(source, copy, w, mark, main, spill)
         same = w.salts.hex() == mark.salts and w.seq == mark.seq
-        if (same or (mark.frames == 0 and main == mark.main)) and r.many_after(mark.frames if same else 0):
-            return _copied(r, Path(f"{source}-wal"), incoming, mark.frames if same else 0)
+        if same or (mark.frames == 0 and main == mark.main):
+            read, end = (mark.frames if same else 0), w.generation_end()
+            if (end - read) * (_FRAME + page_size) >= _FOLD and end - read >= read:
+                return Followed("", 0, None, Fold(w.salts.hex(), w.seq, read, end, main, main != mark.main)), ""
         if same:
             return _same_generation(r)
         if mark.frames == 0 and main == mark.main:   # the copy is the main file: the whole generation is new
@@ -363,24 +334,6 @@ def follow(source: Path, mark: Mark | None, copy: Path, page_size: int, spill: S
                       f"{mark.frames} frames read)")
     finally:
         w.close()
-
-
-def _copied(r: _Reading, wal: Path, incoming: Path, read: int) -> tuple[Followed | None, str]:
-    """Many new frames after the `read` ones of the generation the copy holds: the -wal copied privately (a writer's
-    later checkpoint or restart cannot change what is folded), its frames read so far checked there, and the rest
-    left to SQLite, which verifies their checksum chain and folds them up to the last commit (refresh.py); the
-    main file, if a checkpoint wrote it, is checked after the fold."""
-    shutil.copyfile(wal, incoming)
-    seen = Headers.of(incoming, r.main)
-    want = bytes.fromhex(r.mark.checksums)
-    if (seen.salts, seen.seq) != (r.w.salts.hex(), r.w.seq) or len(seen.frames) < read or \
-            any(h[16:24] != want[i * 8:(i + 1) * 8] for i, h in enumerate(seen.frames[:read])):
-        incoming.unlink()
-        return None, "the WAL restarted or its frames read were rewritten while it was copied"
-    copied = Followed("", 0, None, incoming, seen, read=read)
-    copied.pages = copied.pages_of(len(seen.frames))
-    copied.check = None if r.main == r.mark.main else copied.pages | set(r.mark.pages)
-    return copied, ""
 
 
 def _same_generation(r: _Reading) -> tuple[Followed | None, str]:
