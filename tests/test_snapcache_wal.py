@@ -7,6 +7,7 @@ lossless-claw holds its database open in WAL mode; `writer` does the same here (
 checkpoint happens only where a test makes one)."""
 from __future__ import annotations
 
+import errno
 import os
 import sqlite3
 import subprocess
@@ -19,7 +20,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from conftest import copy_fixture, migrate_api, migrate_json
 from test_snapcache import APPEND, FIXTURE, forge_identity, kept, remnic_content, without_cache
-from lcm_etl.read.snapshot import page_diff, wal, sqlite_copy as sources
+from lcm_etl.read.snapshot import page_diff, wal, wal_fold, sqlite_copy as sources
 
 
 @contextmanager
@@ -280,3 +281,25 @@ def test_a_source_reached_through_a_symlink_has_the_wal_beside_the_file_it_names
         append(live, 1, "again")
         report = migrate_json(link, target, "--full")
         assert report["messages"]["inserted"] == 1
+
+
+def test_the_wal_is_copied_for_sqlite_to_fold_where_the_system_has_no_sendfile_between_files(tmp_path, monkeypatch):
+    """macOS's sendfile writes only to sockets: the generation's frames are copied by reads and writes instead, up to
+    the end asked and no further."""
+    live = tmp_path / "live.db"
+    with writer(live) as con:
+        con.execute("CREATE TABLE t (x)")
+        for _ in range(50):
+            con.execute("INSERT INTO t VALUES (?)", (os.urandom(3000).hex(),))
+        w = wal.WalFile(Path(f"{live}-wal"))
+        end, salts, seq = w.generation_end(), w.salts.hex(), w.seq
+        w.close()
+
+        def no_sendfile(*args):
+            raise OSError(errno.ENOTSOCK, "Socket operation on non-socket")
+        monkeypatch.setattr(wal_fold.os, "sendfile", no_sendfile)
+        incoming = tmp_path / "incoming-wal"
+        seen, why = wal_fold.copy(Path(f"{live}-wal"), incoming, wal.Fold(salts, seq, 0, end - 1, None, False),
+                                  wal.Mark(salts, seq, ""), 4096)
+        assert end > 50 and why == "" and seen is not None and len(seen.frames) == end - 1
+        assert incoming.read_bytes() == Path(f"{live}-wal").read_bytes()[:32 + (end - 1) * (24 + 4096)]

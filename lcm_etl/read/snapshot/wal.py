@@ -318,7 +318,9 @@ def follow(source: Path, mark: Mark | None, copy: Path, page_size: int,
         same = w.salts.hex() == mark.salts and w.seq == mark.seq
         if same or (mark.frames == 0 and main == mark.main):
             read, end = (mark.frames if same else 0), w.generation_end()
-            if (end - read) * (_FRAME + page_size) >= _FOLD and end - read >= read:
+            # ending in a commit frame: not the tail of a transaction rolled back or being written (whose frames a
+            # fold would copy on every sync, where the frame-by-frame way stops at them)
+            if (end - read) * (_FRAME + page_size) >= _FOLD and end - read >= read and w.header(end)[4:8] != bytes(4):
                 return Followed("", 0, None, Fold(w.salts.hex(), w.seq, read, end, main, main != mark.main)), ""
         if same:
             return _same_generation(r)

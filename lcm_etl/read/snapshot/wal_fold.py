@@ -5,6 +5,7 @@ frame's checksum chain up to the last commit, as it does opening the database, i
 verifying them in Python and writing their pages one by one took 1.4 s. What it folded is the copy's new mark."""
 from __future__ import annotations
 
+import errno
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,11 +54,7 @@ def copy(wal: Path, incoming: Path, fold: Fold, kept: Mark, page_size: int) -> t
     """The -wal's frames up to the generation's end copied to `incoming` (a writer's later checkpoint or restart
     cannot change what is folded; an older generation's frames beyond it are not read), and their headers; None and
     why when the copy is not of that generation or lacks the checksums of the frames the kept copy holds."""
-    size = _HEADER + fold.end * (_FRAME + page_size)
-    with open(wal, "rb") as fin, open(incoming, "wb") as fout:
-        at = 0
-        while at < size and (n := os.sendfile(fout.fileno(), fin.fileno(), at, size - at)):
-            at += n
+    _copy_prefix(wal, incoming, _HEADER + fold.end * (_FRAME + page_size))
     seen = Headers.of(incoming, fold.main)
     want = bytes.fromhex(kept.checksums)
     if (seen.salts, seen.seq) != (fold.salts, fold.seq) or len(seen.frames) < fold.read or \
@@ -67,12 +64,29 @@ def copy(wal: Path, incoming: Path, fold: Fold, kept: Mark, page_size: int) -> t
     return seen, ""
 
 
+def _copy_prefix(src: Path, dst: Path, size: int) -> None:
+    """The first `size` bytes of `src` (fewer if it is shorter), in the kernel where it copies between files."""
+    with open(src, "rb") as fin, open(dst, "wb") as fout:
+        at = 0
+        try:
+            while at < size and (n := os.sendfile(fout.fileno(), fin.fileno(), at, size - at)):
+                at += n
+        except OSError as exc:   # no sendfile between two files (macOS: sockets only; some file systems)
+            if exc.errno not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSOCK) or at:
+                raise
+            while at < size and (data := fin.read(min(1 << 20, size - at))):
+                fout.write(data)
+                at += len(data)
+
+
 def contradicted(source: Path, copy: Path, page_size: int, fold: Fold, folded: int, mark: Mark) -> str:
     """'' when the copy SQLite folded `folded` frames into (its new `mark`) is the source: it folded at least the
     frames the copy held, and a main file a checkpoint wrote holds the copy's bytes on every page the generation's
     folded frames name, at the size their last commit says (what a checkpoint writes); else why not."""
     if folded < fold.read:
         return f"SQLite folded {folded} of the WAL's frames, fewer than the {fold.read} the kept copy held"
+    if not mark.salts:   # more than were copied (Headers.mark): pages this sync did not place
+        return f"SQLite folded {folded} of the WAL's frames, more than were copied"
     if not fold.main_changed:
         return ""
     try:
