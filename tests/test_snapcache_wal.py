@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -297,7 +298,9 @@ def test_the_wal_is_copied_for_sqlite_to_fold_where_the_system_has_no_sendfile_b
 
         def no_sendfile(*args):
             raise OSError(errno.ENOTSOCK, "Socket operation on non-socket")
-        monkeypatch.setattr(wal_fold.os, "sendfile", no_sendfile)
+        monkeypatch.setattr(os, "sendfile", no_sendfile)
+        # shutil.copyfile, the fallback, gives up its own sendfile for the process on ENOTSOCK: restored after
+        monkeypatch.setattr(shutil, "_USE_CP_SENDFILE", shutil._USE_CP_SENDFILE)
         incoming = tmp_path / "incoming-wal"
         seen, why = wal_fold.copy(Path(f"{live}-wal"), incoming, wal.Fold(salts, seq, 0, end - 1, None, False),
                                   wal.Mark(salts, seq, ""), 4096)

@@ -165,17 +165,23 @@ def dying_writer(tmp: Path, src: Path, commits: int, tag: str, per_commit: int =
     return [int(x) for x in out.split()]
 
 
+def tear(src: Path, at: int) -> None:
+    """The byte at `at` of the source's -wal changed, and its -shm gone: SQLite recovers the WAL from the file, up
+    to the commit before the torn frame."""
+    with open(f"{src}-wal", "r+b") as fh:
+        fh.seek(at)
+        byte = fh.read(1)
+        fh.seek(-1, 1)
+        fh.write(bytes([byte[0] ^ 0xFF]))
+    Path(f"{src}-shm").unlink()
+
+
 def test_a_torn_frame_ends_what_is_read_at_the_commit_before_it(world, tmp_path):
     src, target, twin_src, twin = world
     dying_writer(tmp_path, src, 2, "read")
     synced(src, target, twin_src, twin)
     ends = dying_writer(tmp_path, src, 2, "appended")
-    with open(f"{src}-wal", "r+b") as fh:   # the last commit's last frame torn: a byte of its page changed
-        fh.seek(ends[-1] - 100)
-        byte = fh.read(1)
-        fh.seek(-1, 1)
-        fh.write(bytes([byte[0] ^ 0xFF]))
-    Path(f"{src}-shm").unlink()   # SQLite recovers the WAL from the file: up to the commit before the torn frame
+    tear(src, ends[-1] - 100)   # the last commit's last frame torn: a byte of its page changed
     line = synced(src, target, twin_src, twin)
     assert "new WAL frames read)" in line, line
     assert copy_rows(src, target) == source_rows(src)
@@ -310,12 +316,7 @@ def test_a_torn_frame_in_a_bulk_import_ends_what_sqlite_folds_at_the_commit_befo
     dying_writer(tmp_path, src, 1, "kept")
     ends = dying_writer(tmp_path, src, 1, "torn", per_commit=3_000)
     assert ends[-1] > wal._FOLD
-    with open(f"{src}-wal", "r+b") as fh:   # a frame in the middle of the bulk transaction: a byte changed
-        fh.seek(ends[-1] // 2)
-        byte = fh.read(1)
-        fh.seek(-1, 1)
-        fh.write(bytes([byte[0] ^ 0xFF]))
-    Path(f"{src}-shm").unlink()   # SQLite recovers the WAL from the file: up to the commit before the torn frame
+    tear(src, ends[-1] // 2)   # a frame in the middle of the bulk transaction: a byte changed
     line = synced(src, target, twin_src, twin)
     # the pages of the 5 frames of "kept" SQLite folded, not those of the torn transaction it left out
     assert "pages compared: 5 pages changed since the snapshot kept from run" in line, line

@@ -91,24 +91,32 @@ class Snapshot:
 COPY_CHUNK = 8 << 20   # what copy_file moves between two reports of its progress
 
 
-def copy_file(src: Path | str, dst: Path | str, copied: Callable[[int], None] | None = None) -> None:
-    """shutil.copyfile, telling `copied` the bytes each chunk moved (os.sendfile, as copyfile uses on Linux:
-    no copy through user space). Where sendfile cannot copy file to file, copyfile does it in one go."""
-    if copied is None:
+def copy_file(src: Path | str, dst: Path | str, copied: Callable[[int], None] | None = None,
+              size: int | None = None) -> None:
+    """shutil.copyfile (of the first `size` bytes, fewer if the file is shorter), telling `copied` the bytes each
+    chunk moved (os.sendfile, as copyfile uses on Linux: no copy through user space). Where sendfile cannot copy file
+    to file (macOS: to sockets only), copyfile does it in one go."""
+    if copied is None and size is None:
         shutil.copyfile(src, dst)
         return
     with open(src, "rb") as fin, open(dst, "wb") as fout:
-        while True:
+        while size is None or fout.tell() < size:
             try:
-                n = os.sendfile(fout.fileno(), fin.fileno(), None, COPY_CHUNK)
+                n = os.sendfile(fout.fileno(), fin.fileno(), None,
+                                COPY_CHUNK if size is None else min(COPY_CHUNK, size - fout.tell()))
             except OSError as exc:
-                if exc.errno not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP) or fout.tell():
+                if exc.errno not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSOCK) or fout.tell():
                     raise
                 break   # no sendfile between these files: copied whole below
             if n == 0:
                 return
-            copied(n)
+            if copied is not None:
+                copied(n)
+        else:
+            return
     shutil.copyfile(src, dst)
+    if size is not None:
+        os.truncate(dst, min(size, os.path.getsize(dst)))
 
 
 def take_snapshot(path: Path, what: str = "source", tmp_root: str | None = None, attempts: int = 20,

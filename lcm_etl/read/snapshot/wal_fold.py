@@ -5,11 +5,10 @@ frame's checksum chain up to the last commit, as it does opening the database, i
 verifying them in Python and writing their pages one by one took 1.4 s. What it folded is the copy's new mark."""
 from __future__ import annotations
 
-import errno
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from lcm_etl.read.snapshot.sqlite_copy import copy_file
 from lcm_etl.read.snapshot.wal import Fold, Mark, WalFile, boot_id, main_holds
 
 _HEADER, _FRAME = 32, 24
@@ -54,7 +53,7 @@ def copy(wal: Path, incoming: Path, fold: Fold, kept: Mark, page_size: int) -> t
     """The -wal's frames up to the generation's end copied to `incoming` (a writer's later checkpoint or restart
     cannot change what is folded; an older generation's frames beyond it are not read), and their headers; None and
     why when the copy is not of that generation or lacks the checksums of the frames the kept copy holds."""
-    _copy_prefix(wal, incoming, _HEADER + fold.end * (_FRAME + page_size))
+    copy_file(wal, incoming, size=_HEADER + fold.end * (_FRAME + page_size))
     seen = Headers.of(incoming, fold.main)
     want = bytes.fromhex(kept.checksums)
     if (seen.salts, seen.seq) != (fold.salts, fold.seq) or len(seen.frames) < fold.read or \
@@ -62,21 +61,6 @@ def copy(wal: Path, incoming: Path, fold: Fold, kept: Mark, page_size: int) -> t
         incoming.unlink()
         return None, "the WAL restarted, or the frames the last sync read were written again"
     return seen, ""
-
-
-def _copy_prefix(src: Path, dst: Path, size: int) -> None:
-    """The first `size` bytes of `src` (fewer if it is shorter), in the kernel where it copies between files."""
-    with open(src, "rb") as fin, open(dst, "wb") as fout:
-        at = 0
-        try:
-            while at < size and (n := os.sendfile(fout.fileno(), fin.fileno(), at, size - at)):
-                at += n
-        except OSError as exc:   # no sendfile between two files (macOS: sockets only; some file systems)
-            if exc.errno not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSOCK) or at:
-                raise
-            while at < size and (data := fin.read(min(1 << 20, size - at))):
-                fout.write(data)
-                at += len(data)
 
 
 def contradicted(source: Path, copy: Path, page_size: int, fold: Fold, folded: int, mark: Mark) -> str:
