@@ -61,7 +61,7 @@ class LcmDbSync:
         self.files = file_state(Path(self.path))
         # what this run leaves for the next run's decision (store/sync_state.py), as far as it is known before the
         # source is read; the shortcut compares it with the last run's
-        self.state = sync_state.SyncState(shortcut.source_fingerprint(asked.src, self.files), asked.key_by,
+        self.state = sync_state.SyncState(shortcut.source_fingerprint(self.path, self.files), asked.key_by,
                                           asked.session_filter, totals={}, marks_run=None)
         self.identity: SourceIdentity | None = None
         self.rec: Recorded | None = None

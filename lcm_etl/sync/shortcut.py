@@ -26,16 +26,15 @@ from pathlib import Path
 
 from lcm_etl import sqlite_runtime
 from lcm_etl.store import ledger, sync_state
-from lcm_etl.file_identity import real_path
 
 # What a full re-plan of an unchanged source reports besides the per-kind totals; the state records it
 # (migrate._totals), so that the shortcut reports it too.
 REPLAN_FIELDS = ("source_schema", "skipped_summaries", "cross_session_links_in_skipped")
 
 
-def source_fingerprint(src: Path, files: list) -> str:
-    """`files`: the source's wal.file_state."""
-    return sync_state.fingerprint([real_path(src), *files])
+def source_fingerprint(path: str, files: list) -> str:
+    """`path`: the source's real path (file_identity.real_path); `files`: its wal.file_state."""
+    return sync_state.fingerprint([path, *files])
 
 
 @dataclass
